@@ -1,0 +1,3 @@
+from optalloc.cli import main
+
+raise SystemExit(main())

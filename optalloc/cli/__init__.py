@@ -1,0 +1,55 @@
+"""`optalloc` command line: a thin dispatcher. Each area registers its subcommands from its own
+module (`register(subparsers)`), so areas do not edit each other's files."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from optalloc.errors import OptallocError
+
+# modules under optalloc.cli, each with register(subparsers); order = order in --help
+COMMAND_MODULES = (
+    "validate",  # optalloc validate PATH
+    "ledger_cmd",  # optalloc ledger report|record|import
+    "epoch_cmd",  # optalloc epoch, optalloc explain
+    "jobs_cmd",  # optalloc submit, optalloc jobs
+    "sim_cmd",  # optalloc simulate, optalloc whatif
+    "bench_cmd",  # optalloc bench
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="optalloc",
+        description="GPU batch allocator: budgets, hierarchical fair share, time-slicing contract.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"optalloc.cli.{name}")
+        except ModuleNotFoundError as err:  # an area not built yet in this checkout
+            if err.name == f"optalloc.cli.{name}":
+                continue
+            raise
+        mod.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except OptallocError as err:
+        print(f"optalloc {args.command}: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,127 @@
+"""The org tree flattened into arrays, and entitlement math.
+
+A leaf's entitlement on a gpu_type is the product of the normalized shares along its path:
+
+    ent[v, t] = prod over nodes u on the path root -> v (excluding the root) of
+                share_t(u) / sum over siblings w of u of share_t(w)
+
+where share_t(u) is u's `share_by_type[t]` if given, else its `share`. The root's entitlement
+is 1. An inner node's entitlement equals the sum of its children's (when some sibling share is
+positive). If every sibling share is zero the group's entitlement is 0 for all of them
+(validation rejects all-zero siblings in configs; the math stays defined).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from optalloc.types import OrgNode
+
+
+def walk(root: OrgNode) -> Iterator[tuple[OrgNode, OrgNode | None, int]]:
+    """Pre-order walk yielding (node, parent, depth)."""
+    stack: list[tuple[OrgNode, OrgNode | None, int]] = [(root, None, 0)]
+    while stack:
+        node, parent, depth = stack.pop()
+        yield node, parent, depth
+        for child in reversed(node.children):
+            stack.append((child, node, depth + 1))
+
+
+@dataclass(frozen=True, eq=False)
+class OrgTree:
+    """Array view of an org tree for a given list of gpu_types.
+
+    Index 0 is the root. `parent[0] == -1`. `ancestors[i]` lists i's ancestors from its parent
+    up to (and including) the root.
+    """
+
+    root: OrgNode
+    gpu_types: tuple[str, ...]
+    names: tuple[str, ...]
+    parent: np.ndarray  # (n,) int
+    depth: np.ndarray  # (n,) int
+    is_leaf: np.ndarray  # (n,) bool
+    share: np.ndarray  # (n, T) raw share per gpu_type
+    entitlement: np.ndarray  # (n, T) fraction of each gpu_type's capacity
+    index: dict
+
+    @classmethod
+    def build(cls, root: OrgNode, gpu_types: Sequence[str]) -> "OrgTree":
+        gpu_types = tuple(gpu_types)
+        nodes, parents, depths = [], [], []
+        idx: dict[str, int] = {}
+        for node, parent, depth in walk(root):
+            idx[node.name] = len(nodes)
+            nodes.append(node)
+            parents.append(-1 if parent is None else idx[parent.name])
+            depths.append(depth)
+        n, T = len(nodes), len(gpu_types)
+        share = np.ones((n, T))
+        for i, node in enumerate(nodes):
+            for t, g in enumerate(gpu_types):
+                share[i, t] = node.share_by_type.get(g, node.share)
+        parent = np.asarray(parents, dtype=np.int64)
+        # normalize among siblings: sibling sum per parent, vectorized with add.at
+        sib_sum = np.zeros((n, T))
+        np.add.at(sib_sum, parent[1:], share[1:])
+        ent = np.zeros((n, T))
+        ent[0] = 1.0
+        order = np.argsort(np.asarray(depths), kind="stable")  # parents before children
+        for i in order[1:]:
+            p = parent[i]
+            denom = sib_sum[p]
+            frac = np.divide(share[i], denom, out=np.zeros(T), where=denom > 0)
+            ent[i] = ent[p] * frac
+        is_leaf = np.array([nd.is_leaf for nd in nodes])
+        return cls(
+            root=root,
+            gpu_types=gpu_types,
+            names=tuple(nd.name for nd in nodes),
+            parent=parent,
+            depth=np.asarray(depths, dtype=np.int64),
+            is_leaf=is_leaf,
+            share=share,
+            entitlement=ent,
+            index=idx,
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def leaves(self) -> tuple[str, ...]:
+        return tuple(nm for nm, leaf in zip(self.names, self.is_leaf) if leaf)
+
+    def ancestors(self, name: str) -> list[str]:
+        """Ancestors of `name` from its parent up to the root."""
+        out = []
+        i = self.parent[self.index[name]]
+        while i >= 0:
+            out.append(self.names[i])
+            i = self.parent[i]
+        return out
+
+    def path(self, name: str) -> list[str]:
+        """Names from the root down to `name` inclusive."""
+        return list(reversed(self.ancestors(name))) + [name]
+
+    def membership(self) -> np.ndarray:
+        """(n_nodes, n_nodes) bool matrix M[u, v] = u is v or an ancestor of v."""
+        n = self.n
+        m = np.eye(n, dtype=bool)
+        for v in range(n):
+            p = self.parent[v]
+            while p >= 0:
+                m[p, v] = True
+                p = self.parent[p]
+        return m
+
+    def leaf_entitlement(self, name: str, gpu_type: str) -> float:
+        return float(self.entitlement[self.index[name], self.gpu_types.index(gpu_type)])

@@ -1,0 +1,145 @@
+"""The immutable, array-backed input of one scheduling epoch.
+
+A Snapshot freezes everything a policy may read: the cluster (nodes and their state), the
+org tree with entitlements, the queue (queued and running jobs) and the ledger's usage ratio of
+every org node at `now`. Policies (the ILP, the greedy and priority baselines) only read it.
+
+Coordinates: jobs `j` (order of `jobs`), gpu_types `t` (order of `gpu_types`), nodes `n`
+(order of `nodes`), org nodes `o` (order of `org.names`, root = 0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from optalloc.org import OrgTree
+from optalloc.types import Config, GpuType, Job, JobState, Node, NodeState, Policy
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    now: float
+    policy: Policy
+    gpu_types: tuple[GpuType, ...]
+    nodes: tuple[Node, ...]
+    org: OrgTree
+    jobs: tuple[Job, ...]
+    usage_ratio: np.ndarray  # (O,) usage / entitled over the lookback window, per org node
+    # --- nodes
+    node_type: np.ndarray  # (N,) int index into gpu_types
+    node_gpus: np.ndarray  # (N,) int GPUs on the node
+    node_up: np.ndarray  # (N,) bool: accepts new placements (state up)
+    node_present: np.ndarray  # (N,) bool: not down (running jobs may stay on drain)
+    # --- jobs
+    job_gpus: np.ndarray  # (J,) int
+    job_project: np.ndarray  # (J,) int index into org.names (a leaf)
+    job_allowed: np.ndarray  # (J, T) bool allowed gpu_types
+    job_speed: np.ndarray  # (J, T) float speedup per type (1.0 default)
+    job_running: np.ndarray  # (J,) bool
+    job_allocated: np.ndarray  # (J,) bool (min_runtime > 0)
+    job_protected: np.ndarray  # (J,) bool running, allocated, inside its min_runtime
+    job_priority: np.ndarray  # (J,) int
+    job_submit: np.ndarray  # (J,) float
+    job_index: Mapping[str, int]
+    node_index: Mapping[str, int]
+
+    @property
+    def type_names(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.gpu_types)
+
+    def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
+        """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
+        mask = self.node_up if up_only else self.node_present
+        return np.bincount(
+            self.node_type[mask], weights=self.node_gpus[mask], minlength=len(self.gpu_types)
+        ).astype(np.int64)
+
+    def protected_until(self, job: Job) -> float | None:
+        """End of the job's protected minimum runtime, or None if it has none."""
+        if not job.running or not job.allocated or job.start_time is None:
+            return None
+        return job.start_time + min(job.min_runtime_s, self.policy.min_runtime_cap_s)
+
+
+def build_snapshot(
+    config: Config,
+    now: float,
+    jobs: Sequence[Job] | None = None,
+    usage_ratio: Mapping[str, float] | None = None,
+    nodes: Sequence[Node] | None = None,
+) -> Snapshot:
+    """Freeze inputs for one epoch. `jobs` defaults to `config.jobs`, `nodes` to `config.nodes`;
+    `usage_ratio` maps org node names to their ratio (missing = 0: no usage yet)."""
+    jobs = tuple(config.jobs if jobs is None else jobs)
+    nodes = tuple(config.nodes if nodes is None else nodes)
+    gpu_types = tuple(config.gpu_types)
+    tnames = [g.name for g in gpu_types]
+    tidx = {n: i for i, n in enumerate(tnames)}
+    org = OrgTree.build(config.org, tnames)
+    policy = config.policy
+    T, J = len(gpu_types), len(jobs)
+
+    ratio = np.zeros(org.n)
+    for name, r in (usage_ratio or {}).items():
+        if name in org.index:
+            ratio[org.index[name]] = float(r)
+
+    node_type = np.fromiter((tidx[n.gpu_type] for n in nodes), dtype=np.int64, count=len(nodes))
+    node_gpus = np.fromiter((n.gpus for n in nodes), dtype=np.int64, count=len(nodes))
+    node_up = np.fromiter((n.state is NodeState.UP for n in nodes), dtype=bool, count=len(nodes))
+    node_present = np.fromiter(
+        (n.state is not NodeState.DOWN for n in nodes), dtype=bool, count=len(nodes)
+    )
+
+    job_gpus = np.fromiter((j.gpus for j in jobs), dtype=np.int64, count=J)
+    job_project = np.fromiter((org.index[j.project] for j in jobs), dtype=np.int64, count=J)
+    job_allowed = np.ones((J, T), dtype=bool)
+    job_speed = np.ones((J, T))
+    for k, j in enumerate(jobs):
+        if j.gpu_types:
+            job_allowed[k] = False
+            for g in j.gpu_types:
+                job_allowed[k, tidx[g]] = True
+        for g, s in j.speedup.items():
+            job_speed[k, tidx[g]] = float(s)
+    job_running = np.fromiter((j.state is JobState.RUNNING for j in jobs), dtype=bool, count=J)
+    job_allocated = np.fromiter((j.min_runtime_s > 0 for j in jobs), dtype=bool, count=J)
+    cap = policy.min_runtime_cap_s
+    job_protected = np.fromiter(
+        (
+            j.state is JobState.RUNNING
+            and j.min_runtime_s > 0
+            and j.start_time is not None
+            and now < j.start_time + min(j.min_runtime_s, cap)
+            for j in jobs
+        ),
+        dtype=bool,
+        count=J,
+    )
+    return Snapshot(
+        now=float(now),
+        policy=policy,
+        gpu_types=gpu_types,
+        nodes=nodes,
+        org=org,
+        jobs=jobs,
+        usage_ratio=ratio,
+        node_type=node_type,
+        node_gpus=node_gpus,
+        node_up=node_up,
+        node_present=node_present,
+        job_gpus=job_gpus,
+        job_project=job_project,
+        job_allowed=job_allowed,
+        job_speed=job_speed,
+        job_running=job_running,
+        job_allocated=job_allocated,
+        job_protected=job_protected,
+        job_priority=np.fromiter((j.priority for j in jobs), dtype=np.int64, count=J),
+        job_submit=np.fromiter((j.submit_time for j in jobs), dtype=np.float64, count=J),
+        job_index={j.id: k for k, j in enumerate(jobs)},
+        node_index={n.name: k for k, n in enumerate(nodes)},
+    )
