@@ -50,6 +50,8 @@ class ApplyResult:
     started: tuple[str, ...] = ()
     preempting: tuple[str, ...] = ()  # notice sent, grace period running
     errors: Mapping[str, str] = field(default_factory=frozen_map)  # job id -> what failed
+    events: tuple[JobEvent, ...] = ()  # transitions already complete at apply time (e.g. a
+    # preemption of a job with nothing to signal); handled exactly like observed events
 
 
 @runtime_checkable
