@@ -1,0 +1,228 @@
+"""`optalloc epoch` (the cron command) and `optalloc explain JOB`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections import Counter
+
+from optalloc.codec import plan_to_dict, job_from_dict, to_dict
+from optalloc.errors import OptallocError
+from optalloc.types import Node, NodeState, Plan
+from optalloc.units import parse_time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "epoch",
+        help="run one scheduling epoch (for cron): solve, write the plan, apply it",
+        description=(
+            "Load config + queue + ledger, solve one epoch, record it in the state DB, write the "
+            "plan atomically and hand it to the runner. Safe to run twice at once (a lock); a "
+            "crash leaves the previous state intact; a failed solve keeps the current plan."
+        ),
+    )
+    p.add_argument("--config", required=True, help="YAML config file or directory")
+    p.add_argument("--state", required=True, help="state DB (SQLite), created if missing")
+    p.add_argument("--now", help="epoch time (seconds or ISO-8601); default: the clock")
+    p.add_argument("--backend", help="solver backend (highs, scip, cpsat, cbc); default: policy")
+    p.add_argument("--time-limit", type=float, help="solver time limit in seconds")
+    p.add_argument("--dry-run", action="store_true", help="solve and print; write and start nothing")
+    p.add_argument("--out", help="write the plan JSON here (atomically)")
+    p.add_argument("--runner", default="noop", help="noop (default), local or slurm")
+    p.add_argument("--runner-dir", help="local runner: directory for job logs")
+    p.add_argument("--wait", type=float, default=0.0, help="wait up to S seconds for the lock")
+    p.add_argument("--json", action="store_true", help="print the plan JSON instead of a summary")
+    p.set_defaults(func=cmd_epoch)
+
+    e = sub.add_parser(
+        "explain",
+        help="why a job is pending, running or preempted, and what would change it",
+    )
+    e.add_argument("job", help="job id")
+    e.add_argument("--config", required=True)
+    e.add_argument("--state", required=True)
+    e.add_argument("--json", action="store_true")
+    e.set_defaults(func=cmd_explain)
+
+
+def _runner(name: str, args, config, state: str):
+    if name == "noop":
+        from optalloc.runners.noop import NoopRunner
+
+        return NoopRunner()
+    try:
+        from optalloc.runners import make_runner
+    except ImportError as err:  # pragma: no cover - only in partial checkouts
+        raise OptallocError(f"runner {name!r} is not available: {err}") from None
+    opts = {"config": config, "state_path": state}
+    if args.runner_dir:
+        opts["directory"] = args.runner_dir
+    return make_runner(name, **opts)
+
+
+def _settings(args, config):
+    import dataclasses
+
+    s = config.policy.solver
+    if args.backend:
+        from optalloc.solve import BACKENDS
+
+        if args.backend not in BACKENDS:
+            raise OptallocError(
+                f"--backend {args.backend!r} is unknown; use one of: {', '.join(sorted(BACKENDS))}"
+            )
+        s = dataclasses.replace(s, backend=args.backend)
+    if args.time_limit is not None:
+        s = dataclasses.replace(s, time_limit_s=args.time_limit)
+    return s
+
+
+def cmd_epoch(args) -> int:
+    from optalloc.config import load_config
+    from optalloc.cycle import StateLock, run_cycle, write_atomic
+    from optalloc.ledger import StateStore
+
+    config = load_config(args.config)
+    now = time.time() if args.now is None else _parse_now(args.now)
+    settings = _settings(args, config)
+    state_dir = os.path.dirname(os.path.abspath(args.state))
+    if not os.path.isdir(state_dir):
+        raise OptallocError(f"--state {args.state}: directory {state_dir} does not exist")
+    with StateLock(args.state, wait_s=args.wait):
+        store = StateStore(args.state)
+        try:
+            runner = _runner(args.runner, args, config, args.state)
+            result = run_cycle(config, store, runner, now, settings=settings, dry_run=args.dry_run)
+        finally:
+            store.close()
+        doc = plan_to_dict(result.plan)
+        if args.out:
+            write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    if args.json:
+        json.dump(doc, sys.stdout, indent=1, sort_keys=True)
+        print()
+    else:
+        print(format_summary(result.plan, result.snapshot, dry_run=args.dry_run))
+    return 0
+
+
+def _parse_now(text: str) -> float:
+    try:
+        return parse_time(text)
+    except ValueError as err:
+        raise OptallocError(f"--now: {err}") from None
+
+
+def format_summary(plan: Plan, snap, *, dry_run: bool = False) -> str:
+    """A readable, short account of one epoch."""
+    jobs = {j.id: j for j in snap.jobs}
+    was_running = {j.id for j in snap.jobs if j.running}
+    started = [p for p in plan.placements if p.job_id not in was_running]
+    kept = [p for p in plan.placements if p.job_id in was_running]
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(plan.now))
+    lines = [f"epoch at {when}{'  (dry run: nothing written or started)' if dry_run else ''}"]
+    rep = plan.report
+    if rep is not None:
+        gap = "n/a" if rep.gap is None else f"{100 * rep.gap:.3f}%"
+        lines.append(
+            f"solver   {rep.backend}: {rep.status}, objective {rep.objective}, gap {gap}, "
+            f"{rep.n_vars} vars / {rep.n_cons} cons, build {rep.build_s:.3f}s "
+            f"solve {rep.solve_s:.3f}s place {rep.place_s:.3f}s"
+        )
+    if plan.degraded:
+        lines.append(f"DEGRADED {plan.degraded}")
+    lines.append(
+        f"jobs     {len(snap.jobs)} in queue: {len(kept)} kept running, {len(started)} started, "
+        f"{len(plan.preemptions)} preempted, {len(plan.pending)} pending"
+    )
+    cap = snap.capacity_by_type()
+    used: Counter = Counter()
+    unalloc: Counter = Counter()
+    for p in plan.placements:
+        (used if p.allocated else unalloc)[p.gpu_type] += p.gpus
+    for t, name in enumerate(snap.type_names):
+        lines.append(
+            f"gpus     {name}: {used[name]} allocated + {unalloc[name]} unallocated "
+            f"of {int(cap[t])} up"
+        )
+    # per top-level org node (programs)
+    org = snap.org
+    by_org: Counter = Counter()
+    for p in plan.placements:
+        if p.allocated:
+            for anc in [jobs[p.job_id].project, *org.ancestors(jobs[p.job_id].project)]:
+                by_org[anc] += p.gpus
+    total = max(1, sum(int(c) for c in cap))
+    programs = [nm for i, nm in enumerate(org.names) if org.parent[i] == 0]
+    if programs:
+        parts = []
+        for nm in programs:
+            i = org.index[nm]
+            ent = float((org.entitlement[i] * cap).sum()) / total
+            parts.append(f"{nm} {by_org[nm]} ({100 * by_org[nm] / total:.0f}% vs {100 * ent:.0f}% entitled)")
+        lines.append("programs " + ", ".join(parts))
+    for pre in plan.preemptions[:10]:
+        lines.append(f"preempt  {pre.job_id}: {pre.code.value}: {pre.message}")
+    if len(plan.preemptions) > 10:
+        lines.append(f"preempt  ... and {len(plan.preemptions) - 10} more")
+    codes = Counter(r.code.value for r in plan.pending)
+    if codes:
+        lines.append("pending  " + ", ".join(f"{c} {n}" for c, n in codes.most_common()))
+    for fv in plan.floor_violations[:5]:
+        lines.append(
+            f"floor    {fv.org_node}/{fv.gpu_type}: got {fv.got_gpus:g} of floor {fv.floor_gpus:g} GPUs"
+        )
+    return "\n".join(lines)
+
+
+def cmd_explain(args) -> int:
+    from optalloc.codec import plan_from_dict
+    from optalloc.config import load_config
+    from optalloc.ledger import StateStore
+    from optalloc.plan.explain import explain, format_explanation
+    from optalloc.snapshot import build_snapshot
+
+    config = load_config(args.config)
+    if not os.path.exists(args.state):
+        raise OptallocError(f"--state {args.state}: no such state DB; run `optalloc epoch` first")
+    store = StateStore(args.state)
+    try:
+        last = store.last_epoch()
+        history = None
+        if hasattr(store, "job_status"):
+            history = store.job_status(args.job)
+    finally:
+        store.close()
+    if not last:
+        raise OptallocError(f"{args.state} has no epoch yet; run `optalloc epoch` first")
+    plan_doc = last["plan"] if "plan" in last else last
+    inputs = plan_doc.get("inputs")
+    if not inputs:
+        raise OptallocError("the last epoch has no recorded inputs; run `optalloc epoch` again")
+    jobs = [job_from_dict(d) for d in inputs["jobs"]]
+    if args.job not in {j.id for j in jobs}:
+        extra = f" (its status: {history})" if history else ""
+        raise OptallocError(
+            f"job {args.job!r} was not in the last epoch's queue{extra}; "
+            "`optalloc jobs --state DB --all` lists known jobs"
+        )
+    nodes = tuple(
+        Node(d["name"], d["gpu_type"], int(d["gpus"]), NodeState(d["state"]))
+        for d in inputs["nodes"]
+    )
+    ratios = {k: (float("inf") if v is None else v) for k, v in inputs["usage_ratio"].items()}
+    snap = build_snapshot(config, float(plan_doc["now"]), jobs=jobs, usage_ratio=ratios, nodes=nodes)
+    plan = plan_from_dict(plan_doc)
+    d = explain(snap, plan, args.job)
+    if args.json:
+        json.dump(to_dict(d), sys.stdout, indent=1, sort_keys=True)
+        print()
+    else:
+        print(format_explanation(d))
+    return 0
+
+

@@ -1,0 +1,302 @@
+"""One turn of the production loop, what `optalloc epoch` runs from cron.
+
+Numbered phases (Kueue style); the optimizer itself (`optalloc.epoch.run_epoch`) is pure, and
+this module is the only place where its inputs are gathered and its outputs recorded:
+
+  1. queue      the state DB's queued/running jobs, plus config jobs it has never seen
+  2. observe    the runner's events since last time (finished, failed, preempted, requeued)
+  3. reconcile  an authoritative runner's running set wins over the DB's belief
+  4. ledger     closed intervals + open intervals of running jobs -> usage ratios at `now`
+  5. decide     immutable snapshot -> run_epoch -> Plan
+  6. record     one transaction: job states, intervals, demand/capacity samples, the epoch
+  7. apply      runner.apply(plan); starts and immediate transitions recorded in a second
+                transaction (a crash between 6 and 7 loses no job: the next turn re-decides,
+                and an authoritative runner reports what it did start)
+
+With `dry_run`, phases 6-7 are skipped: nothing is written and nothing is started.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import os
+import time
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from optalloc.codec import plan_to_dict, to_dict
+from optalloc.epoch import run_epoch
+from optalloc.errors import LockBusy
+from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Runner
+from optalloc.snapshot import Snapshot, build_snapshot
+from optalloc.types import (
+    Config,
+    Interval,
+    Job,
+    JobState,
+    Node,
+    Plan,
+    SolverSettings,
+)
+
+FINAL_STATUS = {
+    EventKind.FINISHED: "finished",
+    EventKind.FAILED: "failed",
+    EventKind.PREEMPTED: "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    plan: Plan
+    snapshot: Snapshot
+    events: tuple[JobEvent, ...]  # observed + immediate transitions at apply
+    applied: ApplyResult | None
+    intervals: tuple[Interval, ...]  # closed this turn
+
+
+# --------------------------------------------------------------------------- locking
+
+
+class StateLock:
+    """An exclusive advisory lock beside the state DB (`<db>.lock`), so two cron runs of
+    `optalloc epoch` never interleave. The second waits up to `wait_s`, then raises LockBusy
+    naming the holder. The kernel drops the lock if the holder dies: no stale locks."""
+
+    def __init__(self, state_path: str, wait_s: float = 0.0):
+        self.path = f"{state_path}.lock"
+        self.wait_s = wait_s
+        self._fd: int | None = None
+
+    def __enter__(self) -> "StateLock":
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + self.wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as err:
+                if err.errno not in (errno.EAGAIN, errno.EACCES):
+                    os.close(fd)
+                    raise
+                if time.monotonic() >= deadline:
+                    holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "unknown"
+                    os.close(fd)
+                    raise LockBusy(
+                        f"another optalloc run holds the state lock {self.path} ({holder}); "
+                        "this run changed nothing. Retry later, or pass --wait SECONDS to queue "
+                        "behind it."
+                    ) from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write a file so readers see the old or the new content, never a torn one."""
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+# --------------------------------------------------------------------------- the turn
+
+
+def _interval(job: Job, end: float) -> Interval | None:
+    if job.placement is None or job.start_time is None or end <= job.start_time:
+        return None
+    return Interval(
+        job_id=job.id,
+        project=job.project,
+        gpu_type=job.placement.gpu_type,
+        gpus=job.placement.gpus,
+        start=job.start_time,
+        end=end,
+        allocated=job.allocated,
+    )
+
+
+def _as_queued(job: Job) -> Job:
+    return dataclasses.replace(job, state=JobState.QUEUED, start_time=None, placement=None)
+
+
+class _Transitions:
+    """Applies runner events to an in-memory queue and collects what the store must record."""
+
+    def __init__(self, queue: dict[str, Job]):
+        self.queue = queue
+        self.intervals: list[Interval] = []
+        self.finished: list[tuple[str, str, float, str]] = []  # id, status, time, message
+        self.events: list[JobEvent] = []
+
+    def apply(self, events: Iterable[JobEvent]) -> None:
+        for ev in sorted(events, key=lambda e: e.time):
+            job = self.queue.get(ev.job_id)
+            if job is None:
+                continue
+            self.events.append(ev)
+            if ev.kind is EventKind.STARTED:
+                placement = ev.placement or job.placement
+                self.queue[job.id] = dataclasses.replace(
+                    job, state=JobState.RUNNING, start_time=ev.time, placement=placement
+                )
+                continue
+            iv = _interval(job, ev.time) if job.running else None
+            if iv is not None:
+                self.intervals.append(iv)
+            if ev.kind is EventKind.REQUEUED:
+                self.queue[job.id] = _as_queued(job)
+            else:
+                self.finished.append((job.id, FINAL_STATUS[ev.kind], ev.time, ev.message))
+                del self.queue[job.id]
+
+
+def gather_queue(config: Config, store) -> dict[str, Job]:
+    """Phase 1: the DB's live jobs plus config jobs the DB has never seen (by id)."""
+    queue = {j.id: j for j in store.list_jobs(states=("queued", "running"))}
+    for job in config.jobs:
+        if job.id not in queue and store.get_job(job.id) is None:
+            queue[job.id] = job
+    return queue
+
+
+def effective_nodes(config: Config, node_states: Mapping) -> tuple[Node, ...]:
+    """Config nodes with states the runner reports (e.g. Slurm drain/down) applied."""
+    return tuple(
+        dataclasses.replace(n, state=node_states[n.name]) if n.name in node_states else n
+        for n in config.nodes
+    )
+
+
+def demand_by_project(jobs: Iterable[Job]) -> dict[str, int]:
+    """GPUs asked by queued + running allocated jobs, per project (owed time depends on it)."""
+    out: dict[str, int] = {}
+    for j in jobs:
+        if j.allocated:
+            out[j.project] = out.get(j.project, 0) + j.gpus
+    return out
+
+
+def run_cycle(
+    config: Config,
+    store,
+    runner: Runner,
+    now: float,
+    *,
+    settings: SolverSettings | None = None,
+    dry_run: bool = False,
+) -> CycleResult:
+    # 1. queue
+    queue = gather_queue(config, store)
+    if hasattr(runner, "set_jobs"):
+        runner.set_jobs({k: j for k, j in queue.items() if j.running})
+
+    # 2. observe
+    obs = runner.observe(now)
+    tr = _Transitions(queue)
+    tr.apply(obs.events)
+
+    # 3. reconcile: an authoritative runner's running set is the truth
+    if getattr(runner, "authoritative", True):
+        for job_id, (placement, start) in obs.running.items():
+            job = queue.get(job_id)
+            if job is not None and (not job.running or job.placement != placement):
+                queue[job_id] = dataclasses.replace(
+                    job, state=JobState.RUNNING, start_time=start, placement=placement
+                )
+        for job_id, job in list(queue.items()):
+            if job.running and job_id not in obs.running:
+                # the DB thought it ran, the runner has no trace of it: it never started
+                queue[job_id] = _as_queued(job)
+
+    # 4. ledger: usage ratios at now, counting what runs right now
+    nodes = effective_nodes(config, obs.node_states)
+    snap0 = build_snapshot(config, now, jobs=(), nodes=nodes)
+    capacity = dict(zip(snap0.type_names, map(int, snap0.capacity_by_type())))
+    demand = demand_by_project(queue.values())
+    ledger = store.ledger(config.gpu_types, snap0.org, config.policy)
+    ledger.record_intervals(tr.intervals)
+    ledger.record_capacity(now, capacity)
+    ledger.record_demand(now, demand)
+    open_ivs = [iv for j in queue.values() if j.running and (iv := _interval(j, now))]
+    ratios = ledger.usage_ratios(now, open_intervals=open_ivs)
+
+    # 5. decide
+    jobs = tuple(sorted(queue.values(), key=lambda j: (j.submit_time, j.id)))
+    snapshot = build_snapshot(config, now, jobs=jobs, usage_ratio=ratios, nodes=nodes)
+    plan = run_epoch(snapshot, settings)
+
+    if dry_run:
+        return CycleResult(plan, snapshot, tuple(tr.events), None, tuple(tr.intervals))
+
+    # 6. record
+    plan_record = plan_to_dict(plan)
+    plan_record["inputs"] = {
+        "jobs": [to_dict(j) for j in jobs],
+        "usage_ratio": {k: (v if v != float("inf") else None) for k, v in ratios.items()},
+        "nodes": [to_dict(n) for n in nodes],
+    }
+    with store.transaction():
+        store.record_intervals(tr.intervals)
+        for job_id, status, t, msg in tr.finished:
+            store.finish_job(job_id, status, t, msg)
+        for job in queue.values():
+            store.upsert_job(job)
+        for ev in tr.events:
+            store.record_event(ev.time, ev.job_id, ev.kind.value, ev.message)
+        store.record_capacity(now, capacity)
+        store.record_demand(now, demand)
+        store.record_epoch(
+            now,
+            plan_record,
+            None if plan.report is None else to_dict(plan.report),
+            plan.degraded,
+        )
+
+    # 7. apply
+    applied = runner.apply(plan, dict(queue), now)
+    placements = {p.job_id: p for p in plan.placements}
+    tr2 = _Transitions(queue)
+    for job_id in applied.started:
+        job = queue.get(job_id)
+        if job is not None and job_id in placements:
+            queue[job_id] = dataclasses.replace(
+                job, state=JobState.RUNNING, start_time=now, placement=placements[job_id]
+            )
+    tr2.apply(applied.events)
+    with store.transaction():
+        for job_id in applied.started:
+            if job_id in queue:
+                store.upsert_job(queue[job_id])
+                store.record_event(now, job_id, EventKind.STARTED.value, "placed by plan")
+        store.record_intervals(tr2.intervals)
+        for job_id, status, t, msg in tr2.finished:
+            store.finish_job(job_id, status, t, msg)
+        for ev in tr2.events:
+            if ev.job_id in queue:
+                store.upsert_job(queue[ev.job_id])
+            store.record_event(ev.time, ev.job_id, ev.kind.value, ev.message)
+        for job_id, err in applied.errors.items():
+            store.record_event(now, job_id, "error", err)
+    return CycleResult(
+        plan,
+        snapshot,
+        tuple(tr.events) + tuple(tr2.events),
+        applied,
+        tuple(tr.intervals) + tuple(tr2.intervals),
+    )
