@@ -1,0 +1,328 @@
+"""The in-memory fair-share ledger: run intervals, demand and capacity samples as numpy columns,
+and vectorized queries (usage, entitled, usage ratios, owed/delivered, report).
+
+Used by the cron path (after `StateStore.ledger()` loads it) and by the simulator's hot loop.
+The math is written out in models/ledger.md with the names used here:
+
+    usage[o]    = sum over allocated intervals i of a project in subtree(o) of
+                  gpus_i * weight[type_i] * K(start_i, end_i) / 3600
+    entitled[o] = sum over gpu_types t of weight[t] * ent[o, t] * integral of cap_t(s) k(s) ds / 3600
+    ratio[o]    = usage[o] / entitled[o]
+
+where k is the policy's kernel (window or decay, see kernel.py) and K its integral.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from optalloc.errors import OptallocError
+from optalloc.ledger.columns import Columns
+from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals
+from optalloc.org import OrgTree
+from optalloc.types import GpuType, Interval, Policy
+
+_FLUSH_AT = 4096  # single records are buffered and appended in chunks of this many
+
+
+class Ledger:
+    """Usage accounting for one org tree and set of gpu_types.
+
+    Intervals of projects or gpu_types that the tree does not know raise OptallocError
+    (`strict=True`, the default) or are kept but attributed to no org node (`strict=False`,
+    used when loading a state DB written under an older config); `unattributed_gpu_hours`
+    says how much that is.
+    """
+
+    def __init__(
+        self,
+        gpu_types: Sequence[GpuType],
+        tree: OrgTree,
+        policy: Policy | None = None,
+        *,
+        strict: bool = True,
+    ):
+        self.tree = tree
+        self.policy = policy or Policy()
+        self.strict = strict
+        self.type_names: tuple[str, ...] = tuple(tree.gpu_types)
+        weights = {g.name: float(g.billing_weight) for g in gpu_types}
+        missing = [t for t in self.type_names if t not in weights]
+        if missing:
+            raise OptallocError(
+                f"ledger: org tree was built for gpu_types {missing} that are not in gpu_types "
+                f"{sorted(weights)}; build the tree from the same config's gpu_types"
+            )
+        self.weight = np.array([weights[t] for t in self.type_names])  # (T,)
+        self._type_index = {t: i for i, t in enumerate(self.type_names)}
+        self.members = tree.membership().astype(np.float64)  # (O, O) M[u, v] = v in subtree(u)
+        self.leaf_index = np.flatnonzero(tree.is_leaf)  # (P,) org indices of projects
+        self.projects: tuple[str, ...] = tuple(tree.names[i] for i in self.leaf_index)
+        O, T = tree.n, len(self.type_names)
+        self._iv = Columns(
+            {
+                "start": (np.float64, None),
+                "end": (np.float64, None),
+                "gpus": (np.float64, None),
+                "type": (np.int64, None),  # index into type_names, -1 unknown
+                "org": (np.int64, None),  # index into tree.names, -1 unknown
+                "allocated": (np.bool_, None),
+            }
+        )
+        self._pending: list[Interval] = []
+        self._demand = Columns({"t": (np.float64, None), "gpus": (np.float64, O)}, capacity=256)
+        self._capacity = Columns({"t": (np.float64, None), "gpus": (np.float64, T)}, capacity=256)
+        self._sorted_cache: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+
+    # ------------------------------------------------------------------ recording
+
+    def record_interval(self, iv: Interval) -> None:
+        """Record one run interval (allocated or not; unallocated is never charged)."""
+        self._pending.append(iv)
+        if len(self._pending) >= _FLUSH_AT:
+            self._flush()
+
+    def record_intervals(self, ivs: Iterable[Interval]) -> None:
+        ivs = list(ivs)
+        if ivs:
+            self._flush()
+            self._append_intervals(ivs)
+
+    def record_columns(
+        self,
+        *,
+        start: np.ndarray,
+        end: np.ndarray,
+        gpus: np.ndarray,
+        project_code: np.ndarray,
+        project_names: Sequence[str],
+        type_code: np.ndarray,
+        type_names: Sequence[str],
+        allocated: np.ndarray,
+    ) -> None:
+        """Bulk append (state DB load, simulator): projects and gpu_types given as integer codes
+        into the small name tables `project_names` / `type_names`."""
+        self._flush()
+        org_of_code = np.array([self._org_of(p) for p in project_names] + [-1], dtype=np.int64)
+        type_of_code = np.array([self._type_of(t) for t in type_names] + [-1], dtype=np.int64)
+        start = np.asarray(start, dtype=np.float64)
+        end = np.asarray(end, dtype=np.float64)
+        bad = end < start
+        if bad.any():
+            raise OptallocError(
+                f"ledger: {int(bad.sum())} interval(s) end before they start "
+                f"(first at row {int(np.flatnonzero(bad)[0])}); fix the recorded times"
+            )
+        self._iv.append(
+            start=start,
+            end=end,
+            gpus=np.asarray(gpus, dtype=np.float64),
+            type=type_of_code[np.asarray(type_code, dtype=np.int64)],
+            org=org_of_code[np.asarray(project_code, dtype=np.int64)],
+            allocated=np.asarray(allocated, dtype=bool),
+        )
+
+    def record_demand(self, t: float, by_project: Mapping[str, int]) -> None:
+        """GPUs asked by queued + running allocated jobs of each project, from `t` until the
+        next sample (projects not named ask 0)."""
+        row = np.zeros(self.tree.n)
+        for name, g in by_project.items():
+            o = self._org_of(name)
+            if o >= 0:
+                row[o] += float(g)
+        self._demand.append(t=np.array([float(t)]), gpus=row[None, :])
+
+    def record_capacity(self, t: float, by_type: Mapping[str, int]) -> None:
+        """GPUs per gpu_type on nodes that are up, from `t` until the next sample (types not
+        named have 0). Before the first sample, the first sample applies."""
+        row = np.zeros(len(self.type_names))
+        for name, g in by_type.items():
+            k = self._type_of(name)
+            if k >= 0:
+                row[k] += float(g)
+        self._capacity.append(t=np.array([float(t)]), gpus=row[None, :])
+
+    # ------------------------------------------------------------------ columns
+
+    def _org_of(self, project: str) -> int:
+        o = self.tree.index.get(project, -1)
+        if o < 0 and self.strict:
+            raise OptallocError(
+                f"ledger: project {project!r} is not in the org tree (known projects: "
+                f"{', '.join(self.projects[:8])}{', ...' if len(self.projects) > 8 else ''})"
+            )
+        return o
+
+    def _type_of(self, gpu_type: str) -> int:
+        k = self._type_index.get(gpu_type, -1)
+        if k < 0 and self.strict:
+            raise OptallocError(
+                f"ledger: gpu_type {gpu_type!r} is not configured (known: {', '.join(self.type_names)})"
+            )
+        return k
+
+    def _append_intervals(self, ivs: Sequence[Interval]) -> None:
+        n = len(ivs)
+        start = np.fromiter((iv.start for iv in ivs), np.float64, n)
+        end = np.fromiter((iv.end for iv in ivs), np.float64, n)
+        bad = np.flatnonzero(end < start)
+        if len(bad):
+            iv = ivs[int(bad[0])]
+            raise OptallocError(
+                f"ledger: interval of job {iv.job_id!r} ends ({iv.end}) before it starts "
+                f"({iv.start}); fix the recorded times"
+            )
+        self._iv.append(
+            start=start,
+            end=end,
+            gpus=np.fromiter((iv.gpus for iv in ivs), np.float64, n),
+            type=np.fromiter((self._type_of(iv.gpu_type) for iv in ivs), np.int64, n),
+            org=np.fromiter((self._org_of(iv.project) for iv in ivs), np.int64, n),
+            allocated=np.fromiter((iv.allocated for iv in ivs), bool, n),
+        )
+
+    def _flush(self) -> None:
+        if self._pending:
+            pending, self._pending = self._pending, []
+            self._append_intervals(pending)
+
+    def columns(self, open_intervals: Sequence[Interval] = ()) -> dict[str, np.ndarray]:
+        """All recorded intervals (plus `open_intervals`) as columns: start, end, gpus, type,
+        org, allocated; and `charge` = gpus * billing weight where the interval is allocated and
+        attributed (0 otherwise)."""
+        self._flush()
+        cols = {k: self._iv[k] for k in ("start", "end", "gpus", "type", "org", "allocated")}
+        if open_intervals:
+            extra = Ledger(
+                [_weightless(t) for t in self.type_names], self.tree, self.policy,
+                strict=self.strict,
+            )
+            extra._append_intervals(list(open_intervals))
+            cols = {k: np.concatenate([v, extra._iv[k]]) for k, v in cols.items()}
+        known = (cols["org"] >= 0) & (cols["type"] >= 0)
+        w = np.where(cols["type"] >= 0, self.weight[np.maximum(cols["type"], 0)], 1.0)
+        cols["charge"] = np.where(cols["allocated"] & known, cols["gpus"] * w, 0.0)
+        return cols
+
+    def _samples(self, which: str) -> tuple[np.ndarray, np.ndarray]:
+        """(times, values) of demand or capacity samples, sorted by time (ties: last recorded
+        wins, because the sort is stable and lookups take the last of equal times)."""
+        cols = self._demand if which == "demand" else self._capacity
+        cached = self._sorted_cache.get(which)
+        if cached is not None and cached[0] == len(cols):
+            return cached[1], cached[2]
+        t, v = cols["t"], cols["gpus"]
+        order = np.argsort(t, kind="stable")
+        out = (t[order], v[order])
+        self._sorted_cache[which] = (len(cols), *out)
+        return out
+
+    @property
+    def n_intervals(self) -> int:
+        return len(self._iv) + len(self._pending)
+
+    # ------------------------------------------------------------------ queries
+
+    def usage(self, now: float, open_intervals: Sequence[Interval] = ()) -> np.ndarray:
+        """(O,) billing-weighted GPU-hours charged to each org node (subtree sums), allocated
+        intervals only, weighted by the policy's kernel (window overlap or decay)."""
+        cols = self.columns(open_intervals)
+        k = kernel_integral(cols["start"], cols["end"], now, self.policy)
+        per_node = np.bincount(
+            np.maximum(cols["org"], 0), weights=cols["charge"] * k, minlength=self.tree.n
+        )
+        return self.members @ per_node / 3600.0
+
+    def unattributed_gpu_hours(self, now: float) -> float:
+        """Allocated GPU-hours (kernel-weighted, weight 1 for unknown types) of intervals whose
+        project or gpu_type the tree does not know (only with strict=False)."""
+        cols = self.columns()
+        lost = cols["allocated"] & ((cols["org"] < 0) | (cols["type"] < 0))
+        k = kernel_integral(cols["start"][lost], cols["end"][lost], now, self.policy)
+        w = np.where(cols["type"][lost] >= 0, self.weight[np.maximum(cols["type"][lost], 0)], 1.0)
+        return float(np.sum(cols["gpus"][lost] * w * k) / 3600.0)
+
+    def entitled(self, now: float) -> np.ndarray:
+        """(O,) billing-weighted GPU-hours each org node was entitled to under the same kernel:
+        sum_t weight[t] * ent[o, t] * integral cap_t(s) k(s) ds. Zero if no capacity recorded."""
+        times, cap = self._samples("capacity")
+        if len(times) == 0:
+            return np.zeros(self.tree.n)
+        a = np.concatenate([[-np.inf], times[1:]])
+        b = np.concatenate([times[1:], [np.inf]])
+        k = kernel_integral(a, b, now, self.policy)  # (K,) seconds per capacity segment
+        type_seconds = k @ cap  # (T,) GPU-seconds per type
+        return self.tree.entitlement @ (type_seconds * self.weight) / 3600.0
+
+    def ratios(self, now: float, open_intervals: Sequence[Interval] = ()) -> np.ndarray:
+        """(O,) usage / entitled. Entitled 0: inf when the node used something or its
+        entitlement fraction is 0 on every type (a zero-share project ranks last), else 0."""
+        use = self.usage(now, open_intervals)
+        ent = self.entitled(now)
+        zero_share = self.tree.entitlement.sum(axis=1) <= 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = use / ent
+        r = np.where(ent > 0, r, np.where((use > 0) | zero_share, np.inf, 0.0))
+        return r
+
+    def usage_ratios(self, now: float, open_intervals: Sequence[Interval] = ()) -> dict[str, float]:
+        """Usage ratio per org node name (the Snapshot's `usage_ratio` input)."""
+        r = self.ratios(now, open_intervals)
+        return {name: float(x) for name, x in zip(self.tree.names, r)}
+
+    def owed_delivered(
+        self,
+        start: float,
+        end: float,
+        step: float = 3600.0,
+        open_intervals: Sequence[Interval] = (),
+    ):
+        """Owed and delivered GPU-hours per project and bin of `step` seconds (see owed.py)."""
+        from optalloc.ledger.owed import OwedDelivered
+
+        if not end > start or step <= 0:
+            raise OptallocError(
+                f"ledger: owed_delivered needs end > start and step > 0 (got start={start}, "
+                f"end={end}, step={step})"
+            )
+        n_bins = int(np.ceil((end - start) / step - 1e-9))
+        edges = np.minimum(start + step * np.arange(n_bins + 1), end)
+        edges[-1] = end
+        ent = self.tree.entitlement[self.leaf_index]  # (P, T)
+        ct, cv = self._samples("capacity")
+        cap_s = step_integrals(ct, cv, edges, before="first")  # (H, T) GPU-seconds
+        entitled_h = ent @ cap_s.T / 3600.0  # (P, H)
+        dt, dv = self._samples("demand")
+        dem_s = step_integrals(dt, dv[:, self.leaf_index], edges, before="zero")  # (H, P)
+        demanded_h = dem_s.T / 3600.0
+        cols = self.columns(open_intervals)
+        leaf_pos = np.full(self.tree.n + 1, -1, dtype=np.int64)
+        leaf_pos[self.leaf_index] = np.arange(len(self.leaf_index))
+        pos = leaf_pos[cols["org"]]  # org -1 maps to the sentinel slot -> -1
+        take = cols["allocated"] & (pos >= 0)
+        delivered_h = (
+            interval_bins(
+                cols["start"][take], cols["end"][take], cols["gpus"][take], pos[take],
+                len(self.leaf_index), edges,
+            )
+            / 3600.0
+        )
+        return OwedDelivered(
+            projects=self.projects,
+            edges=edges,
+            entitled_h=entitled_h,
+            demanded_h=demanded_h,
+            delivered_h=delivered_h,
+        )
+
+    def report(self, now: float, open_intervals: Sequence[Interval] = ()):
+        """One ReportRow per org node (pre-order): see report.py."""
+        from optalloc.ledger.report import build_report
+
+        return build_report(self, now, open_intervals)
+
+
+def _weightless(name: str) -> GpuType:
+    return GpuType(name, 1.0)
