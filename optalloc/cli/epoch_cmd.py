@@ -83,7 +83,8 @@ def _settings(args, config):
 
 def cmd_epoch(args) -> int:
     from optalloc.config import load_config
-    from optalloc.cycle import StateLock, run_cycle, write_atomic
+    from optalloc.cycle import run_cycle
+    from optalloc.statefile import StateLock, write_atomic
     from optalloc.ledger import StateStore
 
     config = load_config(args.config)
