@@ -30,6 +30,9 @@ class JobEvent:
     placement: Placement | None = None
     exit_code: int | None = None
     message: str = ""
+    # start of the run this event ends (finished/failed/preempted/requeued) or begins (started):
+    # with `time` it is the exact run interval the ledger records
+    run_start: float | None = None
 
 
 @dataclass(frozen=True)
