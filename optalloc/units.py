@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
 
 _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
@@ -17,6 +18,8 @@ def parse_duration(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a duration, got {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite duration, got {value!r}")
         if value < 0:
             raise ValueError(f"duration must be >= 0, got {value}")
         return float(value)
@@ -42,18 +45,25 @@ def parse_time(value: object) -> float:
     if isinstance(value, bool):
         raise ValueError(f"expected a time, got {value!r}")
     if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"expected a finite time, got {value!r}")
         return float(value)
     if isinstance(value, _dt.datetime):
         dt = value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
         return dt.timestamp()
+    if isinstance(value, _dt.date):  # YAML reads an unquoted 2026-11-29 as a date: midnight UTC
+        return _dt.datetime(value.year, value.month, value.day, tzinfo=_dt.timezone.utc).timestamp()
     if isinstance(value, str):
         try:
             dt = _dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
         except ValueError:
             try:
-                return float(value)
+                seconds = float(value)
             except ValueError:
                 pass
+            else:
+                if math.isfinite(seconds):
+                    return seconds
         else:
             if dt.tzinfo is None:
                 dt = dt.replace(tzinfo=_dt.timezone.utc)
