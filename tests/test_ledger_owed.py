@@ -1,0 +1,122 @@
+"""Owed and delivered GPU-hours: owed = min(entitled, demanded) hour by hour; both metric forms;
+the report rows."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from optalloc.ledger import Ledger, format_table, rows_to_json
+from optalloc.org import OrgTree
+from optalloc.types import GpuType, Interval, OrgNode, Policy
+
+H = 3600.0
+GPU_TYPES = (GpuType("h100", 1.0),)
+ROOT = OrgNode("root", children=(OrgNode("A", children=(OrgNode("A1"), OrgNode("A2"))),
+                                 OrgNode("B1")))
+
+
+def ledger(lookback_h: float = 4) -> Ledger:
+    """8 h100 GPUs from t=0. A1 and A2 are entitled to 2 each, B1 to 4."""
+    led = Ledger(GPU_TYPES, OrgTree.build(ROOT, ["h100"]), Policy(lookback_s=lookback_h * H))
+    led.record_capacity(0, {"h100": 8})
+    return led
+
+
+@pytest.mark.parametrize(
+    "case, demand, expected_owed",
+    [
+        ("demand below entitlement caps owed at demand", 1, [1.0, 1.0]),
+        ("demand above entitlement caps owed at entitlement", 5, [4.0, 4.0]),
+        ("no demand means nothing is owed", 0, [0.0, 0.0]),
+    ],
+)
+def test_owed_is_entitlement_capped_by_demand_hour_by_hour(case, demand, expected_owed):
+    led = ledger()
+    led.record_demand(0, {"B1": demand})
+    od = led.owed_delivered(0, 2 * H)
+    assert od.projects == ("A1", "A2", "B1")
+    assert od.owed_h.tolist() == [[0.0, 0.0], [0.0, 0.0], expected_owed]
+    assert od.entitled_h.tolist() == [[2.0, 2.0], [2.0, 2.0], [4.0, 4.0]]
+
+
+def test_demand_changing_mid_hour_is_integrated_within_the_hour():
+    led = ledger()
+    led.record_demand(0.25 * H, {"A1": 4})  # nothing before the first demand sample
+    led.record_demand(0.75 * H, {"A1": 0})
+    od = led.owed_delivered(0, H)
+    assert od.demanded_h[0].tolist() == [2.0]
+    assert od.owed_h[0].tolist() == [2.0]
+
+
+def test_hourly_form_does_not_repay_a_shortfall_but_the_period_form_does():
+    led = ledger()
+    led.record_demand(0, {"B1": 8})
+    # hour 0: nothing delivered; hour 1: 8 GPUs delivered (4 owed)
+    led.record_interval(Interval("j", "B1", "h100", 8, H, 2 * H))
+    od = led.owed_delivered(0, 2 * H)
+    assert od.delivered_h[2].tolist() == [0.0, 8.0]
+    assert od.hourly()[2] == pytest.approx(0.5)
+    assert od.period()[2] == pytest.approx(1.0)
+    assert math.isnan(od.hourly()[0]) and math.isnan(od.period()[0])  # A1 owed nothing
+    assert od.hourly_overall() == pytest.approx(0.5)
+    assert od.period_overall() == pytest.approx(1.0)
+    assert od.worst("hourly") == ("B1", pytest.approx(0.5))
+    assert od.by_project()["B1"] == {"owed_gpu_h": 8.0, "delivered_gpu_h": 8.0,
+                                     "hourly": 0.5, "period": 1.0}
+
+
+def test_unallocated_time_is_not_delivered_and_the_last_bin_may_be_short():
+    led = ledger()
+    led.record_demand(0, {"A2": 2})
+    led.record_interval(Interval("u", "A2", "h100", 2, 0, 1.5 * H, allocated=False))
+    led.record_interval(Interval("a", "A2", "h100", 1, 0, 1.5 * H))
+    od = led.owed_delivered(0, 1.5 * H)
+    assert od.edges.tolist() == [0.0, H, 1.5 * H]
+    assert od.delivered_h[1].tolist() == [1.0, 0.5]
+    assert od.owed_h[1].tolist() == [2.0, 1.0]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(["A1", "A2", "B1"]), st.integers(0, 8),
+                       st.floats(0, 10 * H), st.floats(0, 5 * H)), max_size=20),
+    st.lists(st.tuples(st.floats(0, 10 * H), st.integers(0, 8), st.integers(0, 8)), max_size=8),
+)
+def test_metric_fractions_lie_in_zero_one_and_met_never_exceeds_owed_or_delivered(ivs, dem):
+    led = ledger()
+    for t, a, b in dem:
+        led.record_demand(t, {"A1": a, "B1": b})
+    led.record_intervals(Interval("j", p, "h100", g, s, s + d) for p, g, s, d in ivs)
+    od = led.owed_delivered(0, 12 * H)
+    assert np.all(od.met_h <= od.owed_h + 1e-12) and np.all(od.met_h <= od.delivered_h + 1e-12)
+    for vals in (od.hourly(), od.period()):
+        finite = vals[~np.isnan(vals)]
+        assert np.all((finite >= 0) & (finite <= 1 + 1e-12))
+    assert np.all(od.hourly()[~np.isnan(od.hourly())] <= od.period()[~np.isnan(od.period())] + 1e-12)
+
+
+def test_report_rows_sum_projects_into_programs():
+    led = ledger(lookback_h=2)
+    led.record_demand(0, {"A1": 4, "B1": 2})
+    led.record_interval(Interval("a", "A1", "h100", 4, 0, 2 * H))
+    led.record_interval(Interval("b", "B1", "h100", 1, H, 2 * H))
+    rows = {r.name: r for r in led.report(2 * H)}
+    assert [(r.name, r.depth, r.is_project) for r in led.report(2 * H)] == [
+        ("root", 0, False), ("A", 1, False), ("A1", 2, True), ("A2", 2, True), ("B1", 1, True)]
+    a1 = rows["A1"]
+    assert (a1.usage_gpu_h, a1.entitled_gpu_h, a1.ratio) == (8.0, 4.0, 2.0)
+    assert (a1.owed_gpu_h, a1.delivered_gpu_h, a1.delivered_owed) == (4.0, 8.0, 1.0)
+    b1 = rows["B1"]
+    assert (b1.owed_gpu_h, b1.delivered_gpu_h, b1.delivered_owed) == (4.0, 1.0, 0.25)
+    assert rows["A"].entitlement_pct == pytest.approx(50.0)
+    assert rows["A2"].entitlement_pct == pytest.approx(25.0)
+    assert rows["root"].owed_gpu_h == 8.0 and rows["root"].delivered_owed == pytest.approx(5 / 8)
+    assert math.isnan(rows["A2"].delivered_owed)
+    table = format_table(led.report(2 * H))
+    assert table.splitlines()[4].startswith("    A1")
+    assert '"delivered_owed": null' in rows_to_json(led.report(2 * H), 2 * H)
