@@ -71,12 +71,18 @@ def parse_time(value: object) -> float:
     raise ValueError(f"expected a time (seconds or ISO-8601 like 2026-11-29T12:00:00Z), got {value!r}")
 
 
+def _num(x: float, digits: str = ".3g") -> str:
+    """x rounded to `digits` significant digits, never in exponent form ('1e+03' would not
+    parse back as a duration)."""
+    return f"{float(format(x, digits)):.15g}"
+
+
 def format_duration(seconds: float) -> str:
     s = float(seconds)
     if s >= 86400 and s % 3600 == 0:
-        return f"{s / 86400:g}d" if s % 86400 == 0 else f"{s / 3600:g}h"
+        return f"{_num(s / 86400, 'g')}d" if s % 86400 == 0 else f"{_num(s / 3600, 'g')}h"
     if s >= 3600:
-        return f"{s / 3600:.3g}h"
+        return f"{_num(s / 3600)}h"
     if s >= 60:
-        return f"{s / 60:.3g}m"
-    return f"{s:.3g}s"
+        return f"{_num(s / 60)}m"
+    return f"{_num(round(s, 3))}s"  # sub-millisecond values print as 0s
