@@ -1,0 +1,237 @@
+"""Reading YAML files (one file or a directory of them) into a validated, immutable Config.
+
+All problems are collected and raised together as one ConfigError.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from optalloc.config.jobs import JobContext, parse_job_pieces
+from optalloc.config.nodes import parse_gpu_types, parse_nodes
+from optalloc.config.orgtree import parse_org
+from optalloc.config.policy import parse_policy
+from optalloc.config.problems import MISSING, Loc, Piece, Problems
+from optalloc.errors import ConfigError
+from optalloc.types import Config, Job, Policy
+
+LIST_SECTIONS = ("gpu_types", "nodes", "jobs")  # concatenate across the files of a directory
+MAP_SECTIONS = ("org", "policy")  # at most one file may define each
+EXTRA_SECTIONS = ("workload", "simulation")  # scenario files: passed through raw
+REQUIRED_SECTIONS = ("gpu_types", "nodes", "org")
+SECTIONS = LIST_SECTIONS + MAP_SECTIONS + EXTRA_SECTIONS
+YAML_SUFFIXES = (".yaml", ".yml")
+
+
+# --------------------------------------------------------------------------- YAML reading
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that records duplicate mapping keys (plain PyYAML silently keeps the last)."""
+
+    def __init__(self, stream, source: str, problems: Problems):
+        super().__init__(stream)
+        self._source = source
+        self._problems = problems
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            try:
+                key = self.construct_object(key_node, deep=True)
+                hash(key)
+            except (TypeError, yaml.YAMLError):
+                continue
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                self._problems.add(
+                    Loc(self._source, f"line {line}"),
+                    f"duplicate key {key!r} (first at line {seen[key]})",
+                    "YAML would keep only the last one; remove or merge one of them",
+                )
+            else:
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | os.PathLike, problems: Problems, source: str | None = None) -> Any:
+    """The YAML value of one file, or MISSING (problem recorded: unreadable, syntax, empty)."""
+    source = source or str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        problems.add(Loc(source), f"cannot read the file ({err.__class__.__name__}: {err})", "check the path and permissions")
+        return MISSING
+    return parse_yaml_text(text, source, problems)
+
+
+def parse_yaml_text(text: str, source: str, problems: Problems) -> Any:
+    loader = _Loader(text, source, problems)
+    try:
+        data = loader.get_single_data()
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
+        what = err.problem or str(err)
+        if err.context:
+            what = f"{err.context}, {what}"
+        problems.add(Loc(source, where), f"YAML syntax error: {what}", "fix the YAML syntax there (indentation, quotes, colons)")
+        return MISSING
+    except yaml.YAMLError as err:
+        problems.add(Loc(source), f"YAML error: {err}", "fix the YAML syntax")
+        return MISSING
+    finally:
+        loader.dispose()
+    if data is None:
+        problems.add(Loc(source), "the file is empty", "add the config sections (gpu_types, nodes, org, ...)")
+        return MISSING
+    return data
+
+
+def _config_files(path: Path, problems: Problems) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
+        if not files:
+            problems.add(Loc(str(path)), "the directory has no .yaml or .yml files", "put the config files there")
+        return files
+    if path.exists():
+        return [path]
+    problems.add(Loc(str(path)), "no such file or directory", "check the path")
+    return []
+
+
+# --------------------------------------------------------------------------- assembling
+
+
+def _collect_sections(
+    docs: Sequence[tuple[str, Any]], problems: Problems
+) -> dict[str, list[Piece]]:
+    """Group each file's top-level sections; reject unknown sections and mapping sections
+    defined in two files."""
+    sections: dict[str, list[Piece]] = {}
+    for source, data in docs:
+        top = problems.mapping(data, Loc(source), "a mapping of sections (gpu_types, nodes, org, ...)")
+        if top is MISSING:
+            continue
+        problems.known_keys(top, Loc(source), SECTIONS)
+        for key, value in top.items():
+            if key not in SECTIONS:
+                continue
+            have = sections.setdefault(key, [])
+            if have and key not in LIST_SECTIONS:
+                problems.add(
+                    Loc(source, key),
+                    f"section {key!r} is already defined in {have[0].source}",
+                    f"define `{key}:` in only one file of the directory",
+                )
+                continue
+            have.append(Piece(source, value))
+    return sections
+
+
+def _build(
+    sections: Mapping[str, list[Piece]], where: str, sources: tuple[str, ...], problems: Problems
+) -> tuple[Config, dict]:
+    for key in REQUIRED_SECTIONS:
+        if key not in sections:
+            problems.add(Loc(where, key), "missing required section", f"add a `{key}:` section")
+    gpu_types = parse_gpu_types(sections.get("gpu_types", ()), problems)
+    tnames = tuple(g.name for g in gpu_types)
+    n0 = len(problems)
+    nodes = parse_nodes(sections.get("nodes", ()), tnames, problems)
+    nodes_complete = len(problems) == n0 and "nodes" in sections
+    org: Any = MISSING
+    if "org" in sections:
+        piece = sections["org"][0]
+        org = parse_org(piece.value, Loc(piece.source, "org"), tnames, problems)
+    policy = Policy()
+    if "policy" in sections:
+        piece = sections["policy"][0]
+        policy = parse_policy(piece.value, Loc(piece.source, "policy"), problems)
+    ctx = JobContext.of(tnames, nodes, None if org is MISSING else org, policy, nodes_complete)
+    jobs = parse_job_pieces(sections.get("jobs", ()), ctx, problems)
+    problems.raise_if_any()
+    config = Config(
+        gpu_types=gpu_types, nodes=nodes, org=org, policy=policy, jobs=jobs, sources=sources
+    )
+    extras = {k: sections[k][0].value for k in EXTRA_SECTIONS if k in sections}
+    return config, extras
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def parse_config(data: Any, source: str = "<memory>") -> tuple[Config, dict]:
+    """Validate an in-memory config mapping (as YAML would give it). Returns the Config and the
+    raw scenario sections (`workload`, `simulation`) present. Raises ConfigError."""
+    problems = Problems()
+    if data is None:
+        problems.add(Loc(source), "the configuration is empty", "add gpu_types, nodes and org")
+        problems.raise_if_any()
+    sections = _collect_sections([(source, data)], problems)
+    return _build(sections, source, (source,), problems)
+
+
+def load_document(path: str | os.PathLike) -> tuple[Config, dict]:
+    """Load a config file or directory; also return its raw `workload` / `simulation`
+    sections (scenario files) for the simulator to validate. Raises ConfigError."""
+    problems = Problems()
+    root = Path(path)
+    files = _config_files(root, problems)
+    docs = []
+    for f in files:
+        data = read_yaml(f, problems)
+        if data is not MISSING:
+            docs.append((str(f), data))
+    problems.raise_if_any()
+    sections = _collect_sections(docs, problems)
+    return _build(sections, str(root), tuple(str(f) for f in files), problems)
+
+
+def load_config(path: str | os.PathLike) -> Config:
+    """Load and validate a config file or a directory of them. Raises ConfigError."""
+    return load_document(path)[0]
+
+
+def parse_jobs(data: Any, config: Config, source: str = "<memory>") -> tuple[Job, ...]:
+    """Validate a job file's content against `config`: a mapping with a `jobs:` list, a list
+    of jobs, or one job mapping. Ids must not repeat the config's own jobs, and running jobs
+    must not overlap its running jobs. Raises ConfigError."""
+    problems = Problems()
+    if data is None:
+        problems.add(Loc(source), "the job file is empty", "add a `jobs:` list or one job mapping")
+        problems.raise_if_any()
+    if isinstance(data, Mapping) and "jobs" in data:
+        problems.known_keys(data, Loc(source), ("jobs",))
+        value = data["jobs"]
+    elif isinstance(data, (list, Mapping)):
+        value = data
+    else:
+        problems.add(Loc(source), "expected a `jobs:` list or one job mapping", "see data/sample_jobs.yaml")
+        problems.raise_if_any()
+    ctx = JobContext.of_config(config)
+    jobs = parse_job_pieces([Piece(source, value)], ctx, problems, existing=config.jobs, single=True)
+    problems.raise_if_any()
+    return jobs
+
+
+def load_jobs(path: str | os.PathLike, config: Config) -> tuple[Job, ...]:
+    """Read and validate a job file (see parse_jobs). Raises ConfigError."""
+    problems = Problems()
+    data = read_yaml(path, problems)
+    problems.raise_if_any()
+    return parse_jobs(data, config, str(path))
+
+
+__all__ = [
+    "ConfigError",
+    "load_config",
+    "load_document",
+    "load_jobs",
+    "parse_config",
+    "parse_jobs",
+]

@@ -1,0 +1,79 @@
+"""The `policy` section -> Policy / SolverSettings (durations via optalloc.units)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from optalloc.config.problems import MISSING, Loc, Problems
+from optalloc.types import Policy, SolverSettings, UsageMode
+
+#: Solver backends a config may name. The one list: optalloc.solve maps each to an implementation.
+SOLVER_BACKENDS = ("highs", "scip", "cpsat", "cbc", "glop-lp")
+
+USAGE_MODES = tuple(m.value for m in UsageMode)
+
+# YAML key -> (Policy field, must be > 0)
+_POLICY_DURATIONS = {
+    "lookback": ("lookback_s", True),
+    "half_life": ("half_life_s", True),
+    "min_runtime_cap": ("min_runtime_cap_s", True),
+    "epoch": ("epoch_s", True),
+    "grace": ("grace_s", False),
+    "restart_overhead": ("restart_overhead_s", False),
+    "checkpoint_interval": ("checkpoint_interval_s", True),
+}
+POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver")
+SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads")
+
+
+def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
+    """Policy from the `policy` mapping; defaults for what it omits (the published ones)."""
+    policy = Policy()
+    if value is None:
+        return policy
+    d = problems.mapping(value, loc)
+    if d is MISSING:
+        return policy
+    problems.known_keys(d, loc, POLICY_KEYS)
+    changes: dict[str, Any] = {}
+    for key, (fld, positive) in _POLICY_DURATIONS.items():
+        if key in d:
+            v = problems.duration(d[key], loc.key(key), positive=positive)
+            if v is not MISSING:
+                changes[fld] = v
+    if "usage_mode" in d:
+        m = problems.choice(d["usage_mode"], loc.key("usage_mode"), USAGE_MODES, "usage_mode")
+        if m is not MISSING:
+            changes["usage_mode"] = UsageMode(m)
+    if "solver" in d:
+        changes["solver"] = parse_solver(d["solver"], loc.key("solver"), problems)
+    return replace(policy, **changes)
+
+
+def parse_solver(value: Any, loc: Loc, problems: Problems) -> SolverSettings:
+    settings = SolverSettings()
+    if value is None:
+        return settings
+    d = problems.mapping(value, loc, "a mapping like {backend: highs, time_limit: 10s}")
+    if d is MISSING:
+        return settings
+    problems.known_keys(d, loc, SOLVER_KEYS)
+    changes: dict[str, Any] = {}
+    if "backend" in d:
+        b = problems.choice(d["backend"], loc.key("backend"), SOLVER_BACKENDS, "solver backend")
+        if b is not MISSING:
+            changes["backend"] = b
+    if "time_limit" in d:
+        v = problems.duration(d["time_limit"], loc.key("time_limit"), positive=True)
+        if v is not MISSING:
+            changes["time_limit_s"] = v
+    if "mip_gap" in d:
+        v = problems.number(d["mip_gap"], loc.key("mip_gap"), minimum=0.0, maximum=1.0)
+        if v is not MISSING:
+            changes["mip_gap"] = v
+    if "threads" in d:
+        v = problems.integer(d["threads"], loc.key("threads"), minimum=1)
+        if v is not MISSING:
+            changes["threads"] = v
+    return replace(settings, **changes)
