@@ -1,0 +1,191 @@
+"""Shared pytest fixtures (generic: any area's tests may use them; add yours below).
+
+- `fake_pynvml`: a stand-in for the nvidia-ml-py `pynvml` module that behaves like the real
+  API (same function names and signatures, the real NVMLError classes and constants, NVMLError
+  raised for unsupported queries, lost GPUs and calls before nvmlInit), installed in
+  sys.modules so code that does `import pynvml` gets it.
+- `wait_for(predicate, timeout)`: poll until a real process has done something.
+- `slurm_cluster`: a real Slurm (munge + slurmctld + 4 slurmd) on localhost for tests marked
+  `slurm`; skipped with the reason when not root or slurm-wlm/munge are missing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Callable
+
+import pytest
+
+
+# ---------------------------------------------------------------------- polling
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02):
+    """Return predicate()'s first truthy value; fail the test if none comes within timeout."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"condition not met within {timeout}s: {predicate}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def wait_for():
+    return wait_until
+
+
+# ---------------------------------------------------------------------- fake NVML
+
+
+@dataclass
+class FakeGpu:
+    """One GPU as the fake NVML reports it; flip fields to simulate faults."""
+
+    name: str = "NVIDIA H100 80GB HBM3"
+    uuid: str = "GPU-00000000-0000-0000-0000-000000000000"
+    memory_total: int = 80 * 2**30
+    memory_used: int = 0
+    util_gpu: int = 0
+    util_memory: int = 0
+    ecc_uncorrected: int | None = 0  # None: ECC not supported (NVMLError NOT_SUPPORTED)
+    retired_pages_pending: bool = False
+    remapped_rows: tuple[int, int, int, int] | None = (0, 0, 0, 0)  # corr, unc, pending, failed
+    lost: bool = False  # every query raises NVML_ERROR_GPU_IS_LOST
+    processes: list[tuple[int, int]] = field(default_factory=list)  # (pid, used bytes)
+
+
+def make_fake_pynvml(gpus: list[FakeGpu], init_error: int | None = None) -> types.ModuleType:
+    """A module with pynvml's API over `gpus`. `init_error` makes nvmlInit raise that code."""
+    import pynvml as real  # nvidia-ml-py is a dependency; only its constants/errors are used
+
+    mod = types.ModuleType("pynvml")
+    for name in dir(real):
+        if name.startswith(("NVML_", "nvmlEventType")) or name.startswith("NVMLError"):
+            setattr(mod, name, getattr(real, name))
+    mod.gpus = gpus
+    mod.initialized = False
+    mod.pending_events = []  # (gpu index, xid) delivered by nvmlEventSetWait_v2
+    err = real.NVMLError
+
+    def need_init():
+        if not mod.initialized:
+            raise err(real.NVML_ERROR_UNINITIALIZED)
+
+    def gpu(handle) -> FakeGpu:
+        need_init()
+        g = mod.gpus[handle.index]
+        if g.lost:
+            raise err(real.NVML_ERROR_GPU_IS_LOST)
+        return g
+
+    class Handle:
+        def __init__(self, index):
+            self.index = index
+
+    def nvmlInit():
+        if init_error is not None:
+            raise err(init_error)
+        mod.initialized = True
+
+    def nvmlShutdown():
+        need_init()
+        mod.initialized = False
+
+    def nvmlDeviceGetCount():
+        need_init()
+        return len(mod.gpus)
+
+    handles: dict[int, Handle] = {}
+
+    def nvmlDeviceGetHandleByIndex(i):
+        need_init()
+        if not 0 <= i < len(mod.gpus):
+            raise err(real.NVML_ERROR_INVALID_ARGUMENT)
+        return handles.setdefault(i, Handle(i))
+
+    def nvmlDeviceGetName(h):
+        return gpu(h).name
+
+    def nvmlDeviceGetUUID(h):
+        return gpu(h).uuid
+
+    def nvmlDeviceGetMemoryInfo(h):
+        g = gpu(h)
+        return types.SimpleNamespace(total=g.memory_total, used=g.memory_used,
+                                     free=g.memory_total - g.memory_used)
+
+    def nvmlDeviceGetUtilizationRates(h):
+        g = gpu(h)
+        return types.SimpleNamespace(gpu=g.util_gpu, memory=g.util_memory)
+
+    def nvmlDeviceGetTotalEccErrors(h, error_type, counter_type):
+        g = gpu(h)
+        if g.ecc_uncorrected is None:
+            raise err(real.NVML_ERROR_NOT_SUPPORTED)
+        assert error_type == real.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+        assert counter_type == real.NVML_VOLATILE_ECC
+        return g.ecc_uncorrected
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(h):
+        return int(gpu(h).retired_pages_pending)
+
+    def nvmlDeviceGetRemappedRows(h):
+        g = gpu(h)
+        if g.remapped_rows is None:
+            raise err(real.NVML_ERROR_NOT_SUPPORTED)
+        return g.remapped_rows
+
+    def nvmlDeviceGetComputeRunningProcesses(h):
+        return [types.SimpleNamespace(pid=p, usedGpuMemory=m, gpuInstanceId=0xFFFFFFFF,
+                                      computeInstanceId=0xFFFFFFFF)
+                for p, m in gpu(h).processes]
+
+    def nvmlEventSetCreate():
+        need_init()
+        return object()
+
+    def nvmlDeviceRegisterEvents(h, event_types, event_set):
+        gpu(h)
+
+    def nvmlEventSetWait_v2(event_set, timeout_ms):
+        need_init()
+        if not mod.pending_events:
+            raise err(real.NVML_ERROR_TIMEOUT)
+        index, xid = mod.pending_events.pop(0)
+        return types.SimpleNamespace(device=handles.setdefault(index, Handle(index)),
+                                     eventType=real.nvmlEventTypeXidCriticalError,
+                                     eventData=xid)
+
+    def nvmlEventSetFree(event_set):
+        pass
+
+    for fn in list(locals().values()):
+        if callable(fn) and getattr(fn, "__name__", "").startswith("nvml"):
+            setattr(mod, fn.__name__, fn)
+    mod.NVMLError = err
+    return mod
+
+
+@pytest.fixture
+def fake_pynvml(monkeypatch):
+    """Factory: fake_pynvml([FakeGpu(...), ...], init_error=None) installs and returns a fake
+    `pynvml` module (removed again after the test)."""
+
+    def install(gpus: list[FakeGpu], init_error: int | None = None) -> types.ModuleType:
+        mod = make_fake_pynvml(gpus, init_error)
+        monkeypatch.setitem(sys.modules, "pynvml", mod)
+        return mod
+
+    return install
+
+
+@pytest.fixture
+def no_pynvml(monkeypatch):
+    """Make `import pynvml` fail as on a machine without nvidia-ml-py."""
+    monkeypatch.setitem(sys.modules, "pynvml", None)
