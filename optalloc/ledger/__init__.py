@@ -6,3 +6,7 @@ from optalloc.ledger.owed import OwedDelivered
 from optalloc.ledger.report import ReportRow, build_report, format_table, rows_to_json
 
 __all__ = ["Ledger", "OwedDelivered", "ReportRow", "build_report", "format_table", "rows_to_json"]
+
+from optalloc.ledger.store import SCHEMA_VERSION, StateStore  # noqa: E402
+
+__all__ += ["SCHEMA_VERSION", "StateStore"]
