@@ -7,13 +7,16 @@ duration, log-normal with median `duration_median` and log-sd `duration_sigma`, 
 [`min_duration`, `max_duration`]. Teams are drawn with Zipf-like skew: team i (0-based, in the
 order given) has weight 1 / (i + 1) ** `team_skew` (0 = uniform).
 
-Arrivals are a Poisson process whose rate gives the target offered load:
+Arrivals are uniform over the horizon (a Poisson process given its count), and the count is
+the smallest whose total work reaches the target offered load exactly:
 
-    rate = offered_load * capacity_gpus / E[gpus * duration]
+    n = the k for which sum_{i<=k} gpus_i * duration_i is closest to
+        offered_load * capacity_gpus * horizon_s
 
-with the expectation taken over a large sample of the same job distribution. Offered load is
-GPU-hours submitted per hour / capacity; it is NOT the demand ratio (DESIGN.md section 6): a
-load above 1 grows the queue without bound. Pick ~0.9-1.0 for a demand ratio of 2-4.
+(a free Poisson count would miss the target by +-40% over a week: the heavy tail makes the
+work of a few hundred jobs very noisy). Offered load is GPU-hours submitted per hour /
+capacity; it is NOT the demand ratio (DESIGN.md section 6): a load above 1 grows the queue
+without bound. Pick ~0.9-1.0 for a demand ratio of 2-4.
 
 The same spec, seed, capacity and horizon always give the same jobs.
 """
@@ -86,34 +89,39 @@ def draw_jobs(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple[np
     return gpus.astype(np.int64), np.where(debug, debug_dur, train_dur), debug
 
 
-def mean_gpu_seconds(spec: SyntheticSpec, seed: int, n: int = 200_000) -> float:
-    """E[gpus * duration] of the spec's job distribution (Monte Carlo, own seeded stream)."""
-    rng = np.random.default_rng([seed, 1])
-    gpus, dur, _ = draw_jobs(spec, n, rng)
-    return float(np.mean(gpus * dur))
-
-
 def generate(spec: SyntheticSpec, *, capacity_gpus: int, horizon_s: float, seed: int) -> RawJobs:
-    """Jobs arriving in [0, horizon_s) at the rate that offers `offered_load` of `capacity_gpus`."""
+    """Jobs arriving in [0, horizon_s) whose total work is `offered_load` of `capacity_gpus`
+    over the horizon (to within half of one job's work)."""
     if capacity_gpus <= 0 or horizon_s <= 0:
         raise ValueError("capacity_gpus and horizon_s must be > 0")
     if not spec.teams:
         raise ValueError("a synthetic workload needs at least one team")
-    rate = spec.offered_load * capacity_gpus / mean_gpu_seconds(spec, seed)  # jobs per second
-    rng = np.random.default_rng([seed, 0])
-    n = int(rng.poisson(rate * horizon_s))
-    arrivals = np.sort(rng.uniform(0.0, horizon_s, size=n))  # Poisson process given its count
-    gpus, dur, debug = draw_jobs(spec, n, rng)
+    target = spec.offered_load * capacity_gpus * horizon_s  # GPU-seconds
+    rng = np.random.default_rng(seed)
+    parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    work = 0.0
+    batch = 256
+    while work < target:
+        gpus_b, dur_b, debug_b = draw_jobs(spec, batch, rng)
+        parts.append((gpus_b, dur_b, debug_b))
+        work += float(np.sum(gpus_b * dur_b))
+        batch = min(batch * 2, 1 << 20)
+    gpus = np.concatenate([p[0] for p in parts])
+    dur = np.concatenate([p[1] for p in parts])
+    cum = np.cumsum(gpus * dur)
+    k = int(np.searchsorted(cum, target))  # cum[k] >= target > cum[k - 1]
+    n = k if k > 0 and target - cum[k - 1] < cum[k] - target else k + 1  # the closer total
+    gpus, dur = gpus[:n], dur[:n]
+    arrivals = np.sort(rng.uniform(0.0, horizon_s, size=n))
     w = team_weights(len(spec.teams), spec.team_skew)
     team = np.asarray(spec.teams, dtype=object)[rng.choice(len(spec.teams), size=n, p=w)]
-    width = max(5, len(str(max(n - 1, 0))))
+    width = max(5, len(str(n - 1)))
     ids = np.array([f"{spec.id_prefix}-{i:0{width}d}" for i in range(n)], dtype=object)
     return RawJobs(
         job_id=ids,
         submit_time=arrivals,
         duration_s=dur,
         gpus=gpus,
-        team=team.astype(str) if n else np.array([], dtype=str),
+        team=team.astype(str),
         source=f"synthetic(seed={seed}, load={spec.offered_load:g}, capacity={capacity_gpus})",
     )
-

@@ -296,7 +296,7 @@ def build_jobs(
     order = np.lexsort((np.arange(n), raw.submit_time))
     jobs: list[Job] = []
     reshaped = 0
-    restrict = bool(raw.speedup) or len(known) < len(type_names)
+    restrict = len(known) < len(type_names) or bool(raw.speedup)
     for i in order:
         if not keep[i]:
             continue
@@ -307,7 +307,7 @@ def build_jobs(
             gpn = _largest_divisor_at_most(g, ns)
             reshaped += 1
         ok = allowed[i]
-        types = tuple(t for t, a in zip(known, ok) if a) if restrict else ()
+        types = tuple(t for t, a in zip(known, ok) if a) if restrict and not ok.all() else ()
         sp = {t: float(s) for t, s, a in zip(known, speed[i], ok) if a and s != 1.0} if raw.speedup else {}
         jobs.append(
             Job(
