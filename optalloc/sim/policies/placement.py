@@ -1,0 +1,163 @@
+"""GPU packing shared by the baseline policies: gang shapes, a mutable per-decision free map,
+best-fit node choice and static feasibility.
+
+Gang shape of a job on a gpu_type whose largest node has `size` GPUs:
+
+* `gpus_per_node = c` given: `gpus / c` distinct nodes with `c` free GPUs each.
+* not given, `gpus <= size`: one node.
+* not given, `gpus > size`: `gpus // size` whole nodes plus one node holding the remainder.
+
+Best fit: every chunk goes to the candidate node with the fewest free GPUs that still holds
+it (ties: lowest node index), so partly used nodes fill first and whole nodes stay free for
+gangs. A job may use any allowed gpu_type; types are tried fastest first (the job's speedup),
+ties in config order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optalloc.snapshot import Snapshot
+from optalloc.types import Job, NodeAlloc, Placement
+
+
+def gang_shape(gpus: int, gpus_per_node: int | None, size: int) -> list[int] | None:
+    """GPUs per node for a job on nodes of `size` GPUs, largest chunk first; None if the job
+    cannot take that shape (a chunk larger than a node, or gpus not divisible)."""
+    if gpus <= 0 or size <= 0:
+        return None
+    if gpus_per_node:
+        if gpus % gpus_per_node or gpus_per_node > size:
+            return None
+        return [gpus_per_node] * (gpus // gpus_per_node)
+    if gpus <= size:
+        return [gpus]
+    full, rem = divmod(gpus, size)
+    return [size] * full + ([rem] if rem else [])
+
+
+@dataclass
+class FreeMap:
+    """Which GPUs are taken, for one decision. `used[n, g]` is True when GPU g of node n is
+    held by a job; GPUs past a node's size are marked used. `accepts[n]`: node takes new jobs."""
+
+    used: np.ndarray  # (N, G) bool
+    free: np.ndarray  # (N,) int free GPUs
+    node_type: np.ndarray  # (N,) int
+    node_gpus: np.ndarray  # (N,) int
+    accepts: np.ndarray  # (N,) bool (state up)
+    present: np.ndarray  # (N,) bool (not down)
+    node_names: tuple[str, ...]
+    type_names: tuple[str, ...]
+    node_index: dict
+
+    @classmethod
+    def empty(cls, snap: Snapshot) -> "FreeMap":
+        N = len(snap.nodes)
+        G = int(snap.node_gpus.max()) if N else 0
+        used = np.arange(G)[None, :] >= snap.node_gpus[:, None]
+        return cls(
+            used=used,
+            free=snap.node_gpus.astype(np.int64).copy(),
+            node_type=snap.node_type,
+            node_gpus=snap.node_gpus,
+            accepts=snap.node_up.copy(),
+            present=snap.node_present.copy(),
+            node_names=tuple(n.name for n in snap.nodes),
+            type_names=snap.type_names,
+            node_index=dict(snap.node_index),
+        )
+
+    # ------------------------------------------------------------------ bookkeeping
+
+    def take(self, placement: Placement) -> None:
+        for a in placement.nodes:
+            n = self.node_index[a.node]
+            idx = np.asarray(a.gpus, dtype=np.int64)
+            self.used[n, idx] = True
+            self.free[n] -= len(idx)
+
+    def release(self, placement: Placement) -> None:
+        for a in placement.nodes:
+            n = self.node_index[a.node]
+            idx = np.asarray(a.gpus, dtype=np.int64)
+            self.used[n, idx] = False
+            self.free[n] += len(idx)
+
+    def free_by_type(self) -> np.ndarray:
+        """(T,) free GPUs on nodes that accept new jobs."""
+        return np.bincount(
+            self.node_type[self.accepts],
+            weights=self.free[self.accepts],
+            minlength=len(self.type_names),
+        ).astype(np.int64)
+
+    # ------------------------------------------------------------------ fitting
+
+    def size_of(self, t: int, *, present: bool = False) -> int:
+        mask = (self.node_type == t) & (self.present if present else self.accepts)
+        return int(self.node_gpus[mask].max()) if mask.any() else 0
+
+    def fit_type(self, job: Job, t: int) -> list[tuple[int, int]] | None:
+        """Best-fit (node index, gpus) chunks for `job` on gpu_type `t`, or None."""
+        shape = gang_shape(job.gpus, job.gpus_per_node, self.size_of(t))
+        if shape is None:
+            return None
+        cand = (self.node_type == t) & self.accepts
+        if int(self.free[cand].sum()) < job.gpus:
+            return None
+        free = np.where(cand, self.free, -1)
+        chosen: list[tuple[int, int]] = []
+        for c in shape:  # largest chunks first: whole nodes before the remainder
+            ok = free >= c
+            if not ok.any():
+                return None
+            key = np.where(ok, free, np.iinfo(np.int64).max)
+            n = int(np.argmin(key))
+            chosen.append((n, c))
+            free[n] = -1  # one chunk per node
+        return chosen
+
+    def fit(self, job: Job, allowed: np.ndarray, speed: np.ndarray) -> tuple[int, list] | None:
+        """(gpu_type index, chunks) of the best fit over allowed types, fastest type first."""
+        for t in order_types(allowed, speed):
+            chunks = self.fit_type(job, t)
+            if chunks is not None:
+                return t, chunks
+        return None
+
+    def place(self, job: Job, t: int, chunks: list[tuple[int, int]]) -> Placement:
+        """Take the lowest free GPU indices of each chosen node and return the placement."""
+        allocs = []
+        for n, c in chunks:
+            idx = np.flatnonzero(~self.used[n])[:c]
+            allocs.append(NodeAlloc(self.node_names[n], tuple(int(i) for i in idx)))
+        pl = Placement(job.id, self.type_names[t], tuple(allocs), allocated=job.allocated)
+        self.take(pl)
+        return pl
+
+
+def order_types(allowed: np.ndarray, speed: np.ndarray) -> list[int]:
+    """Allowed gpu_type indices, fastest first (stable: config order on ties)."""
+    idx = np.flatnonzero(allowed)
+    return [int(i) for i in idx[np.argsort(-speed[idx], kind="stable")]]
+
+
+def static_fit(fm: FreeMap, job: Job, allowed: np.ndarray) -> str:
+    """Could the job's gang ever fit? 'ok' (on up nodes of an allowed type when empty),
+    'draining' (only on nodes that are drained), or 'never' (no present node shape fits)."""
+    best = "never"
+    for t in np.flatnonzero(allowed):
+        for present in (False, True):
+            mask = (fm.node_type == t) & (fm.present if present else fm.accepts)
+            shape = gang_shape(job.gpus, job.gpus_per_node, fm.size_of(int(t), present=present))
+            if shape is None:
+                continue
+            sizes = np.sort(fm.node_gpus[mask])[::-1]
+            if len(sizes) >= len(shape) and np.all(sizes[: len(shape)] >= shape):
+                if not present:
+                    return "ok"
+                best = "draining"
+    return best
