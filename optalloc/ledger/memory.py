@@ -22,7 +22,7 @@ from optalloc.errors import OptallocError
 from optalloc.ledger.columns import Columns
 from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals
 from optalloc.org import OrgTree
-from optalloc.types import GpuType, Interval, Policy
+from optalloc.types import GpuType, Interval, Job, Policy
 
 _FLUSH_AT = 4096  # single records are buffered and appended in chunks of this many
 
@@ -322,6 +322,15 @@ class Ledger:
         from optalloc.ledger.report import build_report
 
         return build_report(self, now, open_intervals)
+
+
+def running_intervals(jobs: Iterable[Job], now: float) -> list[Interval]:
+    """Open intervals (start_time -> now) of running jobs, to pass as `open_intervals`."""
+    return [
+        Interval(j.id, j.project, j.placement.gpu_type, j.placement.gpus, j.start_time, now, j.allocated)
+        for j in jobs
+        if j.running and j.placement is not None and j.start_time is not None and now > j.start_time
+    ]
 
 
 def _weightless(name: str) -> GpuType:

@@ -118,13 +118,14 @@ def format_table(rows: Sequence[ReportRow]) -> str:
     return "\n".join(lines)
 
 
-def rows_to_json(rows: Sequence[ReportRow], now: float) -> str:
-    """JSON document: {"now": ..., "rows": [...]}; non-finite numbers become null."""
+def rows_to_json(rows: Sequence[ReportRow], now: float, **extra) -> str:
+    """JSON document: {"now": ..., **extra, "rows": [...]}; non-finite numbers become null
+    (a null ratio is infinite: usage with nothing entitled; a null delivered_owed: nothing owed)."""
 
     def clean(v):
         return None if isinstance(v, float) and not math.isfinite(v) else v
 
     return json.dumps(
-        {"now": now, "rows": [{k: clean(v) for k, v in asdict(r).items()} for r in rows]},
+        {"now": now, **extra, "rows": [{k: clean(v) for k, v in asdict(r).items()} for r in rows]},
         indent=2,
     )
