@@ -1,0 +1,433 @@
+"""The simulator's metrics (DESIGN.md section 6), defined once here and reused by every report.
+
+All quantities come from one `SimResult` over its horizon [start, end]:
+
+* **owed delivered** (per project and overall, hourly and period forms) and the worst project:
+  the ledger's `Ledger.owed_delivered` (`optalloc/ledger/owed.py` has the formulas): owed =
+  min(entitled, demanded) GPU-hours per hour, delivered = allocated GPU-hours.
+* **occupancy** = allocated GPU-time / available GPU-time, where available = integral of the
+  GPUs on nodes that are up (`SimResult.capacity`); **total occupancy** adds unallocated
+  GPU-time. (Jobs finishing on a draining node are delivered but not available, so occupancy can
+  exceed 1 while nodes drain.)
+* **demand ratio** = time-average over the horizon of D(t) / C(t), D = GPUs asked by queued +
+  running jobs (all, unallocated included), C = available GPUs; instants with C = 0 are left out.
+* **occupancy limit** = integral of min(C, D) / integral of C: the most GPU-time any policy
+  could deliver. With constant capacity it is the time-average of min(1, demand ratio)
+  (DESIGN.md); weighting by capacity keeps total occupancy <= limit when nodes go down.
+  `occupancy.of_limit` = total occupancy / limit.
+* **unallocated share** = unallocated GPU-time / all delivered GPU-time.
+* **waits** (submit -> first start) p50/p90/p99 by class: *debug* (0 < min_runtime <= 15 min),
+  *large* (>= 64 GPUs), *unallocated* (min_runtime 0), *other*; and *all*. Jobs never started
+  are censored at the horizon: their wait counts as `end - submit` (a lower bound, so the
+  percentiles are lower bounds too); `n_censored` says how many. Percentiles are numpy's
+  linear interpolation.
+* **preemptions** per 1000 delivered GPU-hours (allocated + unallocated); GPU-hours lost to
+  preemption (work since the last checkpoint, from the engine's `JobRecord.lost_gpu_s`).
+* **solver** seconds per epoch (mean, p50, p99, max) and the largest reported gap.
+* **jobs** submitted, started, completed.
+
+`compute_metrics` returns a JSON-ready dict (undefined values are None); `time_series` the
+hourly series behind the plots; `compare` the rows of a side-by-side table.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from optalloc.ledger import Ledger, OwedDelivered
+from optalloc.ledger.kernel import interval_bins, step_integrals
+from optalloc.org import OrgTree
+from optalloc.sim.result import SimResult
+
+DEBUG_MAX_MIN_RUNTIME_S = 15 * 60.0
+LARGE_GPUS = 64
+WAIT_CLASSES = ("debug", "large", "other", "unallocated", "all")
+HOUR = 3600.0
+
+
+# --------------------------------------------------------------------------- columns
+
+
+@dataclass(frozen=True, eq=False)
+class _Columns:
+    """The SimResult as arrays, clipped to the horizon."""
+
+    start: float
+    end: float
+    iv_start: np.ndarray
+    iv_end: np.ndarray
+    iv_gpus: np.ndarray
+    iv_alloc: np.ndarray
+    iv_project: np.ndarray  # index into `projects`, -1 unknown
+    projects: tuple[str, ...]
+    cap_t: np.ndarray  # (K,) sorted
+    cap_total: np.ndarray  # (K,) GPUs up, all types
+    dem_t: np.ndarray  # (M,) sorted
+    dem_total: np.ndarray  # (M,) GPUs asked, all jobs
+
+
+def _columns(result: SimResult, projects: Sequence[str]) -> _Columns:
+    ivs = result.intervals
+    n = len(ivs)
+    pidx = {p: i for i, p in enumerate(projects)}
+    s = np.fromiter((iv.start for iv in ivs), np.float64, n)
+    e = np.fromiter((iv.end for iv in ivs), np.float64, n)
+    s = np.clip(s, result.start, result.end)
+    e = np.clip(e, result.start, result.end)
+    cap = sorted(result.capacity, key=lambda c: c.time)
+    dem = sorted(result.demand, key=lambda d: d.time)
+    return _Columns(
+        start=float(result.start),
+        end=float(result.end),
+        iv_start=s,
+        iv_end=np.maximum(e, s),
+        iv_gpus=np.fromiter((iv.gpus for iv in ivs), np.float64, n),
+        iv_alloc=np.fromiter((iv.allocated for iv in ivs), bool, n),
+        iv_project=np.fromiter((pidx.get(iv.project, -1) for iv in ivs), np.int64, n),
+        projects=tuple(projects),
+        cap_t=np.array([c.time for c in cap], dtype=np.float64),
+        cap_total=np.array([sum(c.by_type.values()) for c in cap], dtype=np.float64),
+        dem_t=np.array([d.time for d in dem], dtype=np.float64),
+        dem_total=np.array([d.total_gpus for d in dem], dtype=np.float64),
+    )
+
+
+def build_ledger(result: SimResult) -> Ledger:
+    """A ledger holding the run's intervals, demand and capacity samples."""
+    cfg = result.config
+    tree = OrgTree.build(cfg.org, [g.name for g in cfg.gpu_types])
+    ledger = Ledger(cfg.gpu_types, tree, cfg.policy)
+    ledger.record_intervals(result.intervals)
+    for c in sorted(result.capacity, key=lambda c: c.time):
+        ledger.record_capacity(c.time, c.by_type)
+    for d in sorted(result.demand, key=lambda d: d.time):
+        ledger.record_demand(d.time, d.allocated_by_project)
+    return ledger
+
+
+def owed_delivered(result: SimResult, step: float = HOUR) -> OwedDelivered:
+    return build_ledger(result).owed_delivered(result.start, result.end, step)
+
+
+def _edges(start: float, end: float, step: float) -> np.ndarray:
+    n_bins = max(1, int(math.ceil((end - start) / step - 1e-9)))
+    edges = np.minimum(start + step * np.arange(n_bins + 1), end)
+    edges[-1] = end
+    return edges
+
+
+def _step_at(times: np.ndarray, values: np.ndarray, at: np.ndarray, before: float | None) -> np.ndarray:
+    """Right-continuous step function at `at`; before the first time: `before` (None: first value)."""
+    if len(times) == 0:
+        return np.zeros(len(at))
+    k = np.searchsorted(times, at, side="right") - 1
+    out = values[np.maximum(k, 0)]
+    first = values[0] if before is None else before
+    return np.where(k >= 0, out, first)
+
+
+def _capacity_demand_integrals(c: _Columns) -> dict[str, float]:
+    """Exact integrals over [start, end] of C, D, min(C, D) and the time-average of D / C."""
+    times = np.concatenate([c.cap_t, c.dem_t])
+    pts = np.union1d([c.start, c.end], times[(times > c.start) & (times < c.end)])
+    left, width = pts[:-1], np.diff(pts)
+    cap = _step_at(c.cap_t, c.cap_total, left, None)
+    dem = _step_at(c.dem_t, c.dem_total, left, 0.0)
+    up = cap > 0
+    ratio_time = float(width[up].sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(up, dem / np.where(up, cap, 1.0), 0.0)
+    return {
+        "capacity_s": float(np.sum(cap * width)),
+        "demand_s": float(np.sum(dem * width)),
+        "limit_s": float(np.sum(np.minimum(cap, dem) * width)),
+        "demand_ratio": float(np.sum(ratio * width) / ratio_time) if ratio_time > 0 else math.nan,
+    }
+
+
+# --------------------------------------------------------------------------- waits
+
+
+def wait_classes(min_runtime_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+    """Class name per job: debug (0 < min_runtime <= 15 min) first, then large (>= 64 GPUs),
+    then unallocated (min_runtime 0), else other."""
+    mr = np.asarray(min_runtime_s, dtype=np.float64)
+    g = np.asarray(gpus)
+    return np.where(
+        (mr > 0) & (mr <= DEBUG_MAX_MIN_RUNTIME_S),
+        "debug",
+        np.where(g >= LARGE_GPUS, "large", np.where(mr <= 0, "unallocated", "other")),
+    )
+
+
+def job_waits(result: SimResult) -> dict[str, np.ndarray]:
+    """Per job submitted within the horizon: wait seconds (censored at the horizon), whether
+    it is censored, and its class."""
+    jobs = [j for j in result.jobs if result.start <= j.submit_time <= result.end]
+    n = len(jobs)
+    submit = np.fromiter((j.submit_time for j in jobs), np.float64, n)
+    first = np.fromiter((np.nan if j.first_start is None else j.first_start for j in jobs), np.float64, n)
+    censored = np.isnan(first)
+    wait = np.where(censored, result.end - submit, first - submit)
+    cls = wait_classes(
+        np.fromiter((j.min_runtime_s for j in jobs), np.float64, n),
+        np.fromiter((j.gpus for j in jobs), np.int64, n),
+    )
+    return {"wait_s": np.maximum(wait, 0.0), "censored": censored, "cls": cls}
+
+
+def _wait_stats(wait: np.ndarray, censored: np.ndarray) -> dict[str, Any]:
+    if len(wait) == 0:
+        return {"n": 0, "n_censored": 0, "mean_s": None, "p50_s": None, "p90_s": None, "p99_s": None, "max_s": None}
+    p50, p90, p99 = np.percentile(wait, [50, 90, 99])
+    return {
+        "n": int(len(wait)),
+        "n_censored": int(censored.sum()),
+        "mean_s": float(wait.mean()),
+        "p50_s": float(p50),
+        "p90_s": float(p90),
+        "p99_s": float(p99),
+        "max_s": float(wait.max()),
+    }
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return float(num / den) if den > 0 else None
+
+
+def compute_metrics(result: SimResult) -> dict[str, Any]:
+    """Every DESIGN.md section 6 metric of one run, JSON-ready (None where undefined)."""
+    od = owed_delivered(result)
+    c = _columns(result, od.projects)
+    integ = _capacity_demand_integrals(c)
+    dur = c.iv_gpus * (c.iv_end - c.iv_start)  # GPU-seconds per interval
+    alloc_s = float(dur[c.iv_alloc].sum())
+    unalloc_s = float(dur[~c.iv_alloc].sum())
+    delivered_s = alloc_s + unalloc_s
+    cap_s = integ["capacity_s"]
+
+    occ_alloc = _ratio(alloc_s, cap_s)
+    occ_total = _ratio(delivered_s, cap_s)
+    limit = _ratio(integ["limit_s"], cap_s)
+
+    per_proj = od.by_project()
+    unalloc_by_proj = np.bincount(
+        np.maximum(c.iv_project[~c.iv_alloc], 0),
+        weights=np.where(c.iv_project[~c.iv_alloc] >= 0, dur[~c.iv_alloc], 0.0),
+        minlength=len(od.projects),
+    )
+    projects = {
+        p: {
+            "owed_gpu_h": v["owed_gpu_h"],
+            "delivered_gpu_h": v["delivered_gpu_h"],
+            "hourly": _num(v["hourly"]),
+            "period": _num(v["period"]),
+            "unallocated_gpu_h": float(unalloc_by_proj[i] / HOUR),
+        }
+        for i, (p, v) in enumerate(per_proj.items())
+    }
+    worst_h, worst_h_v = od.worst("hourly")
+    worst_p, worst_p_v = od.worst("period")
+
+    w = job_waits(result)
+    waits = {}
+    for k in WAIT_CLASSES:
+        sel = np.ones(len(w["cls"]), dtype=bool) if k == "all" else w["cls"] == k
+        waits[k] = _wait_stats(w["wait_s"][sel], w["censored"][sel])
+
+    n_pre = int(sum(j.preemptions for j in result.jobs))
+    lost_s = float(sum(j.lost_gpu_s for j in result.jobs))
+    solve = np.array([e.solve_s for e in result.epochs], dtype=np.float64)
+    gaps = [e.gap for e in result.epochs if e.gap is not None and math.isfinite(e.gap)]
+    statuses: dict[str, int] = {}
+    for e in result.epochs:
+        statuses[e.status] = statuses.get(e.status, 0) + 1
+
+    return {
+        "policy": result.policy,
+        "scenario": result.scenario,
+        "seed": result.seed,
+        "horizon_h": (result.end - result.start) / HOUR,
+        "owed_delivered": {
+            "hourly": _num(od.hourly_overall()),
+            "period": _num(od.period_overall()),
+            "worst_hourly": {"project": worst_h, "value": _num(worst_h_v)},
+            "worst_period": {"project": worst_p, "value": _num(worst_p_v)},
+        },
+        "projects": projects,
+        "occupancy": {
+            "allocated": occ_alloc,
+            "total": occ_total,
+            "limit": limit,
+            "of_limit": _ratio(occ_total, limit) if occ_total is not None and limit else None,
+        },
+        "demand_ratio": _num(integ["demand_ratio"]),
+        "unallocated_share": _ratio(unalloc_s, delivered_s),
+        "gpu_hours": {
+            "available": cap_s / HOUR,
+            "demanded": integ["demand_s"] / HOUR,
+            "delivered": delivered_s / HOUR,
+            "allocated": alloc_s / HOUR,
+            "unallocated": unalloc_s / HOUR,
+        },
+        "waits": waits,
+        "preemptions": {
+            "count": n_pre,
+            "per_1000_gpu_h": _ratio(n_pre * 1000.0, delivered_s / HOUR),
+            "lost_gpu_h": lost_s / HOUR,
+        },
+        "solver": {
+            "epochs": int(len(solve)),
+            "mean_s": float(solve.mean()) if len(solve) else None,
+            "p50_s": float(np.percentile(solve, 50)) if len(solve) else None,
+            "p99_s": float(np.percentile(solve, 99)) if len(solve) else None,
+            "max_s": float(solve.max()) if len(solve) else None,
+            "total_s": float(solve.sum()),
+            "max_gap": max(gaps) if gaps else None,
+            "status": statuses,
+        },
+        "jobs": {
+            "submitted": int(len(w["cls"])),
+            "started": int((~w["censored"]).sum()),
+            "completed": int(sum(1 for j in result.jobs if j.completed)),
+        },
+    }
+
+
+# --------------------------------------------------------------------------- time series
+
+
+@dataclass(frozen=True, eq=False)
+class TimeSeries:
+    """Per-bin series over the horizon (bins of `step` seconds; the last may be shorter)."""
+
+    policy: str
+    edges: np.ndarray  # (H + 1,) seconds
+    projects: tuple[str, ...]
+    delivered_h: np.ndarray  # (P, H) allocated GPU-hours per bin
+    owed_h: np.ndarray  # (P, H) owed GPU-hours per bin
+    occupancy_allocated: np.ndarray  # (H,) allocated GPU-time / available GPU-time
+    occupancy_total: np.ndarray  # (H,) all delivered GPU-time / available GPU-time
+    demand_ratio: np.ndarray  # (H,) integral of D / integral of C in the bin
+    capacity: np.ndarray  # (H,) mean GPUs up
+    queue_length: np.ndarray  # (H,) mean queued jobs at the epochs in the bin (NaN: no epoch)
+
+    @property
+    def hours(self) -> np.ndarray:
+        return (self.edges[:-1] - self.edges[0]) / HOUR
+
+
+def time_series(result: SimResult, step: float = HOUR) -> TimeSeries:
+    od = owed_delivered(result, step)
+    c = _columns(result, od.projects)
+    edges = od.edges
+    width = np.diff(edges)
+    cap_s = step_integrals(c.cap_t, c.cap_total[:, None], edges, before="first")[:, 0]
+    dem_s = step_integrals(c.dem_t, c.dem_total[:, None], edges, before="zero")[:, 0]
+    group = c.iv_alloc.astype(np.int64)  # 0 unallocated, 1 allocated
+    used = interval_bins(c.iv_start, c.iv_end, c.iv_gpus, group, 2, edges)  # (2, H)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        occ_a = np.where(cap_s > 0, used[1] / cap_s, np.nan)
+        occ_t = np.where(cap_s > 0, used.sum(axis=0) / cap_s, np.nan)
+        dr = np.where(cap_s > 0, dem_s / cap_s, np.nan)
+    et = np.array([e.time for e in result.epochs], dtype=np.float64)
+    eq = np.array([e.n_queued for e in result.epochs], dtype=np.float64)
+    n_bins = len(width)
+    b = np.clip(np.searchsorted(edges, et, side="right") - 1, 0, n_bins - 1)
+    inside = (et >= edges[0]) & (et <= edges[-1])
+    cnt = np.bincount(b[inside], minlength=n_bins)
+    tot = np.bincount(b[inside], weights=eq[inside], minlength=n_bins)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        queue = np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan)
+    return TimeSeries(
+        policy=result.policy,
+        edges=edges,
+        projects=od.projects,
+        delivered_h=od.delivered_h,
+        owed_h=od.owed_h,
+        occupancy_allocated=occ_a,
+        occupancy_total=occ_t,
+        demand_ratio=dr,
+        capacity=cap_s / width,
+        queue_length=queue,
+    )
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+@dataclass(frozen=True)
+class MetricRow:
+    key: str  # dotted path into compute_metrics' dict
+    label: str
+    kind: str  # pct | ratio | seconds | count | float | hours
+    better: str = ""  # "higher" | "lower" | "" (no direction)
+
+
+HEADLINE: tuple[MetricRow, ...] = (
+    MetricRow("owed_delivered.hourly", "owed delivered (hourly)", "pct", "higher"),
+    MetricRow("owed_delivered.period", "owed delivered (period)", "pct", "higher"),
+    MetricRow("owed_delivered.worst_hourly.value", "worst project (hourly)", "pct", "higher"),
+    MetricRow("owed_delivered.worst_period.value", "worst project (period)", "pct", "higher"),
+    MetricRow("occupancy.allocated", "occupancy (allocated)", "pct", "higher"),
+    MetricRow("occupancy.total", "occupancy (total)", "pct", "higher"),
+    MetricRow("occupancy.limit", "occupancy limit", "pct", ""),
+    MetricRow("occupancy.of_limit", "occupancy / limit", "pct", "higher"),
+    MetricRow("demand_ratio", "demand ratio", "ratio", ""),
+    MetricRow("unallocated_share", "unallocated share", "pct", ""),
+    MetricRow("waits.debug.p50_s", "debug wait p50", "seconds", "lower"),
+    MetricRow("waits.debug.p90_s", "debug wait p90", "seconds", "lower"),
+    MetricRow("waits.debug.p99_s", "debug wait p99", "seconds", "lower"),
+    MetricRow("waits.large.p50_s", "large wait p50", "seconds", "lower"),
+    MetricRow("waits.large.p90_s", "large wait p90", "seconds", "lower"),
+    MetricRow("waits.other.p50_s", "other wait p50", "seconds", "lower"),
+    MetricRow("waits.other.p90_s", "other wait p90", "seconds", "lower"),
+    MetricRow("waits.all.p99_s", "all wait p99", "seconds", "lower"),
+    MetricRow("preemptions.per_1000_gpu_h", "preemptions / 1000 GPU-h", "float", "lower"),
+    MetricRow("preemptions.lost_gpu_h", "GPU-h lost to preemption", "hours", "lower"),
+    MetricRow("solver.mean_s", "solver s/epoch (mean)", "float", "lower"),
+    MetricRow("solver.p99_s", "solver s/epoch (p99)", "float", "lower"),
+    MetricRow("solver.max_s", "solver s/epoch (max)", "float", "lower"),
+    MetricRow("jobs.completed", "jobs completed", "count", "higher"),
+)
+
+
+def lookup(metrics: Mapping[str, Any], key: str) -> Any:
+    """The value at a dotted path (None when absent)."""
+    cur: Any = metrics
+    for part in key.split("."):
+        if not isinstance(cur, Mapping) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def compare(
+    metrics_by_policy: Mapping[str, Mapping[str, Any]], rows: Sequence[MetricRow] = HEADLINE
+) -> list[dict[str, Any]]:
+    """Side-by-side rows: {"key", "label", "kind", "better", "values": {policy: value}, "best":
+    [policies with the best value]} for each headline metric."""
+    out = []
+    for row in rows:
+        values = {p: lookup(m, row.key) for p, m in metrics_by_policy.items()}
+        nums = {p: v for p, v in values.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+        best: list[str] = []
+        if row.better and len(nums) > 1:
+            target = max(nums.values()) if row.better == "higher" else min(nums.values())
+            best = [p for p, v in nums.items() if math.isclose(v, target, rel_tol=1e-9, abs_tol=1e-12)]
+        out.append(
+            {"key": row.key, "label": row.label, "kind": row.kind, "better": row.better,
+             "values": values, "best": best}
+        )
+    return out
