@@ -1,0 +1,43 @@
+"""The time-slicing contract and the one-choice rule.
+
+Variables
+  x[c] in {0,1}   candidate c = (job j, gpu_type t): j starts on t this epoch (all its GPUs:
+                  a gang is all-or-nothing by construction, the variable is the whole job)
+  k[i] in {0,1}   running job i keeps its exact placement; lb = 1 when it is protected
+                  (inside min_runtime). Running jobs on a down node have no k: they are gone.
+
+Objective terms
+  + v[j,t] x[c]                          impact of a start
+  + (v[j,t_run] + churn_j) k[i] - churn_j  impact of keeping; churn_j paid when preempted
+
+Constraint family `one_choice[job]`:  sum_t x[j,t] + k[j] <= 1  (rows only for jobs with two
+or more options).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.context import BuildContext
+
+
+def define_decisions(ctx: BuildContext) -> None:
+    req, imp, b = ctx.req, ctx.imp, ctx.b
+    ctx.x = b.add_vars("x", len(req.cand_job), 0, 1, imp.value[req.cand_job, req.cand_type])
+    run_val = imp.value[req.run_job, req.run_type] if len(req.run_job) else np.zeros(0)
+    churn = imp.churn[req.run_job] if len(req.run_job) else np.zeros(0)
+    lb = np.where(req.run_fixed, 1.0, 0.0)
+    ctx.k = b.add_vars("k", len(req.run_job), lb, 1, run_val + churn)
+    b.add_offset(-float(churn.sum()))
+
+
+def define_one_choice(ctx: BuildContext) -> None:
+    req = ctx.req
+    J = len(ctx.snap.jobs)
+    jobs = np.concatenate([req.cand_job, req.run_job])
+    cols = np.concatenate([ctx.x, ctx.k])
+    count = np.bincount(jobs, minlength=J)
+    multi = count >= 2
+    row_of = np.cumsum(multi) - 1
+    sel = multi[jobs]
+    ctx.b.add_rows("one_choice", int(multi.sum()), row_of[jobs[sel]], cols[sel], 1.0, -np.inf, 1.0)

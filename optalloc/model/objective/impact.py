@@ -1,0 +1,142 @@
+"""Budget-weighted impact: what running a job is worth this epoch, and what preempting costs.
+
+Fair-share weight (per org node o, computed down the tree; `r_o` = usage ratio of o):
+
+    R_o = R_parent(o) + clip(r_o, 0, R_MAX) / 2**(depth(o) - 1)      (R_root = 0)
+    W_o = 2 ** -min(R_o, R_MAX)
+
+i.e. W is a product over the path of Slurm-style 2^(-U/S) factors (U/S = usage ratio), with
+the exponent halved at each level down. Why: Fair Tree compares siblings level by level, so an
+ancestor's over-use must weigh more than a leaf's; halving makes one unit of ratio at the
+program level worth two at the project level while keeping the weight smooth (a sort would be
+lexicographic, the ILP needs numbers). Capping R at R_MAX = 8 keeps W >= 2^-8 so the numeric
+range stays safe for MIP tolerances.
+
+Value of job j on type t (maximized):
+
+    v[j, t] = gpus_j * speed[j, t] * W_project(j) * (1 + EPS_PRIORITY * rank_j) * tier[j, t]
+
+rank_j in (0, 1] orders a project's jobs by (priority desc, submit asc): declared priority only
+matters inside the project. tier = 1 for allocated jobs of a project with a positive entitlement
+on t; tier = EPS_UNALLOCATED (computed so that any allocated GPU outweighs any unallocated GPU,
+even counting a whole-node gang's footprint twice) for unallocated jobs and for projects with a
+zero share on t ("zero-share projects get only unallocated leftovers").
+
+Preemption (churn) cost of running job j, paid when it is not kept (a move is a preemption):
+
+    lost_j  = (now - last_checkpoint_j) + restart_overhead      (resumable)
+              (now - start_j) + restart_overhead                 (not resumable)
+    churn_j = EPS_CHURN * gpus_j * W_j * tier_j * min(lost_j, CHURN_HORIZON) / CHURN_HORIZON
+
+so churn of a job is at most EPS_CHURN (0.1%) of its own impact: impact dominates churn, churn
+only breaks ties. Floors dominate impact: each floor GPU met is worth FLOOR_WEIGHT per GPU,
+more than the best impact of any GPU (see floor_weight()).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optalloc.snapshot import Snapshot
+
+R_MAX = 8.0
+EPS_PRIORITY = 0.01
+EPS_CHURN = 1e-3
+CHURN_HORIZON_S = 24 * 3600.0
+W_MIN = 2.0**-R_MAX
+FOOTPRINT = 4.0  # safety factor: a gang's node footprint can be ~2x its GPUs; x2 margin
+
+
+def compound_ratio(snap: Snapshot) -> np.ndarray:
+    """(O,) R_o of every org node (root 0)."""
+    org = snap.org
+    r = np.nan_to_num(np.asarray(snap.usage_ratio, dtype=float), nan=R_MAX, posinf=R_MAX)
+    r = np.clip(r, 0.0, R_MAX)
+    R = np.zeros(org.n)
+    for o in np.argsort(org.depth, kind="stable")[1:]:
+        R[o] = R[org.parent[o]] + r[o] / 2.0 ** (org.depth[o] - 1)
+    return R
+
+
+def fairshare_weight(snap: Snapshot) -> np.ndarray:
+    """(O,) W_o = 2^-min(R_o, R_MAX) for every org node."""
+    return 2.0 ** -np.minimum(compound_ratio(snap), R_MAX)
+
+
+def project_rank(snap: Snapshot) -> np.ndarray:
+    """(J,) rank in (0, 1] within the job's project: 1 = first in line (highest priority, then
+    earliest submit, then id)."""
+    J = len(snap.jobs)
+    if J == 0:
+        return np.zeros(0)
+    ids = np.array([j.id for j in snap.jobs])
+    order = np.lexsort((ids, snap.job_submit, -snap.job_priority, snap.job_project))
+    proj = snap.job_project[order]
+    start = np.r_[0, np.flatnonzero(np.diff(proj)) + 1]
+    sizes = np.diff(np.r_[start, J])
+    pos = np.arange(J) - np.repeat(start, sizes)
+    rank = np.empty(J)
+    rank[order] = 1.0 - pos / np.repeat(sizes, sizes)
+    return rank
+
+
+@dataclass(frozen=True, eq=False)
+class Impact:
+    weight: np.ndarray  # (O,) fair-share weight per org node
+    job_weight: np.ndarray  # (J,) W of the job's project
+    rank: np.ndarray  # (J,) within-project rank
+    tier: np.ndarray  # (J, T) 1 or eps_unallocated
+    value: np.ndarray  # (J, T) v[j, t]
+    churn: np.ndarray  # (J,) cost of preempting (0 for queued)
+    lost_s: np.ndarray  # (J,) seconds of work a preemption loses (0 for queued)
+    eps_unallocated: float
+    floor_weight: float
+
+
+def compute_impact(snap: Snapshot) -> Impact:
+    J, T = snap.job_allowed.shape
+    W = fairshare_weight(snap)
+    jw = W[snap.job_project] if J else np.zeros(0)
+    rank = project_rank(snap)
+    speed = np.where(snap.job_allowed, snap.job_speed, np.nan)
+    s_max = float(np.nanmax(speed)) if J and np.isfinite(speed).any() else 1.0
+    s_min = float(np.nanmin(speed)) if J and np.isfinite(speed).any() else 1.0
+    s_min = max(s_min, 1e-6)
+    prio_max = 1.0 + EPS_PRIORITY
+    eps_u = W_MIN * s_min / (FOOTPRINT * s_max * prio_max)
+    leaf_ent = snap.org.entitlement[snap.job_project] if J else np.zeros((0, T))
+    tier = np.where(snap.job_allocated[:, None] & (leaf_ent > 0), 1.0, eps_u)
+    value = (
+        snap.job_gpus[:, None] * snap.job_speed * (jw * (1.0 + EPS_PRIORITY * rank))[:, None] * tier
+    )
+    # work lost by a preemption now
+    pol = snap.policy
+    start = np.array(
+        [j.start_time if (j.running and j.start_time is not None) else snap.now for j in snap.jobs],
+        dtype=float,
+    )
+    interval = np.array(
+        [j.checkpoint_interval_s or pol.checkpoint_interval_s for j in snap.jobs], dtype=float
+    )
+    resumable = np.array([j.resumable for j in snap.jobs], dtype=bool)
+    ran = np.maximum(snap.now - start, 0.0)
+    since_ckpt = np.where(resumable & (interval > 0), np.mod(ran, np.maximum(interval, 1e-9)), ran)
+    lost = np.where(snap.job_running, since_ckpt + pol.restart_overhead_s, 0.0)
+    # tier of the running type (a running job's own tier), else its best allowed tier
+    run_tier = tier.max(axis=1) if T else np.ones(J)
+    churn = EPS_CHURN * snap.job_gpus * jw * run_tier * np.minimum(lost, CHURN_HORIZON_S) / (
+        CHURN_HORIZON_S
+    )
+    return Impact(
+        weight=W,
+        job_weight=jw,
+        rank=rank,
+        tier=tier,
+        value=value,
+        churn=churn,
+        lost_s=lost,
+        eps_unallocated=eps_u,
+        floor_weight=FOOTPRINT * s_max * prio_max,
+    )

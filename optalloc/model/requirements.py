@@ -1,0 +1,153 @@
+"""Phase 1 of an epoch: what each job needs, as arrays (no solver involved).
+
+From a Snapshot this computes
+  * the *shape* of every job on every gpu_type (Kueue's "flavor assignment" step):
+      - SMALL  : fits in one node -> never split, `size` GPUs on one node;
+      - WHOLE  : a multi-node gang taking `pieces` whole nodes of the type's largest node size;
+      - PIECES : `pieces` nodes with `size` (= gpus_per_node) GPUs each, on distinct nodes;
+  * the candidate (job, gpu_type) pairs a new placement may use (queued jobs, and running jobs
+    whose node went down: they are gone and may start again elsewhere);
+  * the running jobs that may be kept, what they hold on which node, and which are protected;
+  * per job the reason it has no candidate at all (NoMatchingGpuType / NodeDraining).
+
+Everything is vectorized over jobs x gpu_types; the only Python loops run over running jobs'
+node lists (their placements are Python objects) and over gpu_types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optalloc.snapshot import Snapshot
+from optalloc.types import ReasonCode
+
+SMALL, WHOLE, PIECES = 0, 1, 2
+SHAPE_NAMES = ("single-node", "whole-node gang", "per-node gang")
+
+
+@dataclass(frozen=True, eq=False)
+class Requirements:
+    # ---- per gpu_type
+    type_max_node: np.ndarray  # (T,) largest up node size (0: no up node)
+    type_whole_nodes: np.ndarray  # (T,) up nodes of the largest size
+    # ---- per job x type: shape and feasibility
+    shape: np.ndarray  # (J, T) SMALL / WHOLE / PIECES
+    size: np.ndarray  # (J, T) GPUs per node (SMALL: the job's GPUs; WHOLE: node size)
+    pieces: np.ndarray  # (J, T) nodes needed (SMALL: 1)
+    fits: np.ndarray  # (J, T) allowed and the shape fits the up nodes of that type
+    # ---- candidates for a new placement
+    cand_job: np.ndarray  # (C,) job index
+    cand_type: np.ndarray  # (C,) type index
+    # ---- running jobs
+    run_job: np.ndarray  # (K,) job index of running jobs that may be kept
+    run_type: np.ndarray  # (K,) their current type
+    run_fixed: np.ndarray  # (K,) bool: protected -> must be kept
+    run_pair_k: np.ndarray  # (P,) index into run_* of each (job, node) hold
+    run_pair_node: np.ndarray  # (P,) node index
+    run_pair_gpus: np.ndarray  # (P,) GPUs held on that node
+    displaced: np.ndarray  # (J,) bool: running, but a node of its placement is down/unknown
+    # ---- why a job cannot run anywhere (None: it has a candidate)
+    no_fit_code: tuple  # (J,) ReasonCode | None
+
+
+def _shapes(snap: Snapshot, max_node: np.ndarray, up_by_size) -> tuple[np.ndarray, ...]:
+    J, T = snap.job_allowed.shape
+    g = snap.job_gpus[:, None].astype(np.int64)  # (J,1)
+    gpn = np.array(
+        [j.gpus_per_node if j.gpus_per_node else 0 for j in snap.jobs], dtype=np.int64
+    )[:, None]
+    smax = max_node[None, :]  # (1,T)
+    has_gpn = gpn > 0
+    single = np.where(has_gpn, gpn >= g, g <= smax)
+    per_node = np.where(has_gpn, np.minimum(gpn, g), smax)
+    per_node = np.broadcast_to(per_node, (J, T)).copy()
+    whole = ~single & (~has_gpn | (gpn == smax))
+    shape = np.where(single, SMALL, np.where(whole, WHOLE, PIECES))
+    size = np.where(single, g, per_node)
+    safe = np.maximum(size, 1)
+    pieces = np.where(single, 1, -(-g // safe))
+    # nodes available for the shape: up nodes of the type with at least `size` GPUs
+    avail = np.zeros((J, T), dtype=np.int64)
+    for t in range(T):
+        sizes, counts = up_by_size[t]
+        if len(sizes):
+            ge = np.searchsorted(sizes, size[:, t], side="left")
+            cum = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
+            avail[:, t] = cum[ge]
+    fits = snap.job_allowed & (size >= 1) & (size <= smax) & (pieces <= avail) & (g[:, 0:1] > 0)
+    return shape, size, pieces, fits
+
+
+def _up_by_size(snap: Snapshot, mask: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    out = []
+    for t in range(len(snap.gpu_types)):
+        sel = mask & (snap.node_type == t)
+        sizes, counts = np.unique(snap.node_gpus[sel], return_counts=True)
+        out.append((sizes, counts))
+    return out
+
+
+def compute_requirements(snap: Snapshot) -> Requirements:
+    J, T = snap.job_allowed.shape
+    up_sizes = _up_by_size(snap, snap.node_up)
+    max_node = np.array([s[-1] if len(s) else 0 for s, _ in up_sizes], dtype=np.int64)
+    whole_nodes = np.array([c[-1] if len(c) else 0 for _, c in up_sizes], dtype=np.int64)
+    shape, size, pieces, fits = _shapes(snap, max_node, up_sizes)
+
+    # running jobs: keepable unless a node of their placement is down or unknown
+    displaced = np.zeros(J, dtype=bool)
+    run_job, run_type, pair_k, pair_node, pair_gpus = [], [], [], [], []
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    for j in np.flatnonzero(snap.job_running):
+        pl = snap.jobs[j].placement
+        nodes = [] if pl is None else [snap.node_index.get(a.node, -1) for a in pl.nodes]
+        if pl is None or pl.gpu_type not in tidx or any(
+            n < 0 or not snap.node_present[n] for n in nodes
+        ):
+            displaced[j] = True
+            continue
+        k = len(run_job)
+        run_job.append(j)
+        run_type.append(tidx[pl.gpu_type])
+        for n, a in zip(nodes, pl.nodes):
+            pair_k.append(k)
+            pair_node.append(n)
+            pair_gpus.append(len(a.gpus))
+    run_job_a = np.asarray(run_job, dtype=np.int64)
+
+    # candidates for a new placement: queued jobs and displaced running jobs
+    startable = ~snap.job_running | displaced
+    cj, ct = np.nonzero(fits & startable[:, None])
+
+    # why a job has no candidate: an allowed type has capacity only on drain/down nodes
+    present_sizes = _up_by_size(snap, snap.node_present)
+    max_present = np.array([s[-1] if len(s) else 0 for s, _ in present_sizes], dtype=np.int64)
+    _, _, _, fits_present = _shapes(snap, np.maximum(max_present, max_node), present_sizes)
+    any_fit = fits.any(axis=1)
+    draining = ~any_fit & fits_present.any(axis=1)
+    codes = tuple(
+        None
+        if any_fit[j]
+        else (ReasonCode.NODE_DRAINING if draining[j] else ReasonCode.NO_MATCHING_GPU_TYPE)
+        for j in range(J)
+    )
+    return Requirements(
+        type_max_node=max_node,
+        type_whole_nodes=whole_nodes,
+        shape=shape,
+        size=size,
+        pieces=pieces,
+        fits=fits,
+        cand_job=cj.astype(np.int64),
+        cand_type=ct.astype(np.int64),
+        run_job=run_job_a,
+        run_type=np.asarray(run_type, dtype=np.int64),
+        run_fixed=snap.job_protected[run_job_a] if len(run_job_a) else np.zeros(0, bool),
+        run_pair_k=np.asarray(pair_k, dtype=np.int64),
+        run_pair_node=np.asarray(pair_node, dtype=np.int64),
+        run_pair_gpus=np.asarray(pair_gpus, dtype=np.int64),
+        displaced=displaced,
+        no_fit_code=codes,
+    )

@@ -1,0 +1,87 @@
+"""The backend protocol and the normalized result every backend returns.
+
+A backend receives the same matrix form (optalloc.model.matrix.LinearModel: maximize c x +
+offset, row_lo <= A x <= row_hi, lb <= x <= ub, integrality) and returns a SolveResult with
+one status vocabulary: optimal | feasible | infeasible | timeout | error. `x` is the best
+incumbent when there is one (a time limit returns it with status timeout). `bound` is the
+proven upper bound of the maximization (the MIP dual bound; the LP optimum for relaxations).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from optalloc.model.matrix import LinearModel
+from optalloc.types import SolverSettings
+
+STATUSES = ("optimal", "feasible", "infeasible", "timeout", "error")
+
+
+@dataclass(frozen=True, eq=False)
+class SolveResult:
+    backend: str
+    status: str
+    x: np.ndarray | None = None
+    objective: float | None = None  # of x, offset included
+    bound: float | None = None  # proven upper bound, offset included
+    n_vars: int = 0
+    n_cons: int = 0
+    solve_s: float = 0.0
+    message: str = ""
+
+    @property
+    def has_solution(self) -> bool:
+        return self.x is not None
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.objective, self.bound)
+
+
+def relative_gap(objective: float | None, bound: float | None) -> float | None:
+    """|objective - bound| / max(1, |objective|) (the SolveReport convention)."""
+    if objective is None or bound is None or not math.isfinite(bound):
+        return None
+    return abs(bound - objective) / max(1.0, abs(objective))
+
+
+class Backend(Protocol):
+    name: str
+
+    def available(self) -> bool: ...
+
+    def solve(
+        self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False
+    ) -> SolveResult: ...
+
+
+def finish(
+    backend: str,
+    lm: LinearModel,
+    status: str,
+    x: np.ndarray | None,
+    bound: float | None,
+    t0: float,
+    message: str = "",
+    relax: bool = False,
+) -> SolveResult:
+    """Normalize a raw solver answer: round integer columns of an incumbent, recompute its
+    objective from the model (never trust a solver's own offset handling), clip the bound."""
+    obj = None
+    if x is not None:
+        x = np.asarray(x, dtype=float)
+        if not relax:
+            x = np.where(lm.integer, np.round(x), x)
+        if not np.all(np.isfinite(x)) or lm.violation(x) > 1e-6:
+            return SolveResult(backend, "error", None, None, None, lm.n_vars, lm.n_cons,
+                               time.perf_counter() - t0, message or "solution violates the model")
+        obj = lm.objective(x)
+        if bound is not None and bound < obj:  # numerical noise: a bound is never below a point
+            bound = obj
+    return SolveResult(backend, status, x, obj, bound, lm.n_vars, lm.n_cons,
+                       time.perf_counter() - t0, message)
