@@ -200,7 +200,9 @@ def parse_job(d: Any, loc: Loc, ctx: JobContext, problems: Problems) -> Job | An
                     f"a queued job has no {key}",
                     f"remove `{key}:`, or set state: running",
                 )
-    if len(problems) > n0:
+    values = (job_id, project, gpus, allowed, gpn, speedup, min_runtime, resumable, priority,
+              submit, duration, ckpt, command, state, start_time, placement)  # fmt: skip
+    if len(problems) > n0 or any(v is MISSING for v in values):
         return MISSING
     return Job(
         id=job_id,
@@ -321,40 +323,64 @@ def _gpus_per_node(d: Mapping, loc: Loc, gpus: Any, problems: Problems) -> int |
     return gpn
 
 
+def _type_fits(gpus: int, gpn: int | None, sizes: list[int]) -> bool:
+    """Could nodes of these sizes (one gpu_type) ever hold the job at once?"""
+    if gpn is not None:
+        return sum(s // gpn for s in sizes) * gpn >= gpus
+    if gpus <= max(sizes):
+        return True
+    return any(gpus % s == 0 and sizes.count(s) * s >= gpus for s in set(sizes))
+
+
 def _check_fits(
     loc: Loc, gpus: int, gpn: Any, allowed: tuple, ctx: JobContext, problems: Problems
 ) -> None:
-    """A job no node set of its allowed types could ever hold is a config error, not a wait."""
+    """A job that no nodes of an allowed type could ever hold is a config error, not a wait.
+    A job runs on one gpu_type, so each type is checked on its own."""
     if gpn is MISSING:
         return
     types = allowed or ctx.gpu_types
-    sizes = {n.gpus for n in ctx.nodes.values() if n.gpu_type in types}
-    total = sum(n.gpus for n in ctx.nodes.values() if n.gpu_type in types)
-    which = f"gpu_types {', '.join(types)}" if allowed else "the cluster"
+    sizes: dict[str, list[int]] = {}
+    for n in ctx.nodes.values():
+        if n.gpu_type in types:
+            sizes.setdefault(n.gpu_type, []).append(n.gpus)
     if not sizes:
         if allowed:
             problems.add(
-                loc.key("gpu_types"), f"no node has gpu_types {', '.join(types)}", "allow a gpu_type that has nodes"
+                loc.key("gpu_types"),
+                f"no node has gpu_types {', '.join(types)}",
+                "allow a gpu_type that has nodes",
             )
         return
-    if gpus > total:
+    if any(_type_fits(gpus, gpn, sz) for sz in sizes.values()):
+        return
+    caps = {t: sum(sz) for t, sz in sizes.items()}
+    biggest = max(max(sz) for sz in sizes.values())
+    if gpus > max(caps.values()):
+        have = ", ".join(f"{t}: {c}" for t, c in caps.items())
         problems.add(
             loc.key("gpus"),
-            f"needs {gpus} GPUs but {which} has only {total}",
-            "ask for fewer GPUs or allow more gpu_types",
+            f"needs {gpus} GPUs but no allowed gpu_type has that many ({have})",
+            "a job runs on one gpu_type; ask for fewer GPUs or allow a larger type",
         )
-    elif gpn is not None and gpn > max(sizes):
+    elif gpn is not None and gpn > biggest:
         problems.add(
             loc.key("gpus_per_node"),
-            f"gpus_per_node {gpn} is more than any node of {which} has ({max(sizes)})",
-            f"use gpus_per_node <= {max(sizes)}",
+            f"gpus_per_node {gpn} is more than any allowed node has ({biggest})",
+            f"use gpus_per_node <= {biggest}",
         )
-    elif gpn is None and gpus > max(sizes) and all(gpus % s for s in sizes):
-        sz = show_list(sorted(sizes))
+    elif gpn is not None:
+        problems.add(
+            loc.key("gpus_per_node"),
+            f"{gpus // gpn} nodes with {gpn} GPUs each do not fit on any allowed gpu_type",
+            "use a smaller gpus_per_node or fewer GPUs",
+        )
+    else:
+        sz = show_list(sorted({s for v in sizes.values() for s in v}))
         problems.add(
             loc.key("gpus"),
             f"{gpus} GPUs neither fit on one node nor fill whole nodes (node sizes: {sz})",
-            f"ask for a multiple of the node size, or set gpus_per_node",
+            "ask for a multiple of the node size, or set gpus_per_node",
         )
 
 

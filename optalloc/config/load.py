@@ -116,7 +116,7 @@ def _collect_sections(
     for source, data in docs:
         top = problems.mapping(data, Loc(source), "a mapping of sections (gpu_types, nodes, org, ...)")
         if top is MISSING:
-            continue
+            problems.raise_if_any()  # nothing else in it can be checked
         problems.known_keys(top, Loc(source), SECTIONS)
         for key, value in top.items():
             if key not in SECTIONS:
