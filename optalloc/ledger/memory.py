@@ -75,6 +75,7 @@ class Ledger:
         self._demand = Columns({"t": (np.float64, None), "gpus": (np.float64, O)}, capacity=256)
         self._capacity = Columns({"t": (np.float64, None), "gpus": (np.float64, T)}, capacity=256)
         self._sorted_cache: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._cols_cache: tuple[int, dict[str, np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ recording
 
@@ -163,7 +164,7 @@ class Ledger:
             )
         return k
 
-    def _append_intervals(self, ivs: Sequence[Interval]) -> None:
+    def _interval_arrays(self, ivs: Sequence[Interval]) -> dict[str, np.ndarray]:
         n = len(ivs)
         start = np.fromiter((iv.start for iv in ivs), np.float64, n)
         end = np.fromiter((iv.end for iv in ivs), np.float64, n)
@@ -174,7 +175,7 @@ class Ledger:
                 f"ledger: interval of job {iv.job_id!r} ends ({iv.end}) before it starts "
                 f"({iv.start}); fix the recorded times"
             )
-        self._iv.append(
+        return dict(
             start=start,
             end=end,
             gpus=np.fromiter((iv.gpus for iv in ivs), np.float64, n),
@@ -182,6 +183,9 @@ class Ledger:
             org=np.fromiter((self._org_of(iv.project) for iv in ivs), np.int64, n),
             allocated=np.fromiter((iv.allocated for iv in ivs), bool, n),
         )
+
+    def _append_intervals(self, ivs: Sequence[Interval]) -> None:
+        self._iv.append(**self._interval_arrays(ivs))
 
     def _flush(self) -> None:
         if self._pending:
@@ -193,18 +197,22 @@ class Ledger:
         org, allocated; and `charge` = gpus * billing weight where the interval is allocated and
         attributed (0 otherwise)."""
         self._flush()
-        cols = {k: self._iv[k] for k in ("start", "end", "gpus", "type", "org", "allocated")}
+        n = len(self._iv)
+        if self._cols_cache is None or self._cols_cache[0] != n:
+            cols = {k: self._iv[k] for k in ("start", "end", "gpus", "type", "org", "allocated")}
+            cols["charge"] = self._charge(cols)
+            self._cols_cache = (n, cols)
+        cols = self._cols_cache[1]
         if open_intervals:
-            extra = Ledger(
-                [_weightless(t) for t in self.type_names], self.tree, self.policy,
-                strict=self.strict,
-            )
-            extra._append_intervals(list(open_intervals))
-            cols = {k: np.concatenate([v, extra._iv[k]]) for k, v in cols.items()}
+            extra = self._interval_arrays(list(open_intervals))
+            extra["charge"] = self._charge(extra)
+            cols = {k: np.concatenate([v, extra[k]]) for k, v in cols.items()}
+        return cols
+
+    def _charge(self, cols: Mapping[str, np.ndarray]) -> np.ndarray:
         known = (cols["org"] >= 0) & (cols["type"] >= 0)
         w = np.where(cols["type"] >= 0, self.weight[np.maximum(cols["type"], 0)], 1.0)
-        cols["charge"] = np.where(cols["allocated"] & known, cols["gpus"] * w, 0.0)
-        return cols
+        return np.where(cols["allocated"] & known, cols["gpus"] * w, 0.0)
 
     def _samples(self, which: str) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of demand or capacity samples, sorted by time (ties: last recorded
@@ -331,7 +339,3 @@ def running_intervals(jobs: Iterable[Job], now: float) -> list[Interval]:
         for j in jobs
         if j.running and j.placement is not None and j.start_time is not None and now > j.start_time
     ]
-
-
-def _weightless(name: str) -> GpuType:
-    return GpuType(name, 1.0)
