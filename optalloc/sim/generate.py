@@ -89,6 +89,14 @@ def draw_jobs(spec: SyntheticSpec, n: int, rng: np.random.Generator) -> tuple[np
     return gpus.astype(np.int64), np.where(debug, debug_dur, train_dur), debug
 
 
+def closest_prefix(work: np.ndarray, target: float) -> int:
+    """The n >= 1 whose prefix sum work[:n].sum() is closest to target (the first such n on a
+    tie); `work` >= 0 and its total must reach target."""
+    cum = np.cumsum(work)
+    k = min(int(np.searchsorted(cum, target)), len(cum) - 1)  # cum[k] >= target > cum[k - 1]
+    return k if k > 0 and target - cum[k - 1] <= cum[k] - target else k + 1
+
+
 def generate(spec: SyntheticSpec, *, capacity_gpus: int, horizon_s: float, seed: int) -> RawJobs:
     """Jobs arriving in [0, horizon_s) whose total work is `offered_load` of `capacity_gpus`
     over the horizon (to within half of one job's work)."""
@@ -108,9 +116,7 @@ def generate(spec: SyntheticSpec, *, capacity_gpus: int, horizon_s: float, seed:
         batch = min(batch * 2, 1 << 20)
     gpus = np.concatenate([p[0] for p in parts])
     dur = np.concatenate([p[1] for p in parts])
-    cum = np.cumsum(gpus * dur)
-    k = int(np.searchsorted(cum, target))  # cum[k] >= target > cum[k - 1]
-    n = k if k > 0 and target - cum[k - 1] < cum[k] - target else k + 1  # the closer total
+    n = closest_prefix(gpus * dur, target)
     gpus, dur = gpus[:n], dur[:n]
     arrivals = np.sort(rng.uniform(0.0, horizon_s, size=n))
     w = team_weights(len(spec.teams), spec.team_skew)
