@@ -44,7 +44,7 @@ from optalloc.types import Config, Interval, Job, JobState, Node, NodeState
 
 class NodeEventLike(Protocol):
     time: float
-    node: str
+    nodes: Sequence[str]  # or a single `node`
     state: Any  # NodeState or its value
 
 
@@ -130,8 +130,9 @@ class _Simulation:
         ]
         self.node_events = sorted(
             (
-                NodeEvent(float(e.time), e.node, NodeState(getattr(e.state, "value", e.state)))
+                NodeEvent(float(e.time), name, NodeState(getattr(e.state, "value", e.state)))
                 for e in (getattr(scenario, "node_events", None) or ())
+                for name in (getattr(e, "nodes", None) or (e.node,))
             ),
             key=lambda e: e.time,
         )
@@ -243,6 +244,7 @@ class _Simulation:
         solve_s = time.perf_counter() - t0
         if self.check:
             check_plan(snap, plan)
+        self.dirty = False  # transitions from here on (requeues at apply) count as changes
         res = self.runner.apply(plan, self.queue, now)
         if res.errors:
             raise SimulationInvariantError(f"t={now:g}: the cluster refused the plan: {dict(res.errors)}")
@@ -262,7 +264,6 @@ class _Simulation:
                 gap=rep.gap if rep else None,
             )
         )
-        self.dirty = False
         self.last_decision = now
 
     def _handle(self, events: Sequence[JobEvent]) -> None:
@@ -404,7 +405,7 @@ class _Simulation:
             config=self.cfg,
             start=0.0,
             end=end,
-            intervals=tuple(self.intervals),
+            intervals=tuple(sorted(self.intervals, key=lambda iv: (iv.start, iv.end, iv.job_id))),
             jobs=tuple(recs),
             epochs=tuple(self.epochs),
             demand=tuple(self.demand),
