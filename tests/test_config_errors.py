@@ -309,6 +309,65 @@ CASES = [
         ["t.yaml: jobs[0].command: a command is an argv list, not a shell string; write it as a list, e.g. [python, train.py, --lr, '3e-4']"],
     ),
     (
+        "gpus_per_node larger than any node can never be placed",
+        [("jobs[0].gpus", 16), ("jobs[0].gpus_per_node", 16)],
+        ["t.yaml: jobs[0].gpus_per_node: gpus_per_node 16 is more than any allowed node has (8); use gpus_per_node <= 8"],
+    ),
+    (
+        "nodes and gpus_per_node that disagree with gpus are rejected",
+        [("jobs[0].gpus", 16), ("jobs[0].nodes", 2), ("jobs[0].gpus_per_node", 4)],
+        ["t.yaml: jobs[0].nodes: nodes (2) x gpus_per_node (4) != gpus (16); give only one of nodes / gpus_per_node"],
+    ),
+    (
+        "a placement on a gpu_type the job does not allow is rejected",
+        [("jobs[1].gpu_types", ["b200"])],
+        ["t.yaml: jobs[1].placement.gpu_type: placed on h100 but the job allows only b200; place it on an allowed gpu_type or widen its gpu_types"],
+    ),
+    (
+        "a GPU listed twice in one placement is rejected",
+        [("jobs[1].placement.nodes[0].gpus", [0, 1, 1, 2])],
+        ["t.yaml: jobs[1].placement.nodes[0].gpus[2]: GPU index 1 listed twice; list each GPU once"],
+    ),
+    (
+        "a node listed twice in one placement is rejected",
+        [("jobs[1].placement.nodes[0].gpus", [0, 1]), ("jobs[1].placement.nodes[1]", {"node": "h-1", "gpus": [2, 3]})],
+        ["t.yaml: jobs[1].placement.nodes[1].node: node 'h-1' appears twice in the placement; list each node once"],
+    ),
+    (
+        "a placement must give each node gpus_per_node GPUs",
+        [("jobs[1].gpus_per_node", 2), ("jobs[1].placement.nodes[0].gpus", [0, 1, 2]),
+         ("jobs[1].placement.nodes[1]", {"node": "h-2", "gpus": [0]})],
+        [
+            "t.yaml: jobs[1].placement.nodes[0].gpus: 3 GPUs on node 'h-1' but the job has gpus_per_node 2; give it exactly 2 GPUs on each node",
+            "t.yaml: jobs[1].placement.nodes[1].gpus: 1 GPU on node 'h-2' but the job has gpus_per_node 2; give it exactly 2 GPUs on each node",
+        ],
+    ),
+    (
+        "a negative per-type share is rejected",
+        [("org.children[1].share_by_type", {"h100": -3})],
+        ["t.yaml: org.children[1].share_by_type.h100: negative share -3; shares are relative weights >= 0; use 0 for none"],
+    ),
+    (
+        "a GPU count written as a string is a wrong type",
+        [("jobs[0].gpus", "8")],
+        ["t.yaml: jobs[0].gpus: expected an integer, got a string ('8'); write a whole number like 8"],
+    ),
+    (
+        "a jobs section that is not a list is rejected",
+        [("jobs", {"id": "q1"})],
+        ["t.yaml: jobs: expected a list of jobs, got a mapping; write it as a `- item` list"],
+    ),
+    (
+        "a mip_gap above 1 is rejected",
+        [("policy.solver.mip_gap", 5)],
+        ["t.yaml: policy.solver.mip_gap: must be <= 1, got 5; use a value of at most 1"],
+    ),
+    (
+        "an infinite min_runtime is rejected",
+        [("jobs[0].min_runtime", float("inf"))],
+        ["t.yaml: jobs[0].min_runtime: expected a duration, got a number (inf); write seconds (3600) or a duration like '90s', '15m', '8h', '7d', '1h30m'"],
+    ),
+    (
         "an unknown usage_mode suggests the closest",
         [("policy.usage_mode", "windowed")],
         ["t.yaml: policy.usage_mode: unknown usage_mode 'windowed'; did you mean 'window'? (one of: window, decay)"],
@@ -390,8 +449,9 @@ YAML_CASES = [
     (
         "a YAML syntax error gives line and column",
         "gpu_types:\n  - {name: h100\nnodes: []\n",
-        ["{f}: line 3, column 6: YAML syntax error: while parsing a flow mapping, expected ',' or '}', "
-         "but got ':'; fix the YAML syntax there (indentation, quotes, colons)"],
+        # the parser's own words differ between libyaml and pure-Python PyYAML: <ANY>
+        ["{f}: line 3, column 6: YAML syntax error: while parsing a flow mapping, <ANY>"
+         "; fix the YAML syntax there (indentation, quotes, colons)"],
     ),
     (
         "an empty file says so",
@@ -419,7 +479,10 @@ def test_bad_yaml_file_gives_located_messages(tmp_path, text, expected):
     f.write_text(text)
     with pytest.raises(ConfigError) as err:
         load_config(f)
-    assert err.value.problems == [e.replace("{f}", str(f)) for e in expected]
+    patterns = [re.escape(e.replace("{f}", str(f))).replace(re.escape("<ANY>"), ".+") for e in expected]
+    assert len(err.value.problems) == len(patterns), err.value.problems
+    for problem, pattern in zip(err.value.problems, patterns):
+        assert re.fullmatch(pattern, problem), problem
 
 
 def test_a_missing_path_is_reported(tmp_path):

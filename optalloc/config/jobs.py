@@ -4,7 +4,8 @@ non-overlapping placements."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 from optalloc.config.problems import MISSING, Loc, Piece, Problems, closest, show_list
@@ -31,6 +32,8 @@ class JobContext:
     policy: Policy
     leaves: tuple[str, ...]
     nodes_complete: bool = True  # False: the nodes section had problems (skip node lookups)
+    # gpu_type -> {GPUs per node: how many nodes}, for the can-it-ever-fit check
+    node_sizes: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -46,7 +49,10 @@ class JobContext:
             _collect_leaves(org, under)
         leaves = tuple(n for n, ls in under.items() if ls == (n,))
         node_map = {n.name: n for n in nodes}
-        return cls(tuple(gpu_types), node_map, under, policy, leaves, nodes_complete)
+        sizes: dict[str, Counter] = {}
+        for n in node_map.values():
+            sizes.setdefault(n.gpu_type, Counter())[n.gpus] += 1
+        return cls(tuple(gpu_types), node_map, under, policy, leaves, nodes_complete, sizes)
 
     @classmethod
     def of_config(cls, config: Config) -> "JobContext":
@@ -323,13 +329,13 @@ def _gpus_per_node(d: Mapping, loc: Loc, gpus: Any, problems: Problems) -> int |
     return gpn
 
 
-def _type_fits(gpus: int, gpn: int | None, sizes: list[int]) -> bool:
-    """Could nodes of these sizes (one gpu_type) ever hold the job at once?"""
+def _type_fits(gpus: int, gpn: int | None, sizes: Mapping[int, int]) -> bool:
+    """Could nodes of one gpu_type ({GPUs per node: node count}) ever hold the job at once?"""
     if gpn is not None:
-        return sum(s // gpn for s in sizes) * gpn >= gpus
+        return sum(k * (s // gpn) for s, k in sizes.items()) * gpn >= gpus
     if gpus <= max(sizes):
         return True
-    return any(gpus % s == 0 and sizes.count(s) * s >= gpus for s in set(sizes))
+    return any(gpus % s == 0 and k * s >= gpus for s, k in sizes.items())
 
 
 def _check_fits(
@@ -340,10 +346,7 @@ def _check_fits(
     if gpn is MISSING:
         return
     types = allowed or ctx.gpu_types
-    sizes: dict[str, list[int]] = {}
-    for n in ctx.nodes.values():
-        if n.gpu_type in types:
-            sizes.setdefault(n.gpu_type, []).append(n.gpus)
+    sizes = {t: ctx.node_sizes[t] for t in types if t in ctx.node_sizes}
     if not sizes:
         if allowed:
             problems.add(
@@ -354,7 +357,7 @@ def _check_fits(
         return
     if any(_type_fits(gpus, gpn, sz) for sz in sizes.values()):
         return
-    caps = {t: sum(sz) for t, sz in sizes.items()}
+    caps = {t: sum(s * k for s, k in sz.items()) for t, sz in sizes.items()}
     biggest = max(max(sz) for sz in sizes.values())
     if gpus > max(caps.values()):
         have = ", ".join(f"{t}: {c}" for t, c in caps.items())
@@ -513,7 +516,8 @@ def _placement(
         if gpn not in (None, MISSING) and len(idx) != gpn:
             problems.add(
                 al.key("gpus"),
-                f"{len(idx)} GPUs on node {name!r} but the job has gpus_per_node {gpn}",
+                f"{len(idx)} GPU{'s' if len(idx) != 1 else ''} on node {name!r} but the job has "
+                f"gpus_per_node {gpn}",
                 f"give it exactly {gpn} GPUs on each node",
             )
         allocs.append(NodeAlloc(name, tuple(sorted(good))))

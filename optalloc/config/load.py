@@ -30,7 +30,10 @@ YAML_SUFFIXES = (".yaml", ".yml")
 # --------------------------------------------------------------------------- YAML reading
 
 
-class _Loader(yaml.SafeLoader):
+_BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: ~10x faster
+
+
+class _Loader(_BaseLoader):
     """SafeLoader that records duplicate mapping keys (plain PyYAML silently keeps the last)."""
 
     def __init__(self, stream, source: str, problems: Problems):
