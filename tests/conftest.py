@@ -11,10 +11,13 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 import time
 import types
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -189,3 +192,29 @@ def fake_pynvml(monkeypatch):
 def no_pynvml(monkeypatch):
     """Make `import pynvml` fail as on a machine without nvidia-ml-py."""
     monkeypatch.setitem(sys.modules, "pynvml", None)
+
+
+# ---------------------------------------------------------------------- real Slurm
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real Slurm (4 nodes x 8 fake h100 GPUs, partition `gpu`) for the session; see
+    tests/slurm_cluster.py. Skipped, with the reason, when not root or Slurm is missing."""
+    from tests.slurm_cluster import SlurmCluster, missing_requirements
+
+    why = missing_requirements()
+    if why:
+        pytest.skip(why)
+    # munged needs o+x on every directory above its socket; pytest's tmp dirs are 0700
+    root = Path(tempfile.mkdtemp(prefix="optalloc-slurm-"))
+    root.chmod(0o711)
+    cluster = SlurmCluster(root)
+    try:
+        cluster.start()
+    except RuntimeError as err:
+        cluster.stop()
+        pytest.fail(f"could not start the test Slurm cluster: {err}")
+    yield cluster
+    cluster.stop()
+    shutil.rmtree(root, ignore_errors=True)

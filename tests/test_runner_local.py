@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optalloc.runners import nvml
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent
+from optalloc.runners.base import ApplyResult, EventKind
 from optalloc.runners.local import REQUEUE_EXIT_CODE, LocalRunner, process_start_ticks
 from optalloc.runners.nvml import GpuInventory
 from optalloc.types import (
@@ -123,7 +123,7 @@ def read_env(marks, jid) -> dict[str, str]:
 def ended(runner, now, jid):
     """Observe until the runner reports the end of `jid`'s run; return that event."""
     def look():
-        evs = [e for e in runner.observe(now).events if e.job_id == jid and e.kind is not EventKind.STARTED]
+        evs = [e for e in runner.observe(now).events if e.job_id == jid]
         return evs[0] if evs else None
     return wait_until(look)
 
@@ -155,8 +155,7 @@ def test_a_placed_job_runs_in_its_own_process_group_with_its_gpus_and_contract(
     assert os.getpgid(pid) == pid != os.getpgid(0)  # its own session and process group
     obs = r.observe(T0 + 5)
     assert obs.running == {"train-1": (place("train-1", 2, 3), T0)}
-    assert [(e.job_id, e.kind, e.time, e.run_start, e.placement) for e in obs.events] == [
-        ("train-1", EventKind.STARTED, T0, T0, place("train-1", 2, 3))]
+    assert obs.events == ()  # starts are reported by ApplyResult.started, not as events
     assert obs.unknown == () and obs.node_states == {}  # no NVML: no health claims
     assert r.log_path("train-1").name == "train-1.1.log"
     assert r.log_path("train-1").read_text().startswith("# optalloc: job train-1 run 1 on box")
@@ -287,7 +286,7 @@ def test_a_job_ignoring_the_notice_is_killed_only_after_the_grace_period(
     wait_until(lambda: (marks / "j.term").exists())
     during = r.observe(T0 + 659)  # still inside the grace period
     assert set(during.running) == {"j"}
-    assert [e.kind for e in during.events] == [EventKind.STARTED]
+    assert during.events == ()
     (pid,) = r._children
     assert process_start_ticks(pid) is not None
     ev = ended(r, T0 + 660, "j")  # deadline reached: SIGKILL, then reported
@@ -334,7 +333,6 @@ def test_a_restarted_runner_adopts_live_jobs_and_never_starts_them_twice(
     p = plan(T0, place("j", 2))
     assert first.apply(p, jobs, T0).started == ("j",)
     wait_until(lambda: (marks / "j.starts").exists())
-    first.observe(T0)  # delivers STARTED
 
     second = make_runner()  # optalloc restarted: same DB, no child handles
     assert second.observe(T0 + 300).running == {"j": (place("j", 2), T0)}
@@ -445,6 +443,7 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
     jobs = {j: Job(j, "p", 2, command=("sleep", "30")) for j in "abc"}
     now = T0
     history: dict[str, list[EventKind]] = {j: [] for j in "abc"}
+    ends = {EventKind.REQUEUED, EventKind.FAILED, EventKind.FINISHED, EventKind.PREEMPTED}
     try:
         for op, jid, gpus in ops:
             now += 10
@@ -454,8 +453,11 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
                 p = plan(now, preempt=[jid], grace=0)
             else:
                 p = plan(now)
-            r.apply(p, jobs, now)
+            res = r.apply(p, jobs, now)
+            for j in res.started:
+                history[j].append(EventKind.STARTED)
             obs = r.observe(now)
+            assert not ({e.kind for e in obs.events} - ends)
             for e in obs.events:
                 history[e.job_id].append(e.kind)
             held = [(a.node, g) for pl, _ in obs.running.values() for a in pl.nodes for g in a.gpus]
@@ -475,7 +477,7 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
 
 def test_events_are_delivered_once(make_runner, scripts, marks):
     r = make_runner()
-    r.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["polite"], marks)}, T0)
-    assert [e.kind for e in r.observe(T0).events] == [EventKind.STARTED]
-    assert r.observe(T0 + 1).events == ()
-    assert isinstance(JobEvent("j", EventKind.STARTED, T0).run_start, type(None))
+    r.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["exits"], marks, "0")}, T0)
+    (marks / "j.go").touch()
+    assert [e.kind for e in [ended(r, T0 + 5, "j")]] == [EventKind.FINISHED]
+    assert r.observe(T0 + 6).events == ()

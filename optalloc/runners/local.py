@@ -24,8 +24,9 @@ What it does each epoch (the loop calls `observe` then, after planning, `apply`)
   status of runs that ended meanwhile from their exit file, and never starts a job twice (a
   partial unique index allows one live run per job; starts happen inside BEGIN IMMEDIATE).
 
-Every event carries the exact run interval: `JobEvent.time` is when the run ended (or started,
-for STARTED), `JobEvent.run_start` its start; the message repeats both. The end of a run is
+Starts are reported by `ApplyResult.started` and `Observation.running` (placement and start
+time), not as events. Every end event carries the exact run interval: `JobEvent.time` is when
+the run ended, `JobEvent.run_start` its start; the message repeats both. The end of a run is
 the exit file's modification time (when the wrapper saw the job exit), mapped onto the
 runner's clock and clamped to [start, now].
 
@@ -152,7 +153,10 @@ def open_runner_db(path: str | os.PathLike) -> sqlite3.Connection:
 @contextmanager
 def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """BEGIN IMMEDIATE ... COMMIT: one writer at a time, so two optalloc processes that
-    apply at once cannot both start the same job."""
+    apply at once cannot both start the same job. Nested use joins the outer transaction."""
+    if conn.in_transaction:
+        yield conn
+        return
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield conn
@@ -193,6 +197,7 @@ class LocalRunner:
     """
 
     name = "local"
+    authoritative = True  # Observation.running is the truth about what runs here
 
     def __init__(
         self,
@@ -411,8 +416,11 @@ class LocalRunner:
             "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
             (run_id, job.id, self.node.name, proc.pid, process_start_ticks(proc.pid), now,
              json.dumps(to_dict(pl)), int(job.resumable), str(log_path), str(exit_path)))
+        # kept for the audit trail but not delivered: starts are reported by
+        # ApplyResult.started and by Observation.running (placement + start time)
         self._event(job.id, EventKind.STARTED, now, now, pl, None,
-                    f"started on {_describe(pl)} (pid {proc.pid}, log {log_path})")
+                    f"started on {_describe(pl)} (pid {proc.pid}, log {log_path})",
+                    delivered=True)
         log.info("started %s on %s (pid %d)", job.id, _describe(pl), proc.pid)
 
     def _job_env(self, job: Job, gpu_idx: list[int], now: float, restarts: int) -> dict[str, str]:
@@ -510,12 +518,13 @@ class LocalRunner:
         return rc, min(max(end, run.start_time), now)
 
     def _event(self, job_id: str, kind: EventKind, t: float, run_start: float | None,
-               pl: Placement | None, exit_code: int | None, message: str) -> None:
+               pl: Placement | None, exit_code: int | None, message: str,
+               delivered: bool = False) -> None:
         self.conn.execute(
             "INSERT INTO runner_local_events (job_id, kind, time, run_start, placement, "
-            "exit_code, message) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "exit_code, message, delivered) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (job_id, kind.value, t, run_start, None if pl is None else json.dumps(to_dict(pl)),
-             exit_code, message))
+             exit_code, message, int(delivered)))
 
     def _reap_children(self) -> None:
         for proc in list(self._children.values()):

@@ -1,0 +1,509 @@
+"""The Slurm runner: optalloc is the policy brain, Slurm executes on many nodes.
+
+Jobs live in Slurm **held** until a plan places them. They get there by `sbatch -H` (a user, or
+`optalloc submit --runner slurm`, or this runner when a plan places a job that has a command
+but no Slurm job yet). The job name is the optalloc job id; `--comment` carries optalloc's
+fields as `optalloc:project=A1;min_runtime=3600;resumable=1;priority=0[;gpu_types=h100,b200]`
+(`discover_jobs()` turns such held jobs into optalloc Jobs for the queue).
+
+Each epoch:
+- `observe`: one `squeue --json` (22.05 ignores -t/-j, so it is filtered here) and one
+  `sinfo -N -p <partition>` (drain/down nodes). A run's interval is Slurm's own start_time and
+  end_time (no sacct without slurmdbd), recorded before a requeue overwrites them.
+- `apply`: a placement pins the held job to the plan's nodes and per-node GPU count
+  (`scontrol update jobid=X NodeList=... NumNodes=N Gres=gpu:G StartTime=now`) and releases
+  it (`scontrol release`). A preemption sends the notice to the batch script
+  (`scancel --signal=TERM --batch X`); once the job has exited, or the grace period is over,
+  a resumable job is requeued *held* (`scontrol requeuehold`: it waits for optalloc's next
+  placement) and reported REQUEUED; a non-resumable one is cancelled (`scancel`) and reported
+  PREEMPTED.
+- A run that ends by itself is FINISHED (COMPLETED, exit 0) or FAILED; a resumable job that
+  exits 75 (EX_TEMPFAIL) asks to be requeued, as with the local runner. A job Slurm requeued on
+  its own (node failure) is held again and reported REQUEUED. Slurm jobs without an optalloc
+  comment are listed in `Observation.unknown`, never touched.
+
+Every command is an argv list with a timeout. A failing command during `apply` becomes a
+per-job message in `ApplyResult.errors`; when Slurm cannot be read at all, `observe` raises
+`SlurmError` (an OptallocError: the CLI prints it, the epoch stops before planning on a
+blind view). The runner's own bookkeeping (Slurm id, preemption notice time, run start) lives
+in the table `runner_slurm_jobs` of the state database, so a restart re-adopts everything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shlex
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+from optalloc.codec import placement_from_dict, to_dict
+from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
+from optalloc.runners.local import REQUEUE_EXIT_CODE, open_runner_db, write_transaction, _parse_signal
+from optalloc.runners.slurm_cli import (
+    ACTIVE,
+    TERMINAL,
+    SlurmCli,
+    SlurmError,
+    SlurmJob,
+    compress_hostlist,
+    format_comment,
+)
+from optalloc.types import Config, Job, NodeAlloc, Placement, Plan, Policy
+from optalloc.units import parse_duration
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runner_slurm_jobs (
+    job_id TEXT PRIMARY KEY,
+    slurm_id TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('held', 'placed', 'running', 'stopping', 'done')),
+    resumable INTEGER NOT NULL,
+    placement TEXT,          -- the plan's placement (JSON) while placed/running
+    placed_time REAL,
+    run_start REAL,          -- Slurm's start_time of the current run
+    notice_time REAL,
+    kill_deadline REAL,
+    preempt_code TEXT
+);
+"""
+
+
+@dataclass(frozen=True)
+class _Row:
+    job_id: str
+    slurm_id: str
+    state: str
+    resumable: bool
+    placement: Placement | None
+    placed_time: float | None
+    run_start: float | None
+    notice_time: float | None
+    kill_deadline: float | None
+    preempt_code: str | None
+
+
+class SlurmRunner:
+    """Drives a Slurm cluster through its CLI. `partition`: where jobs go and whose nodes are
+    observed (default: Slurm's default partition); `slurm_conf`: SLURM_CONF for every command;
+    `log_dir`: where jobs submitted by optalloc write their output."""
+
+    name = "slurm"
+    authoritative = True
+
+    def __init__(
+        self,
+        state_path: str | os.PathLike | None = None,
+        config: Config | None = None,
+        *,
+        partition: str | None = None,
+        slurm_conf: str | None = None,
+        timeout_s: float = 30.0,
+        notice_signal: str | int = "TERM",
+        policy: Policy | None = None,
+        log_dir: str | os.PathLike | None = None,
+        workdir: str | os.PathLike | None = None,
+        cli: SlurmCli | None = None,
+    ):
+        self.config = config
+        self.policy = policy or (config.policy if config else Policy())
+        self.partition = partition
+        self.cli = cli or SlurmCli(slurm_conf=slurm_conf, timeout_s=timeout_s)
+        self.notice_signal = _parse_signal(notice_signal)
+        self.workdir = str(workdir or os.getcwd())
+        if state_path is None:
+            self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            self.log_dir = Path(log_dir or self.workdir)
+        else:
+            self.conn = open_runner_db(state_path)
+            self.log_dir = Path(log_dir) if log_dir else Path(state_path).resolve().parent / "slurm-logs"
+        self.conn.executescript(_SCHEMA)
+
+    # ------------------------------------------------------------------ submission
+    def submit(self, job: Job, *, held: bool = True) -> str:
+        """`sbatch -H` the job (argv in a generated batch script, each word shell-quoted) with
+        optalloc's comment; returns the Slurm job id and records it."""
+        if not job.command:
+            raise SlurmError(f"{job.id} has no command (argv) to submit to Slurm")
+        gpn, nodes = self._shape(job)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        fields: dict[str, object] = {
+            "project": job.project,
+            "min_runtime": f"{job.min_runtime_s:g}",
+            "resumable": int(job.resumable),
+            "priority": job.priority,
+        }
+        if job.gpu_types:
+            fields["gpu_types"] = ",".join(job.gpu_types)
+        argv = ["sbatch", "--parsable", "-J", job.id, f"--comment={format_comment(fields)}",
+                f"--gres=gpu:{gpn}", f"--nodes={nodes}", "--requeue",
+                f"--output={self.log_dir / (job.id + '.%j.log')}", f"--chdir={self.workdir}"]
+        if held:
+            argv.insert(2, "-H")
+        if self.partition:
+            argv.append(f"--partition={self.partition}")
+        out = self.cli.run(argv, input=self._script(job))
+        slurm_id = out.strip().split(";")[0]
+        with write_transaction(self.conn):
+            self.conn.execute(
+                "INSERT OR REPLACE INTO runner_slurm_jobs (job_id, slurm_id, state, resumable) "
+                "VALUES (?, ?, 'held', ?)", (job.id, slurm_id, int(job.resumable)))
+        return slurm_id
+
+    def _script(self, job: Job) -> str:
+        protected = min(job.min_runtime_s, self.policy.min_runtime_cap_s)
+        ckpt = job.checkpoint_interval_s or self.policy.checkpoint_interval_s
+        env = {
+            "OPTALLOC_JOB_ID": job.id,
+            "OPTALLOC_GPUS": str(job.gpus),
+            "OPTALLOC_MIN_RUNTIME": f"{protected:g}",
+            "OPTALLOC_CHECKPOINT_INTERVAL": f"{ckpt:g}",
+            "OPTALLOC_RESUMABLE": "1" if job.resumable else "0",
+            "OPTALLOC_PREEMPT_SIGNAL": f"SIG{_signame(self.notice_signal)}",
+            "OPTALLOC_GRACE": f"{self.policy.grace_s:g}",
+            "OPTALLOC_REQUEUE_EXIT_CODE": str(REQUEUE_EXIT_CODE),
+        }
+        lines = ["#!/bin/sh", "# generated by optalloc: the job's argv, exec'd so the notice "
+                 "signal reaches it"]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        lines.append(f"export OPTALLOC_PROTECTED_UNTIL=$(( $(date +%s) + {int(protected)} ))")
+        lines.append("exec " + " ".join(shlex.quote(a) for a in job.command))
+        return "\n".join(lines) + "\n"
+
+    def _shape(self, job: Job) -> tuple[int, int]:
+        """(GPUs per node, nodes) for sbatch; a placement overrides both later."""
+        if job.gpus_per_node:
+            return job.gpus_per_node, max(1, job.gpus // job.gpus_per_node)
+        biggest = max((n.gpus for n in (self.config.nodes if self.config else ())), default=0)
+        if biggest and job.gpus > biggest:
+            return biggest, math.ceil(job.gpus / biggest)
+        return max(job.gpus, 1), 1
+
+    def discover_jobs(self) -> tuple[Job, ...]:
+        """Held Slurm jobs with an optalloc comment that optalloc does not know yet, as Jobs
+        for the queue (the epoch loop adds them to the state store). Jobs with a malformed
+        comment are skipped with a logged warning naming the field."""
+        known = {r.slurm_id for r in self._rows(include_done=True)}
+        names = {r.job_id for r in self._rows(include_done=True)}
+        found = []
+        for sj in self.cli.jobs():
+            fields = sj.optalloc_fields
+            if fields is None or sj.slurm_id in known or sj.state != "PENDING":
+                continue
+            if sj.name in names:
+                log.warning("Slurm job %s: name %r is already an optalloc job; rename it "
+                            "(sbatch -J) to submit it", sj.slurm_id, sj.name)
+                continue
+            try:
+                job = job_from_slurm(sj, fields)
+            except ValueError as err:
+                log.warning("Slurm job %s (%s): %s; fix its --comment", sj.slurm_id, sj.name, err)
+                continue
+            names.add(job.id)
+            found.append(job)
+            with write_transaction(self.conn):
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO runner_slurm_jobs (job_id, slurm_id, state, resumable)"
+                    " VALUES (?, ?, 'held', ?)", (job.id, sj.slurm_id, int(job.resumable)))
+            if not sj.held:
+                self._try(["scontrol", "hold", sj.slurm_id])  # optalloc decides when it runs
+        return tuple(found)
+
+    def slurm_id(self, job_id: str) -> str | None:
+        row = self.conn.execute("SELECT slurm_id FROM runner_slurm_jobs WHERE job_id = ?",
+                                (job_id,)).fetchone()
+        return None if row is None else row[0]
+
+    # ------------------------------------------------------------------ protocol
+    def observe(self, now: float) -> Observation:
+        sjobs = {j.slurm_id: j for j in self.cli.jobs()}  # SlurmError: blind, stop the epoch
+        events: list[JobEvent] = []
+        with write_transaction(self.conn):
+            for row in self._rows():
+                events += self._reconcile(row, sjobs.get(row.slurm_id), now)
+            events += self._escalate(sjobs, now)
+        running = {}
+        for row in self._rows():
+            if row.state in ("placed", "running", "stopping"):
+                sj = sjobs.get(row.slurm_id)
+                actual = self._placement(row, sj) if sj is not None else None
+                start = row.run_start if row.run_start is not None else row.placed_time
+                running[row.job_id] = (actual or row.placement, start if start is not None else now)
+        ours = {r.slurm_id for r in self._rows(include_done=True)}
+        unknown = tuple(
+            f"slurm job {sj.slurm_id} ({sj.name}, user {sj.user}) is {sj.state.lower()} on "
+            f"{','.join(sj.nodes)} and was not submitted through optalloc"
+            for sj in sjobs.values()
+            if sj.state in ACTIVE and sj.slurm_id not in ours and sj.optalloc_fields is None)
+        try:
+            node_states = self.cli.node_states(self.partition)
+        except SlurmError as err:
+            log.warning("node states unknown this epoch: %s", err)
+            node_states = {}
+        return Observation(now=now, running=running, events=tuple(events),
+                           node_states=node_states, unknown=unknown)
+
+    def apply(self, plan: Plan, jobs: Mapping[str, Job], now: float) -> ApplyResult:
+        errors: dict[str, str] = {}
+        started: list[str] = []
+        preempting: list[str] = []
+        events: list[JobEvent] = []
+        try:
+            sjobs = {j.slurm_id: j for j in self.cli.jobs()}
+        except SlurmError as err:
+            ids = [p.job_id for p in plan.placements] + [p.job_id for p in plan.preemptions]
+            return ApplyResult(errors={j: str(err) for j in ids})
+        with write_transaction(self.conn):
+            rows = {r.job_id: r for r in self._rows(include_done=True)}
+            for pre in plan.preemptions:
+                row = rows.get(pre.job_id)
+                if row is None or row.state not in ("placed", "running", "stopping"):
+                    errors[pre.job_id] = (f"preemption of {pre.job_id}: it is not running under "
+                                          "Slurm through optalloc; nothing to stop")
+                    continue
+                try:
+                    ev = self._preempt(row, sjobs.get(row.slurm_id), pre.grace_s,
+                                       pre.code.value, now)
+                except SlurmError as err:
+                    errors[pre.job_id] = str(err)
+                    continue
+                if ev is not None:
+                    events.append(ev)
+                else:
+                    preempting.append(pre.job_id)
+            for pl in plan.placements:
+                row = rows.get(pl.job_id)
+                try:
+                    err = self._place(pl, row, jobs.get(pl.job_id), sjobs, now)
+                except SlurmError as exc:
+                    err = str(exc)
+                if err is None:
+                    started.append(pl.job_id)
+                elif err:
+                    errors[pl.job_id] = err
+            events += self._escalate(sjobs, now)
+        return ApplyResult(started=tuple(started), preempting=tuple(preempting),
+                           errors=errors, events=tuple(events))
+
+    # ------------------------------------------------------------------ placing
+    def _place(self, pl: Placement, row: _Row | None, job: Job | None,
+               sjobs: Mapping[str, SlurmJob], now: float) -> str | None:
+        """None: released now; "": kept as it runs; else the error."""
+        if row is not None and row.state in ("placed", "running", "stopping"):
+            if row.state == "stopping":
+                return (f"{pl.job_id} is still stopping after its preemption notice; it can be "
+                        "placed again once Slurm has requeued it")
+            if row.placement is not None and set(row.placement.node_names) != set(pl.node_names):
+                return (f"{pl.job_id} already runs on {','.join(row.placement.node_names)}; "
+                        f"moving it to {','.join(pl.node_names)} needs a preemption first")
+            return ""
+        counts = {len(a.gpus) for a in pl.nodes}
+        if len(counts) != 1:
+            return (f"{pl.job_id}: Slurm gives every node of a job the same GPU count, but the "
+                    f"placement asks {[len(a.gpus) for a in pl.nodes]} per node")
+        if row is None or row.state == "done":
+            if job is None:
+                return f"{pl.job_id} is placed but the plan's job list does not contain it"
+            self.submit(job)
+            row = self._row(pl.job_id)
+            sj = None
+        else:
+            sj = sjobs.get(row.slurm_id)
+            if sj is not None and sj.state in TERMINAL:
+                self.cli.run(["scontrol", "requeuehold", row.slurm_id])
+        assert row is not None
+        (per_node,) = counts
+        self.cli.run(["scontrol", "update", f"jobid={row.slurm_id}",
+                      f"NodeList={compress_hostlist(pl.node_names)}",
+                      f"NumNodes={len(pl.nodes)}", f"Gres=gpu:{per_node}", "StartTime=now"])
+        if sj is None or sj.held or sj.state in TERMINAL:
+            self.cli.run(["scontrol", "release", row.slurm_id])
+        self.conn.execute(
+            "UPDATE runner_slurm_jobs SET state = 'placed', placement = ?, placed_time = ?, "
+            "run_start = NULL, notice_time = NULL, kill_deadline = NULL, preempt_code = NULL "
+            "WHERE job_id = ?", (json.dumps(to_dict(pl)), now, pl.job_id))
+        log.info("released %s (slurm %s) on %s", pl.job_id, row.slurm_id, ",".join(pl.node_names))
+        return None
+
+    # ------------------------------------------------------------------ preempting
+    def _preempt(self, row: _Row, sj: SlurmJob | None, grace_s: float, code: str,
+                 now: float) -> JobEvent | None:
+        """Send the notice; a job that has not started yet is simply held again (returned
+        as an immediate REQUEUED event)."""
+        if row.state == "stopping":
+            return None
+        if row.state == "placed" and (sj is None or sj.state == "PENDING"):
+            self.cli.run(["scontrol", "hold", row.slurm_id])
+            self._set(row.job_id, state="held", placement=None)
+            return JobEvent(row.job_id, EventKind.REQUEUED, now, row.placement, None,
+                            f"preempted ({code}) before it started; held again", now)
+        self.cli.run(["scancel", f"--signal={_signame(self.notice_signal)}", "--batch",
+                      row.slurm_id])
+        self._set(row.job_id, state="stopping", notice_time=now,
+                  kill_deadline=now + max(0.0, grace_s), preempt_code=code)
+        log.info("preemption notice to %s (slurm %s), grace %.0fs", row.job_id, row.slurm_id,
+                 grace_s)
+        return None
+
+    def _escalate(self, sjobs: Mapping[str, SlurmJob], now: float) -> list[JobEvent]:
+        """Grace over for a job still running: requeue it held (resumable) or cancel it."""
+        out = []
+        for row in self._rows():
+            sj = sjobs.get(row.slurm_id)
+            if (row.state != "stopping" or row.kill_deadline is None or now < row.kill_deadline
+                    or sj is None or sj.state not in ACTIVE):
+                continue
+            try:
+                if row.resumable:
+                    self.cli.run(["scontrol", "requeuehold", row.slurm_id])
+                else:
+                    self.cli.run(["scancel", row.slurm_id])
+            except SlurmError as err:
+                log.warning("could not stop %s after its grace period: %s", row.job_id, err)
+                continue
+            out.append(self._end(row, sj, now, self._preempted_kind(row),
+                                 f"preempted ({row.preempt_code}): notice at "
+                                 f"{row.notice_time:.0f}, stopped by Slurm after the grace period",
+                                 requeue=False))
+        return out
+
+    # ------------------------------------------------------------------ reconciling
+    def _reconcile(self, row: _Row, sj: SlurmJob | None, now: float) -> list[JobEvent]:
+        if sj is None:
+            if row.state in ("placed", "running", "stopping"):
+                return [self._end(row, None, now, EventKind.FAILED,
+                                  f"Slurm job {row.slurm_id} vanished from the queue", False)]
+            if row.state == "held":
+                self._set(row.job_id, state="done")
+                return [JobEvent(row.job_id, EventKind.FAILED, now, None, None,
+                                 f"Slurm job {row.slurm_id} was removed while queued", None)]
+            return []
+        if sj.state in ACTIVE and row.state == "placed":
+            self._set(row.job_id, state="running", run_start=sj.start_time)
+            return []
+        if sj.state in TERMINAL and row.state in ("placed", "running", "stopping"):
+            if row.state == "stopping":
+                kind = self._preempted_kind(row)
+                why = (f"preempted ({row.preempt_code}): notice at {row.notice_time:.0f}, "
+                       f"exited {sj.exit_code} ({sj.state})")
+            elif sj.state == "COMPLETED" and sj.exit_code == 0:
+                kind, why = EventKind.FINISHED, "completed (exit 0)"
+            elif sj.exit_code == REQUEUE_EXIT_CODE and row.resumable:
+                kind, why = EventKind.REQUEUED, f"exited {REQUEUE_EXIT_CODE}: asked to be requeued"
+            else:
+                kind, why = EventKind.FAILED, (f"{sj.state.lower()} (exit {sj.exit_code}, "
+                                               f"reason {sj.reason})")
+            return [self._end(row, sj, now, kind, why, requeue=kind is EventKind.REQUEUED)]
+        if sj.state in TERMINAL and row.state == "held":
+            self._set(row.job_id, state="done")
+            return [JobEvent(row.job_id, EventKind.FAILED, now, None, sj.exit_code,
+                             f"Slurm job {row.slurm_id} ended ({sj.state}) while held", None)]
+        if sj.state == "PENDING" and row.state in ("running", "stopping"):
+            # Slurm requeued it on its own (node failure): optalloc decides when it runs again
+            self._try(["scontrol", "hold", row.slurm_id])
+            return [self._end(row, None, now, EventKind.REQUEUED,
+                              f"requeued by Slurm ({sj.reason}); held for optalloc", False)]
+        return []
+
+    def _end(self, row: _Row, sj: SlurmJob | None, now: float, kind: EventKind, why: str,
+             requeue: bool) -> JobEvent:
+        """Close the run with Slurm's times, requeue (held) when asked, and make the event."""
+        start = row.run_start
+        if start is None and sj is not None:
+            start = sj.start_time
+        if start is None:
+            start = row.placed_time if row.placed_time is not None else now
+        # Slurm's own end time when the job has ended; else now (we stop it at this moment)
+        end = sj.end_time if sj is not None and sj.state in TERMINAL and sj.end_time else now
+        end = max(start, end)
+        if requeue:
+            self._try(["scontrol", "requeuehold", row.slurm_id])
+        placement = (self._placement(row, sj) if sj is not None else None) or row.placement
+        self._set(row.job_id, state="held" if kind is EventKind.REQUEUED else "done",
+                  placement=None)
+        return JobEvent(row.job_id, kind, end, placement, None if sj is None else sj.exit_code,
+                        f"{why}; ran {start:.0f}-{end:.0f} on "
+                        f"{','.join(placement.node_names) if placement else '?'}", start)
+
+    def _preempted_kind(self, row: _Row) -> EventKind:
+        return EventKind.REQUEUED if row.resumable else EventKind.PREEMPTED
+
+    def _placement(self, row: _Row, sj: SlurmJob) -> Placement | None:
+        """Where Slurm actually runs the job (nodes and GPU indices), or None if not yet."""
+        if not sj.nodes or not sj.gpu_idx:
+            return None
+        gpu_type = sj.gpu_type or (row.placement.gpu_type if row.placement else None)
+        if gpu_type is None and self.config is not None:
+            types = {n.name: n.gpu_type for n in self.config.nodes}
+            gpu_type = types.get(sj.nodes[0])
+        allocated = row.placement.allocated if row.placement else True
+        return Placement(row.job_id, gpu_type or "gpu",
+                         tuple(NodeAlloc(n, g) for n, g in zip(sj.nodes, sj.gpu_idx)), allocated)
+
+    # ------------------------------------------------------------------ table
+    def _rows(self, include_done: bool = False) -> list[_Row]:
+        q = ("SELECT job_id, slurm_id, state, resumable, placement, placed_time, run_start, "
+             "notice_time, kill_deadline, preempt_code FROM runner_slurm_jobs")
+        if not include_done:
+            q += " WHERE state != 'done'"
+        return [
+            _Row(r[0], r[1], r[2], bool(r[3]),
+                 None if r[4] is None else placement_from_dict(json.loads(r[4])), *r[5:])
+            for r in self.conn.execute(q + " ORDER BY job_id").fetchall()
+        ]
+
+    def _row(self, job_id: str) -> _Row | None:
+        return next((r for r in self._rows(include_done=True) if r.job_id == job_id), None)
+
+    def _set(self, job_id: str, **cols) -> None:
+        if "placement" in cols and cols["placement"] is not None:
+            cols["placement"] = json.dumps(to_dict(cols["placement"]))
+        sets = ", ".join(f"{k} = ?" for k in cols)
+        self.conn.execute(f"UPDATE runner_slurm_jobs SET {sets} WHERE job_id = ?",
+                          (*cols.values(), job_id))
+
+    def _try(self, argv: list[str]) -> None:
+        try:
+            self.cli.run(argv)
+        except SlurmError as err:
+            log.warning("%s", err)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def job_from_slurm(sj: SlurmJob, fields: Mapping[str, str]) -> Job:
+    """An optalloc Job from a held Slurm job and its comment fields (ValueError if bad)."""
+    if not fields.get("project"):
+        raise ValueError("comment has no project= field (optalloc:project=NAME;...)")
+    try:
+        min_rt = parse_duration(fields.get("min_runtime", "0"))
+        priority = int(fields.get("priority", "0"))
+    except ValueError as err:
+        raise ValueError(f"comment: {err}") from None
+    resumable = fields.get("resumable", "1").lower()
+    if resumable not in ("1", "0", "true", "false", "yes", "no"):
+        raise ValueError(f"comment: resumable={resumable!r} must be 1 or 0")
+    gpn = max(sj.gpus_per_node, 1)
+    return Job(
+        id=sj.name,
+        project=fields["project"],
+        gpus=gpn * max(sj.node_count, 1),
+        gpus_per_node=gpn if sj.node_count > 1 else None,
+        gpu_types=tuple(t for t in fields.get("gpu_types", "").split(",") if t),
+        min_runtime_s=min_rt,
+        resumable=resumable in ("1", "true", "yes"),
+        priority=priority,
+        submit_time=sj.submit_time or 0.0,
+    )
+
+
+def _signame(sig: int) -> str:
+    import signal as _signal
+
+    return _signal.Signals(sig).name.removeprefix("SIG")
