@@ -267,3 +267,18 @@ def test_fractions_stay_in_range_and_series_sum_to_the_totals(result):
     assert float(np.sum(ts.occupancy_total * ts.capacity * width_h)) == pytest.approx(
         m["gpu_hours"]["delivered"], abs=1e-6)
     assert math.isfinite(m["demand_ratio"])
+
+
+def test_jobs_submitted_before_the_horizon_wait_from_its_start():
+    r = tiny_result()
+    early = (
+        JobRecord("q1", "A", 1, 8 * H, -5000.0, 600.0, None, False),  # waited 600 s inside the run
+        JobRecord("q2", "B", 1, 8 * H, -5000.0, None, None, False),  # never started: 7200 s, censored
+    )
+    m = compute_metrics(SimResult(
+        policy=r.policy, scenario=r.scenario, config=r.config, start=0.0, end=7200.0,
+        intervals=r.intervals, jobs=early, epochs=(), demand=r.demand, capacity=r.capacity,
+    ))
+    assert m["waits"]["other"] == {"n": 2, "n_censored": 1, "mean_s": 3900.0, "p50_s": 3900.0,
+                                   "p90_s": pytest.approx(6540.0), "p99_s": pytest.approx(7134.0),
+                                   "max_s": 7200.0}

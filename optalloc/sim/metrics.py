@@ -19,8 +19,9 @@ All quantities come from one `SimResult` over its horizon [start, end]:
 * **waits** (submit -> first start) p50/p90/p99 by class: *debug* (0 < min_runtime <= 15 min),
   *large* (>= 64 GPUs), *unallocated* (min_runtime 0), *other*; and *all*. Jobs never started
   are censored at the horizon: their wait counts as `end - submit` (a lower bound, so the
-  percentiles are lower bounds too); `n_censored` says how many. Percentiles are numpy's
-  linear interpolation.
+  percentiles are lower bounds too); `n_censored` says how many. Jobs submitted before the
+  horizon (a scenario that starts from a live queue) wait from `start`: the run cannot change
+  what happened before it. Percentiles are numpy's linear interpolation.
 * **preemptions** per 1000 delivered GPU-hours (allocated + unallocated); GPU-hours lost to
   preemption (work since the last checkpoint, from the engine's `JobRecord.lost_gpu_s`).
 * **solver** seconds per epoch (mean, p50, p99, max) and the largest reported gap.
@@ -165,11 +166,11 @@ def wait_classes(min_runtime_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
 
 
 def job_waits(result: SimResult) -> dict[str, np.ndarray]:
-    """Per job submitted within the horizon: wait seconds (censored at the horizon), whether
-    it is censored, and its class."""
-    jobs = [j for j in result.jobs if result.start <= j.submit_time <= result.end]
+    """Per job submitted by the end of the horizon: wait seconds (from max(submit, start);
+    censored at the horizon), whether it is censored, and its class."""
+    jobs = [j for j in result.jobs if j.submit_time <= result.end]
     n = len(jobs)
-    submit = np.fromiter((j.submit_time for j in jobs), np.float64, n)
+    submit = np.maximum(np.fromiter((j.submit_time for j in jobs), np.float64, n), result.start)
     first = np.fromiter((np.nan if j.first_start is None else j.first_start for j in jobs), np.float64, n)
     censored = np.isnan(first)
     wait = np.where(censored, result.end - submit, first - submit)
