@@ -14,6 +14,7 @@ Order (each step only uses GPUs no earlier step took, so the plan never overlaps
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,47 +26,82 @@ from optalloc.types import NodeAlloc, Placement
 
 
 class NodePool:
-    """Which GPU indices of which node are taken. Rows = nodes, columns = GPU index."""
+    """Which GPU indices of which node are taken, and by whom. Rows = nodes, columns = GPU
+    index. `ev` counts GPUs per node held by evictable jobs (unallocated / zero-share, not
+    protected): an allocated job may take them (unallocated never displaces allocated)."""
 
-    def __init__(self, snap: Snapshot):
+    def __init__(self, snap: Snapshot, evictable: np.ndarray):
         self.snap = snap
         gmax = int(snap.node_gpus.max()) if len(snap.nodes) else 0
         self.occ = np.arange(gmax)[None, :] >= snap.node_gpus[:, None]  # beyond size: taken
         self.occ[~snap.node_present] = True
+        self.owner = np.full(self.occ.shape, -1, dtype=np.int64)
         self.free = (~self.occ).sum(axis=1)
+        self.ev = np.zeros(len(snap.nodes), dtype=np.int64)
         self.accept = snap.node_up.copy()
+        self.evictable = evictable  # (J,) bool
 
     def is_free(self, n: int, gpus) -> bool:
         g = np.asarray(gpus, dtype=np.int64)
         return bool(len(g) and (g < self.occ.shape[1]).all() and not self.occ[n, g].any())
 
-    def hold(self, n: int, gpus) -> None:
+    def hold(self, n: int, gpus, j: int) -> None:
         g = np.asarray(gpus, dtype=np.int64)
         self.occ[n, g] = True
+        self.owner[n, g] = j
         self.free[n] -= len(g)
+        if self.evictable[j]:
+            self.ev[n] += len(g)
 
-    def take(self, n: int, count: int) -> tuple[int, ...]:
+    def release(self, j: int) -> None:
+        rows, cols = np.nonzero(self.owner == j)
+        self.occ[rows, cols] = False
+        self.owner[rows, cols] = -1
+        np.add.at(self.free, rows, 1)
+        if self.evictable[j]:
+            np.subtract.at(self.ev, rows, 1)
+
+    def take(self, n: int, count: int, j: int) -> tuple[int, ...]:
         g = np.flatnonzero(~self.occ[n])[:count]
-        self.hold(n, g)
+        self.hold(n, g, j)
         return tuple(int(i) for i in g)
 
-    def best_fit(self, t: int, size: int, exclude=()) -> int:
-        """Up node of type t with the fewest free GPUs >= size (lowest index on ties); -1."""
-        ok = self.accept & (self.snap.node_type == t) & (self.free >= size)
+    def room(self, evict: bool) -> np.ndarray:
+        return self.free + self.ev if evict else self.free
+
+    def best_fit(self, t: int, size: int, exclude=(), evict: bool = False) -> int:
+        """Up node of type t with the least room >= size (lowest index on ties); -1."""
+        room = self.room(evict)
+        ok = self.accept & (self.snap.node_type == t) & (room >= size)
         if exclude:
             ok[list(exclude)] = False
         if not ok.any():
             return -1
         cand = np.flatnonzero(ok)
-        return int(cand[np.argmin(self.free[cand])])
+        return int(cand[np.argmin(room[cand])])
 
-    def whole_free(self, t: int, size: int) -> np.ndarray:
-        """Up nodes of type t, `size` GPUs, entirely free."""
+    def whole_free(self, t: int, size: int, evict: bool = False) -> np.ndarray:
+        """Up nodes of type t with `size` GPUs, entirely free (or held by evictable jobs)."""
         snap = self.snap
         return np.flatnonzero(
             self.accept & (snap.node_type == t) & (snap.node_gpus == size)
-            & (self.free == snap.node_gpus)
+            & (self.room(evict) == snap.node_gpus)
         )
+
+    def make_room(self, n: int, need: int) -> list[int]:
+        """Evict evictable jobs from node n (largest holders first) until `need` GPUs are free;
+        returns the evicted job indices."""
+        out = []
+        while self.free[n] < need:
+            owners = self.owner[n][self.owner[n] >= 0]
+            owners = owners[self.evictable[owners]]
+            if not len(owners):
+                break
+            vals, cnt = np.unique(owners, return_counts=True)
+            j = int(vals[np.argmax(cnt)])
+            self.release(j)
+            out.append(j)
+        return out
 
 
 @dataclass
@@ -81,74 +117,49 @@ class Placed:
     free: np.ndarray | None = None  # (N,) free GPUs per node after the plan (0 on drain/down)
 
 
-def _place_whole(pool: NodePool, em: EpochModel, c: int, prefer: list) -> Placement | None:
-    req, snap = em.req, em.snap
-    j, t = int(req.cand_job[c]), int(req.cand_type[c])
-    size, pieces, g = int(req.size[j, t]), int(req.pieces[j, t]), int(snap.job_gpus[j])
-    free = pool.whole_free(t, size)
-    free_set = set(free.tolist())
-    pref = [n for n in prefer if n in free_set]
-    rest = [int(n) for n in free if n not in set(pref)]
-    nodes = (pref + rest)[:pieces]
-    if len(nodes) < pieces:
-        return None
-    allocs, left = [], g
+def _alloc(pool: NodePool, em: EpochModel, j: int, t: int, nodes: list[int]) -> Placement:
+    snap, req = em.snap, em.req
+    size, left = int(req.size[j, t]), int(snap.job_gpus[j])
+    allocs = []
     for n in nodes:
         take = min(size, left)
-        allocs.append(NodeAlloc(snap.nodes[n].name, pool.take(n, take)))
+        allocs.append(NodeAlloc(snap.nodes[n].name, pool.take(n, take, j)))
         left -= take
-    return Placement(snap.jobs[j].id, snap.type_names[t], tuple(allocs), bool(snap.job_allocated[j]))
+    return Placement(snap.jobs[j].id, snap.type_names[t], tuple(allocs),
+                     bool(snap.job_allocated[j]))
 
 
-def _place_pieces(pool: NodePool, em: EpochModel, c: int, slots: dict) -> Placement | None:
-    req, snap = em.req, em.snap
+def _nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
+               evict: bool) -> list[int] | None:
+    """Nodes for candidate c (whole nodes, distinct pieces, or one node), or None."""
+    req = em.req
     j, t = int(req.cand_job[c]), int(req.cand_type[c])
-    size, pieces, g = int(req.size[j, t]), int(req.pieces[j, t]), int(snap.job_gpus[j])
+    shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
+    if shape == WHOLE:
+        free = pool.whole_free(t, size, evict)
+        free_set = set(free.tolist())
+        pref = [n for n in prefer if n in free_set]
+        rest = [int(n) for n in free if n not in set(pref)]
+        nodes = (pref + rest)[:pieces]
+        return nodes if len(nodes) == pieces else None
     chosen: list[int] = []
+    room = pool.room(evict)
     for _ in range(pieces):
         n = -1
         for m in slots.get((t, size), []):  # the model's packing first
-            if m not in chosen and pool.free[m] >= size and pool.accept[m]:
+            if m not in chosen and room[m] >= size and pool.accept[m]:
                 n = m
                 break
         if n < 0:
-            n = pool.best_fit(t, size, exclude=chosen)
+            n = pool.best_fit(t, size, exclude=chosen, evict=evict)
         if n < 0:
             return None
         chosen.append(n)
-    allocs, left = [], g
     for n in chosen:
-        take = min(size, left)
-        allocs.append(NodeAlloc(snap.nodes[n].name, pool.take(n, take)))
-        left -= take
-        _use_slot(slots, (t, size), n)
-    return Placement(snap.jobs[j].id, snap.type_names[t], tuple(allocs), bool(snap.job_allocated[j]))
-
-
-def _use_slot(slots: dict, key, n: int) -> None:
-    lst = slots.get(key)
-    if lst and n in lst:
-        lst.remove(n)
-
-
-def _place_small(pool: NodePool, em: EpochModel, c: int, slots: dict) -> Placement | None:
-    req, snap = em.req, em.snap
-    j, t = int(req.cand_job[c]), int(req.cand_type[c])
-    g = int(snap.job_gpus[j])
-    n = -1
-    for m in slots.get((t, g), []):
-        if pool.free[m] >= g and pool.accept[m]:
-            n = m
-            break
-    if n < 0:
-        n = pool.best_fit(t, g)
-    if n < 0:
-        return None
-    _use_slot(slots, (t, g), n)
-    return Placement(
-        snap.jobs[j].id, snap.type_names[t], (NodeAlloc(snap.nodes[n].name, pool.take(n, g)),),
-        bool(snap.job_allocated[j]),
-    )
+        lst = slots.get((t, size))
+        if lst and n in lst:
+            lst.remove(n)
+    return chosen
 
 
 def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Placed:
@@ -162,24 +173,28 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
         reserved: list[int] = []
         slots: dict = {}
     else:
-        chosen = x[em.x] > 0.5
-        kept = (x[em.k] > 0.5) | req.run_fixed
+        chosen = x[em.x] > 1.0 - 1e-6  # a fractional (LP) start is left to the backfill
+        kept = (x[em.k] > 1.0 - 1e-6) | req.run_fixed
         reserved = [int(n) for n in em.z_node[x[em.z] > 0.5]] if len(em.z) else []
         counts = np.rint(x[em.u]).astype(np.int64) if len(em.u) else np.zeros(0, np.int64)
         slots = {}
         for n, s, cnt in zip(em.u_node, em.u_size, counts):
             if cnt > 0:
                 slots.setdefault((int(snap.node_type[n]), int(s)), []).extend([int(n)] * int(cnt))
-
-    pool = NodePool(snap)
+    # evictable: tier < 1 on every type (unallocated or zero-share) and not protected
+    evictable = (imp.tier.max(axis=1) < 1.0 if J else np.zeros(0, bool)) & ~snap.job_protected
+    pool = NodePool(snap, evictable)
     run_nodes = _running_holds(snap, req)
+    run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
+    kept = kept.copy()
     for i in np.flatnonzero(kept):
         for n, gpus in run_nodes[i]:
-            pool.hold(n, gpus)
+            pool.hold(n, gpus, int(req.run_job[i]))
 
     started = np.zeros(C, bool)
     failed = np.zeros(J, bool)
     placements: dict[int, Placement] = {}
+    cand_of: dict[int, int] = {}
     shape = req.shape[req.cand_job, req.cand_type] if C else np.zeros(0, np.int64)
     value = imp.value[req.cand_job, req.cand_type] if C else np.zeros(0)
     ch = np.flatnonzero(chosen)
@@ -196,23 +211,19 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
             continue
-        if shape[c] == WHOLE:
-            p = _place_whole(pool, em, c, reserved)
-        elif shape[c] == PIECES:
-            p = _place_pieces(pool, em, c, slots)
-        else:
-            p = _place_small(pool, em, c, slots)
-        if p is None:
+        nodes = _nodes_for(pool, em, c, reserved, slots, evict=False)
+        if nodes is None:
             failed[j] = True
         else:
-            placements[j] = p
+            placements[j] = _alloc(pool, em, j, int(req.cand_type[c]), nodes)
             started[c] = True
+            cand_of[j] = c
 
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
     if backfill:
-        _restore_and_backfill(em, pool, run_nodes, kept, restored, started, placements,
-                              backfilled, shape, value)
+        _restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started,
+                              placements, cand_of, backfilled, value)
     failed &= ~np.isin(np.arange(J), list(placements))
     free = np.where(pool.accept, pool.free, 0)
     return Placed(started, kept | restored, failed, placements, backfilled, restored, free)
@@ -226,47 +237,106 @@ def _running_holds(snap: Snapshot, req) -> list[list[tuple[int, tuple[int, ...]]
     return out
 
 
-def _restore_and_backfill(em, pool, run_nodes, kept, restored, started, placements, backfilled,
-                          shape, value) -> None:
+def _restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started, placements,
+                          cand_of, backfilled, value) -> None:
+    """Lazy greedy in descending marginal objective over (a) preempted running jobs whose GPUs
+    are still free and (b) waiting jobs that fit. The marginal objective of a job is its impact
+    plus FLOOR_WEIGHT per GPU that still counts toward an unmet floor on its path, re-evaluated
+    when popped (floors fill as jobs start). A tier-1 (allocated) job may evict unallocated
+    holders; evicted jobs go back into the queue (they are worth less, so they come later)."""
     snap, req, imp = em.snap, em.req, em.imp
-    items: list[tuple[float, int, int]] = []  # (-value, kind 0=restore 1=start, index)
-    for i in np.flatnonzero(~kept):
-        j = int(req.run_job[i])
-        items.append((-float(imp.value[j, req.run_type[i]] + imp.churn[j]), 0, int(i)))
-    waiting = np.ones(len(snap.jobs), bool)
-    waiting[list(placements)] = False
-    if len(req.cand_job):
-        cand_ok = waiting[req.cand_job]
-        best = np.full(len(snap.jobs), -np.inf)
-        np.maximum.at(best, req.cand_job[cand_ok], value[cand_ok])
-        for j in np.flatnonzero(np.isfinite(best)):
-            items.append((-float(best[j]), 1, int(j)))
-    items.sort()
+    M = snap.org.membership()
+    anc = [np.flatnonzero(M[:, p]) for p in range(snap.org.n)]
+    got = np.zeros((snap.org.n, len(snap.gpu_types)))
+    tier1 = imp.tier >= 1.0
+
+    def add_got(j: int, t: int, sign: float = 1.0) -> None:
+        if tier1[j, t]:
+            got[anc[snap.job_project[j]], t] += sign * snap.job_gpus[j]
+
+    for i in np.flatnonzero(kept):
+        add_got(int(req.run_job[i]), int(req.run_type[i]))
+    for j, c in cand_of.items():
+        add_got(j, int(req.cand_type[c]))
+
+    def gain(j: int, t: int) -> float:
+        if not tier1[j, t]:
+            return 0.0
+        a = anc[snap.job_project[j]]
+        need = np.clip(em.floor[a, t] - got[a, t], 0, snap.job_gpus[j])
+        return float(imp.floor_weight * need.sum())
+
     by_job: dict[int, list[int]] = {}
     for c in np.argsort(-value, kind="stable"):
         by_job.setdefault(int(req.cand_job[c]), []).append(int(c))
-    type_free = lambda t: int(pool.free[pool.accept & (snap.node_type == t)].sum())  # noqa: E731
-    for _, kind, idx in items:
+
+    def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)
+        if kind == 0:
+            j, t = int(req.run_job[idx]), int(req.run_type[idx])
+            return (float(imp.value[j, t] + imp.churn[j]) + gain(j, t)) / snap.job_gpus[j]
+        g = snap.job_gpus[idx]
+        return max(float(value[c]) + gain(idx, int(req.cand_type[c])) for c in by_job[idx]) / g
+
+    heap: list[tuple[float, int, int]] = []  # (-priority, kind 0=restore 1=start, index)
+    for i in np.flatnonzero(~kept):
+        heap.append((-prio(0, int(i)), 0, int(i)))
+    for j in by_job:
+        if j not in placements:
+            heap.append((-prio(1, j), 1, j))
+    heapq.heapify(heap)
+
+    def evicted_back(jobs: list[int]) -> None:
+        for e in jobs:
+            if e in placements:  # a start of this epoch: undo it, it may start elsewhere
+                del placements[e]
+                c = cand_of.pop(e)
+                started[c] = False
+                backfilled[e] = False
+                add_got(e, int(req.cand_type[c]), -1.0)
+                heapq.heappush(heap, (-prio(1, e), 1, e))
+            else:  # a running job: preempted after all
+                i = run_of_job[e]
+                kept[i] = False
+                restored[i] = False
+                add_got(e, int(req.run_type[i]), -1.0)
+
+    while heap:
+        neg, kind, idx = heapq.heappop(heap)
+        if kind == 1 and idx in placements:
+            continue
+        cur = prio(kind, idx)
+        if heap and cur < -neg - 1e-9 and -cur > heap[0][0]:  # stale: floors filled since
+            heapq.heappush(heap, (-cur, kind, idx))
+            continue
         if kind == 0:
             holds = run_nodes[idx]
             if all(pool.is_free(n, g) for n, g in holds):
                 for n, g in holds:
-                    pool.hold(n, g)
+                    pool.hold(n, g, int(req.run_job[idx]))
                 restored[idx] = True
+                add_got(int(req.run_job[idx]), int(req.run_type[idx]))
             continue
         j = idx
-        for c in by_job.get(j, []):
+        may_evict = not pool.evictable[j]
+        cands = sorted(by_job[j], key=lambda c: -(value[c] + gain(j, int(req.cand_type[c]))))
+        for c in cands:
             t = int(req.cand_type[c])
-            if type_free(t) < snap.job_gpus[j]:
+            sel = pool.accept & (snap.node_type == t)
+            if int(pool.room(may_evict)[sel].sum()) < snap.job_gpus[j]:
                 continue
-            if shape[c] == WHOLE:
-                p = _place_whole(pool, em, c, [])
-            elif shape[c] == PIECES:
-                p = _place_pieces(pool, em, c, {})
-            else:
-                p = _place_small(pool, em, c, {})
-            if p is not None:
-                placements[j] = p
+            nodes = _nodes_for(pool, em, c, [], {}, evict=False)
+            if nodes is None and may_evict:
+                nodes = _nodes_for(pool, em, c, [], {}, evict=True)
+                if nodes is not None:
+                    size, left, out = int(req.size[j, t]), int(snap.job_gpus[j]), []
+                    for n in nodes:
+                        out += pool.make_room(n, min(size, left))
+                        left -= size
+                    evicted_back(out)
+            if nodes is not None:
+                placements[j] = _alloc(pool, em, j, t, nodes)
                 started[c] = True
+                cand_of[j] = c
                 backfilled[j] = True
+                add_got(j, t)
                 break

@@ -25,6 +25,43 @@ class HighsBackend:
         import highspy
 
         t0 = time.perf_counter()
+        h = self._load(lm, settings, relax)
+        h.run()
+        return self._result(h, lm, relax, t0)
+
+    def dive(
+        self, lm: LinearModel, settings: SolverSettings, cols: np.ndarray, rounds: int = 4
+    ) -> tuple[SolveResult, np.ndarray | None]:
+        """LP diving: solve the LP relaxation (its optimum is the returned result's bound),
+        then repeatedly forbid the columns of `cols` that are fractional and re-solve (warm
+        started), so the LP reroutes what fractional gangs did to whole jobs. Returns (the
+        first LP's result, the last LP's x)."""
+        import highspy
+
+        t0 = time.perf_counter()
+        h = self._load(lm, settings, True)
+        h.run()
+        first = self._result(h, lm, True, t0)
+        x = first.x
+        for _ in range(rounds):
+            if x is None:
+                break
+            v = x[cols]
+            frac = cols[(v > 1e-6) & (v < 1 - 1e-6)]
+            if not len(frac):
+                break
+            h.changeColsBounds(len(frac), frac.astype(np.int32), np.zeros(len(frac)),
+                               np.zeros(len(frac)))
+            h.run()
+            if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+                break
+            x = np.asarray(h.getSolution().col_value)
+        res = type(first)(**{**first.__dict__, "solve_s": time.perf_counter() - t0})
+        return res, x
+
+    def _load(self, lm: LinearModel, settings: SolverSettings, relax: bool):
+        import highspy
+
         inf = highspy.kHighsInf
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
@@ -51,7 +88,11 @@ class HighsBackend:
                 for i in lm.integer
             ]
         h.passModel(lp)
-        h.run()
+        return h
+
+    def _result(self, h, lm: LinearModel, relax: bool, t0: float) -> SolveResult:
+        import highspy
+
         st = h.getModelStatus()
         S = highspy.HighsModelStatus
         info = h.getInfo()

@@ -18,8 +18,9 @@ Value of job j on type t (maximized):
 
 rank_j in (0, 1] orders a project's jobs by (priority desc, submit asc): declared priority only
 matters inside the project. tier = 1 for allocated jobs of a project with a positive entitlement
-on t; tier = EPS_UNALLOCATED (computed so that any allocated GPU outweighs any unallocated GPU,
-even counting a whole-node gang's footprint twice) for unallocated jobs and for projects with a
+on t; tier = eps_u = W_MIN * s_min / (FOOTPRINT * max_node_gpus * s_max * (1 + EPS_PRIORITY))
+(so one allocated GPU outweighs a whole node of unallocated GPUs, with margin) for
+unallocated jobs and for projects with a
 zero share on t ("zero-share projects get only unallocated leftovers").
 
 Preemption (churn) cost of running job j, paid when it is not kept (a move is a preemption):
@@ -105,7 +106,10 @@ def compute_impact(snap: Snapshot) -> Impact:
     s_min = float(np.nanmin(speed)) if J and np.isfinite(speed).any() else 1.0
     s_min = max(s_min, 1e-6)
     prio_max = 1.0 + EPS_PRIORITY
-    eps_u = W_MIN * s_min / (FOOTPRINT * s_max * prio_max)
+    # one allocated GPU must outweigh a whole node of unallocated GPUs (a 1-GPU job may need a
+    # node that unallocated jobs fill), with the gang-footprint margin on top
+    node_max = float(snap.node_gpus.max()) if len(snap.nodes) else 1.0
+    eps_u = W_MIN * s_min / (FOOTPRINT * node_max * s_max * prio_max)
     leaf_ent = snap.org.entitlement[snap.job_project] if J else np.zeros((0, T))
     tier = np.where(snap.job_allocated[:, None] & (leaf_ent > 0), 1.0, eps_u)
     value = (
