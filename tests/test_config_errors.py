@@ -368,6 +368,16 @@ CASES = [
         ["t.yaml: jobs[0].min_runtime: expected a duration, got a number (inf); write seconds (3600) or a duration like '90s', '15m', '8h', '7d', '1h30m'"],
     ),
     (
+        "an org node without a name is told to add one",
+        [("org.children[1].name", DELETE)],
+        ["t.yaml: org.children[1].name: missing required key; add `name:`"],
+    ),
+    (
+        "a node without a GPU count is told to add one",
+        [("nodes[1].gpus", DELETE)],
+        ["t.yaml: nodes[1].gpus: missing required key; add `gpus:`"],
+    ),
+    (
         "an unknown usage_mode suggests the closest",
         [("policy.usage_mode", "windowed")],
         ["t.yaml: policy.usage_mode: unknown usage_mode 'windowed'; did you mean 'window'? (one of: window, decay)"],
