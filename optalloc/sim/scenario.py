@@ -13,13 +13,15 @@ workload:
   synthetic: {offered_load: 0.95, debug_fraction: 0.3, team_skew: 1.0, ...}  # see generate.py
   mapping: {unallocated_share: 0.1, resumable_fraction: 0.9, ...}           # see workload.py
 simulation:
+  start: 2026-11-29T12:00:00Z  # optional: the wall-clock time that scenario time 0 stands for;
+                           # times in the config's `jobs:` and ISO node-event times are shifted by it
   duration: 60d            # simulated horizon (default: window length, else last submit, whole days)
   epoch: 5m                # default policy.epoch
   checkpoint_interval: 1h  # default policy.checkpoint_interval
   early_solve: true        # also solve when a job is submitted, not only every epoch
   seed: 0
   node_events:
-    - {at: 10d, nodes: ["gpu-[001-004]"], state: drain}
+    - {at: 10d, nodes: ["gpu-[001-004]"], state: drain}   # at: a duration after time 0 or an ISO time
     - {at: 11d, node: gpu-001, state: up}
 ```
 Every problem is reported with file, key path and a fix, all at once (ConfigError).
@@ -27,6 +29,7 @@ Every problem is reported with file, key path and a fix, all at once (ConfigErro
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 from dataclasses import dataclass, field, replace
@@ -37,7 +40,7 @@ import numpy as np
 
 from optalloc.config import load as config_load
 from optalloc.config.nodes import expand_node_names
-from optalloc.config.problems import MISSING, Loc, Problems, show_list
+from optalloc.config.problems import MISSING, Loc, Problems, show_list, type_name
 from optalloc.errors import ConfigError
 from optalloc.sim import generate as gen
 from optalloc.sim.traces import RawJobs, philly_teams, read_itp, read_philly, traces_dir
@@ -50,13 +53,14 @@ from optalloc.sim.workload import (
     stable_uniform,
 )
 from optalloc.types import Config, Job, NodeState
+from optalloc.units import parse_duration, parse_time
 
 SOURCES = ("itp", "philly", "synthetic", "jobs")
 WORKLOAD_KEYS = (
     "source", "cluster", "file", "teams", "base_gpu_type", "window", "load_scale", "sample", "max_jobs",
     "synthetic", "mapping",
 )
-SIMULATION_KEYS = ("duration", "epoch", "checkpoint_interval", "early_solve", "seed", "node_events")
+SIMULATION_KEYS = ("start", "duration", "epoch", "checkpoint_interval", "early_solve", "seed", "node_events")
 SYNTHETIC_KEYS = (
     "offered_load", "sizes", "duration_median", "duration_sigma", "min_duration", "max_duration",
     "debug_fraction", "debug_sizes", "debug_duration", "team_skew", "teams",
@@ -84,6 +88,7 @@ class Scenario:
     node_events: tuple[NodeEvent, ...]
     source_path: str
     workload: WorkloadSummary | None = None
+    start_time: float = 0.0  # wall-clock seconds that scenario time 0 stands for (simulation.start)
 
     @property
     def capacity_gpus(self) -> int:
@@ -142,6 +147,7 @@ def scenario_from_parts(
         node_events=sim["node_events"],
         source_path=source,
         workload=summary,
+        start_time=sim["start"],
     )
 
 
@@ -154,6 +160,7 @@ def _base_dir(path: Path) -> Path:
 
 def _parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) -> dict:
     out = {
+        "start": 0.0,
         "duration_s": None,
         "epoch_s": config.policy.epoch_s,
         "checkpoint_interval_s": config.policy.checkpoint_interval_s,
@@ -167,6 +174,10 @@ def _parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) 
     if data is MISSING:
         return out
     problems.known_keys(data, loc, SIMULATION_KEYS)
+    if "start" in data:
+        v = problems.time(data["start"], loc.key("start"))
+        if v is not MISSING:
+            out["start"] = v
     for key, field_name in (("duration", "duration_s"), ("epoch", "epoch_s"), ("checkpoint_interval", "checkpoint_interval_s")):
         if key in data:
             v = problems.duration(data[key], loc.key(key), positive=True)
@@ -181,7 +192,9 @@ def _parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) 
         if v is not MISSING:
             out["seed"] = v
     if "node_events" in data:
-        out["node_events"] = _parse_node_events(data["node_events"], loc.key("node_events"), config, problems)
+        out["node_events"] = _parse_node_events(
+            data["node_events"], loc.key("node_events"), config, out["start"], problems
+        )
     dur = out["duration_s"]
     if dur is not None:
         for ev_i, ev in enumerate(out["node_events"]):
@@ -194,7 +207,9 @@ def _parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) 
     return out
 
 
-def _parse_node_events(value: Any, loc: Loc, config: Config, problems: Problems) -> tuple[NodeEvent, ...]:
+def _parse_node_events(
+    value: Any, loc: Loc, config: Config, start: float, problems: Problems
+) -> tuple[NodeEvent, ...]:
     seq = problems.sequence(value, loc)
     if seq is MISSING:
         return ()
@@ -208,7 +223,7 @@ def _parse_node_events(value: Any, loc: Loc, config: Config, problems: Problems)
         if d is MISSING:
             continue
         problems.known_keys(d, il, NODE_EVENT_KEYS, required=("at", "state"))
-        at = problems.time(d["at"], il.key("at")) if "at" in d else MISSING
+        at = _event_time(d["at"], il.key("at"), start, problems) if "at" in d else MISSING
         if at is not MISSING and at < 0:
             problems.add(il.key("at"), f"must be >= 0, got {d['at']!r}", "give a time inside the simulation")
             at = MISSING
@@ -240,6 +255,22 @@ def _parse_node_events(value: Any, loc: Loc, config: Config, problems: Problems)
             continue
         events.append(NodeEvent(float(at), tuple(dict.fromkeys(names)), NodeState(state)))
     return tuple(sorted(events, key=lambda e: e.time))
+
+
+def _event_time(value: Any, loc: Loc, start: float, problems: Problems) -> float | Any:
+    """A duration after time 0, or an ISO-8601 time (minus simulation.start)."""
+    try:
+        return parse_duration(value)
+    except (ValueError, TypeError):
+        pass
+    if isinstance(value, (str, datetime.datetime)):
+        try:
+            return parse_time(value) - start
+        except (ValueError, TypeError):
+            pass
+    problems.add(loc, f"expected a duration after the start or an ISO time, got {type_name(value)}",
+                 "write e.g. 10d, 36h or 2026-12-01T08:00:00Z")
+    return MISSING
 
 
 # --------------------------------------------------------------------------- workload section
@@ -410,7 +441,7 @@ def _build_workload(wl: dict, config: Config, sim: dict, source: str, base_dir: 
     src, loc, seed = wl["source"], wl["loc"], sim["seed"]
     start, end = wl["window"]
     if src == "jobs":
-        jobs = tuple(sorted(config.jobs, key=lambda j: j.submit_time))
+        jobs = tuple(sorted((_shifted(j, -sim["start"]) for j in config.jobs), key=lambda j: j.submit_time))
         if not jobs:
             problems.add(loc.key("source"), "source 'jobs' but the config has no `jobs:`", "add jobs or pick another source")
         return jobs, None, max((j.submit_time for j in jobs), default=0.0)
@@ -433,6 +464,16 @@ def _build_workload(wl: dict, config: Config, sim: dict, source: str, base_dir: 
         return (), None, 0.0
     jobs, summary = build_jobs(raw, wl["mapping"], config, seed=seed, loc=loc.key("mapping"), problems=problems)
     return jobs, summary, float(raw.submit_time.max())
+
+
+def _shifted(job: Job, offset: float) -> Job:
+    if offset == 0:
+        return job
+    return replace(
+        job,
+        submit_time=job.submit_time + offset,
+        start_time=None if job.start_time is None else job.start_time + offset,
+    )
 
 
 def _read_raw(wl: dict, config: Config, sim: dict, base_dir: Path, env, problems: Problems) -> RawJobs | None:
