@@ -275,6 +275,12 @@ def render(jobs: list[J]) -> str:
     ]
     for j in sorted(jobs, key=lambda j: (j.submit, j.id)):
         out += _job_yaml(j)
+    out += [
+        "# Simulation workload (appended by the simulation-workload engineer): replay the queue above",
+        "# from `now` (simulation.start) for a day; jobs submitted before `now` wait from `now`.",
+        "workload:",
+        "  source: jobs",
+    ]
     return "\n".join(out) + "\n"
 
 
