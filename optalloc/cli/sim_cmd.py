@@ -1,0 +1,156 @@
+"""`optalloc simulate` (policies side by side on one workload) and `optalloc whatif` (one
+policy, baseline vs changed budgets or policy keys)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from optalloc.errors import OptallocError
+from optalloc.units import parse_duration
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    s = sub.add_parser(
+        "simulate",
+        help="replay a scenario under several policies and compare their metrics",
+        description=(
+            "Run every policy on the same workload (same jobs, same node events) through the "
+            "production epoch code with a simulated clock and cluster; print the metrics side "
+            "by side and, with --out, write the report (summary.json, CSV, plots, report.md)."
+        ),
+    )
+    s.add_argument("--scenario", required=True, help="scenario YAML file or directory")
+    s.add_argument("--policies", default="priority,greedy,ilp", help="comma-separated (default: %(default)s)")
+    s.add_argument("--out", help="write the report into this directory")
+    s.add_argument("--duration", help="simulate only this long (e.g. 7d); jobs submitted later are dropped")
+    s.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed")
+    s.add_argument("--check", action="store_true", help="check every plan's invariants (slower)")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_simulate)
+
+    w = sub.add_parser(
+        "whatif",
+        help="what if a budget or a policy key changed? baseline vs variant, per project",
+        description=(
+            "Simulate the scenario as it is and with the --set overrides under one policy, and "
+            "print every metric and every project's owed GPU-hours delivered, with the change. "
+            "Overrides: org.<path>.share=<v> (v: number, +10%%, -10%%, *1.5, +5), "
+            "org.<path>.share_by_type.<gpu_type>=<v>, policy.<key>=<v> (as in the YAML policy "
+            "section, e.g. policy.lookback=3d, policy.solver.time_limit=5s)."
+        ),
+    )
+    w.add_argument("--scenario", required=True, help="scenario YAML file or directory")
+    w.add_argument("--set", dest="overrides", action="append", required=True, metavar="KEY=VALUE",
+                   help="an override (repeat for several)")
+    w.add_argument("--policy", default="ilp", help="policy to run (default: %(default)s)")
+    w.add_argument("--duration", help="simulate only this long (e.g. 7d)")
+    w.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed")
+    w.add_argument("--out", help="write both reports into DIR/base and DIR/variant")
+    w.add_argument("--no-progress", action="store_true", help="no progress bar")
+    w.set_defaults(func=cmd_whatif)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def load(path: str, *, seed: int | None = None, duration: str | None = None):
+    """Load a scenario, optionally re-seeded and cut to a shorter horizon."""
+    from optalloc.config.load import load_document
+    from optalloc.sim.scenario import load_scenario, scenario_from_parts
+
+    if not Path(path).exists():
+        raise OptallocError(f"scenario {path!r} does not exist; give a scenario YAML file or directory (see scenarios/)")
+    if seed is None:
+        sc = load_scenario(path)
+    else:
+        config, extras = load_document(path)
+        extras = dict(extras)
+        sim = dict(extras.get("simulation") or {})
+        sim["seed"] = seed
+        extras["simulation"] = sim
+        p = Path(path)
+        sc = scenario_from_parts(config, extras, str(p), name=p.stem, base_dir=p if p.is_dir() else p.parent)
+    if duration is not None:
+        try:
+            d = parse_duration(duration)
+        except ValueError as err:
+            raise OptallocError(f"--duration: {err}") from None
+        if d <= 0:
+            raise OptallocError("--duration must be > 0, e.g. 7d")
+        d = min(d, sc.duration_s)
+        sc = dataclasses.replace(
+            sc,
+            duration_s=d,
+            jobs=tuple(j for j in sc.jobs if j.submit_time < d),
+            node_events=tuple(e for e in sc.node_events if e.time < d),
+        )
+    return sc
+
+
+def _policies(text: str) -> list[str]:
+    from optalloc.sim.policies import POLICIES
+
+    names = [p.strip().lower() for p in text.split(",") if p.strip()]
+    bad = [p for p in names if p not in POLICIES]
+    if bad or not names:
+        raise OptallocError(
+            f"--policies: unknown policy {', '.join(bad) or '(none)'}; choose from {', '.join(POLICIES)}"
+        )
+    return list(dict.fromkeys(names))
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_simulate(args) -> int:
+    from optalloc.sim.engine import check_conservation, simulate
+    from optalloc.sim.metrics import compute_metrics
+    from optalloc.sim.policies import make_policy
+    from optalloc.sim.report import format_table, write_report
+
+    names = _policies(args.policies)
+    sc = load(args.scenario, seed=args.seed, duration=args.duration)
+    cap = sum(n.gpus for n in sc.config.nodes)
+    print(
+        f"scenario {sc.name}: {len(sc.jobs)} jobs, {cap} GPUs on {len(sc.config.nodes)} nodes, "
+        f"{sc.duration_s / 86400:g} days, epoch {sc.epoch_s:g}s",
+        file=sys.stderr,
+    )
+    results, metrics = {}, {}
+    for name in names:
+        t0 = time.perf_counter()
+        res = simulate(sc, make_policy(name), progress=not args.no_progress, check=args.check)
+        wall = time.perf_counter() - t0
+        check_conservation(res)
+        results[name] = res
+        metrics[name] = compute_metrics(res)
+        print(f"  {name}: {wall:.1f}s wall, {len(res.epochs)} decisions", file=sys.stderr)
+    print(format_table(metrics))
+    if args.out:
+        paths = write_report(results, metrics, args.out)
+        print(f"\nreport: {paths['report.md']}")
+    return 0
+
+
+def cmd_whatif(args) -> int:
+    from optalloc.sim.policies import POLICIES
+    from optalloc.sim.report import write_report
+    from optalloc.sim.whatif import apply_overrides, run_whatif
+
+    if args.policy not in POLICIES:
+        raise OptallocError(f"--policy: unknown policy {args.policy!r}; choose from {', '.join(POLICIES)}")
+    sc = load(args.scenario, seed=args.seed, duration=args.duration)
+    apply_overrides(sc.config, args.overrides)  # report bad overrides before simulating
+    wi = run_whatif(sc, args.overrides, args.policy, progress=not args.no_progress)
+    print(f"what if {'; '.join(args.overrides)}  ({sc.name}, policy {args.policy})")
+    print(wi.format_diff())
+    if args.out:
+        out = Path(args.out)
+        write_report({args.policy: wi.base}, {args.policy: wi.base_metrics}, out / "base")
+        write_report({args.policy: wi.variant}, {args.policy: wi.variant_metrics}, out / "variant")
+        print(f"\nreports: {out / 'base'}, {out / 'variant'}")
+    return 0
