@@ -98,6 +98,10 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings):
         t = time.perf_counter()
         return res, place(em, x), time.perf_counter() - t
     backend = BACKENDS.get(settings.backend)
+    if backend is None or not backend.available():
+        res = solve(lm, settings)  # the error result naming the problem
+        t = time.perf_counter()
+        return res, place(em, None, backfill=False), time.perf_counter() - t
     lp_name = settings.backend if getattr(backend, "relaxation", False) else "lp"
     if lp_name == "lp":  # HiGHS: LP diving (the bound is the first LP's optimum)
         lp, x_lp = HighsBackend().dive(lm, settings, em.x, rounds=8)

@@ -169,8 +169,10 @@ def _classify(snap, em, placed, j, types, best_w, details, got, entitled):
             + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types)
         )
     p = int(snap.job_project[j])
-    # at or over its share: the project or an ancestor already holds its entitled GPUs
-    for nm in snap.org.path(snap.org.names[p])[1:]:
+    others_hold = any(q != p for t in types for q, _ in best_w[t][0])
+    # at or over its share: the project or an ancestor already holds its entitled GPUs while
+    # other projects hold the rest
+    for nm in (snap.org.path(snap.org.names[p])[1:] if others_hold else []):
         o = snap.org.index[nm]
         if all(got[o, t] >= entitled[o, t] - 1e-9 for t in types):
             t = types[0]

@@ -16,8 +16,8 @@ Value of job j on type t (maximized):
 
     v[j, t] = gpus_j * speed[j, t] * W_project(j) * (1 + EPS_PRIORITY * rank_j) * tier[j, t]
 
-rank_j in (0, 1] orders a project's jobs by (priority desc, submit asc): declared priority only
-matters inside the project. tier = 1 for allocated jobs of a project with a positive entitlement
+rank_j in (0, 1] orders a project's jobs by (priority desc, submit asc), ties equal: declared
+priority only matters inside the project. tier = 1 for allocated jobs of a project with a positive entitlement
 on t; tier = eps_u = W_MIN * s_min / (FOOTPRINT * max_node_gpus * s_max * (1 + EPS_PRIORITY))
 (so one allocated GPU outweighs a whole node of unallocated GPUs, with margin) for
 unallocated jobs and for projects with a
@@ -67,19 +67,23 @@ def fairshare_weight(snap: Snapshot) -> np.ndarray:
 
 
 def project_rank(snap: Snapshot) -> np.ndarray:
-    """(J,) rank in (0, 1] within the job's project: 1 = first in line (highest priority, then
-    earliest submit, then id)."""
+    """(J,) rank in (0, 1] within the job's project: 1 - (jobs of the project strictly ahead in
+    line) / (jobs of the project), where ahead = higher priority, or equal priority and earlier
+    submit. Equal (priority, submit) tie, so churn, not an id, decides between them."""
     J = len(snap.jobs)
     if J == 0:
         return np.zeros(0)
-    ids = np.array([j.id for j in snap.jobs])
-    order = np.lexsort((ids, snap.job_submit, -snap.job_priority, snap.job_project))
-    proj = snap.job_project[order]
-    start = np.r_[0, np.flatnonzero(np.diff(proj)) + 1]
+    prio, sub, proj = -snap.job_priority, snap.job_submit, snap.job_project
+    order = np.lexsort((sub, prio, proj))
+    p, a, b = proj[order], prio[order], sub[order]
+    start = np.r_[0, np.flatnonzero(np.diff(p)) + 1]
     sizes = np.diff(np.r_[start, J])
-    pos = np.arange(J) - np.repeat(start, sizes)
+    first_of_project = np.repeat(start, sizes)
+    new_key = np.r_[True, (np.diff(p) != 0) | (np.diff(a) != 0) | (np.diff(b) != 0)]
+    key_start = np.maximum.accumulate(np.where(new_key, np.arange(J), 0))
+    ahead = key_start - first_of_project
     rank = np.empty(J)
-    rank[order] = 1.0 - pos / np.repeat(sizes, sizes)
+    rank[order] = 1.0 - ahead / np.repeat(sizes, sizes)
     return rank
 
 
