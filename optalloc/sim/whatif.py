@@ -177,7 +177,7 @@ def _number(text: str, current: float, loc: Loc, problems: Problems):
         if op == "*":
             v = current * num
         elif pct:
-            v = current * (1 + (num if op == "+" else -num) / 100.0)
+            v = current * (100.0 + (num if op == "+" else -num)) / 100.0
         else:
             v = current + (num if op == "+" else -num)
     else:
