@@ -152,6 +152,8 @@ def test_submit_place_preempt_requeue_and_complete_on_the_planned_nodes(
     assert fin.kind is EventKind.FINISHED and fin.exit_code == 0
     assert fin.placement == Placement("train-7", "h100", (NodeAlloc("node1", (0,)),))
     # the run interval is Slurm's own start/end of the second run, after the first one ended
+    done = squeue(slurm_cluster, sid)
+    assert (done.state, fin.run_start, fin.time) == ("COMPLETED", done.start_time, done.end_time)
     assert ev.time <= fin.run_start <= fin.time
     assert fin.time - fin.run_start >= 1  # it slept 1 s before exiting
     assert runner.observe(time.time()).running == {}
@@ -221,3 +223,34 @@ def test_drained_nodes_are_reported_and_bad_commands_become_errors(runner, slurm
     assert res.started == () and list(res.errors) == ["nowhere"]
     assert res.errors["nowhere"].startswith("`scontrol update jobid=")
     assert "failed (exit 1)" in res.errors["nowhere"]
+
+
+def test_optalloc_submit_with_the_slurm_runner_queues_the_job_and_holds_it_in_slurm(
+        slurm_cluster, tmp_path, monkeypatch, capsys):
+    from optalloc.cli import main
+    from optalloc.ledger.store import StateStore
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(
+        "gpu_types: [{name: h100}]\n"
+        "nodes: [{name: 'node[1-4]', gpu_type: h100, gpus: 8}]\n"
+        "org: {name: root, children: [{name: A1}]}\n")
+    code = main(["submit", "--config", "cfg.yaml", "--state", "st.db", "--runner", "slurm",
+                 "--partition", "gpu", "--slurm-conf", str(slurm_cluster.conf), "--project", "A1",
+                 "--gpus", "16", "--min-runtime", "30m", "--id", "big-1", "--", "sleep", "60"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.startswith("queued big-1: project A1, 16 GPUs, min_runtime 30m, "
+                                        "resumable, slurm job ")
+    sid = out.split("slurm job ")[1].split()[0]
+    try:
+        held = squeue(slurm_cluster, sid)
+        assert (held.name, held.state, held.reason, held.node_count, held.gpus_per_node,
+                held.comment) == ("big-1", "PENDING", "JobHeldUser", 2, 8,
+                                  "optalloc:project=A1;min_runtime=1800;resumable=1;priority=0")
+        with StateStore(tmp_path / "st.db") as store:
+            assert store.get_job("big-1").gpus == 16
+        r = SlurmRunner(tmp_path / "st.db", slurm_conf=str(slurm_cluster.conf))
+        assert (r.slurm_id("big-1"), r.discover_jobs()) == (sid, ())  # known, not rediscovered
+        r.close()
+    finally:
+        subprocess.run(["scancel", sid], env=slurm_cluster.env())
