@@ -1,0 +1,190 @@
+"""`explain(snapshot, plan, job_id)`: why a job is where it is, and what would change that.
+
+The answer holds the outcome (running / started / preempted / pending with its reason code and
+message), the job's rank inputs (usage ratio and fair-share weight at every level of its path,
+the compound exponent R, its within-project rank and priority) and a list of concrete changes
+that would let it start ("8 GPUs of h100 must free up", "project A1's usage ratio must fall
+below 0.62"). Pure: it reads the snapshot and the plan, never re-solves.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from optalloc.errors import OptallocError
+from optalloc.model.objective.impact import R_MAX, compound_ratio, fairshare_weight, project_rank
+from optalloc.model.requirements import SHAPE_NAMES, compute_requirements
+from optalloc.snapshot import Snapshot
+from optalloc.types import Plan, ReasonCode
+
+
+def _free_after(snap: Snapshot, plan: Plan) -> np.ndarray:
+    free = np.where(snap.node_up, snap.node_gpus, 0).astype(np.int64)
+    for p in plan.placements:
+        for a in p.nodes:
+            n = snap.node_index.get(a.node)
+            if n is not None and snap.node_up[n]:
+                free[n] -= len(a.gpus)
+    return free
+
+
+def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
+    if job_id not in snap.job_index:
+        raise OptallocError(f"job {job_id!r} is not in this epoch's queue")
+    j = snap.job_index[job_id]
+    job = snap.jobs[j]
+    org = snap.org
+    p = int(snap.job_project[j])
+    W = fairshare_weight(snap)
+    R = compound_ratio(snap)
+    path = []
+    for nm in org.path(job.project)[1:]:
+        o = org.index[nm]
+        path.append({
+            "org": nm,
+            "depth": int(org.depth[o]),
+            "usage_ratio": float(snap.usage_ratio[o]),
+            "weight": float(W[o]),
+            "entitlement": {t: float(org.entitlement[o, i]) for i, t in enumerate(snap.type_names)},
+        })
+    d: dict[str, Any] = {
+        "job": job_id,
+        "project": job.project,
+        "gpus": job.gpus,
+        "state": job.state.value,
+        "allocated": job.allocated,
+        "rank_inputs": {
+            "path": path,
+            "compound_ratio": float(R[p]),
+            "fairshare_weight": float(W[p]),
+            "priority": job.priority,
+            "rank_in_project": float(project_rank(snap)[j]),
+        },
+        "changes": [],
+    }
+    placed = {pl.job_id: pl for pl in plan.placements}
+    pre = {x.job_id: x for x in plan.preemptions}
+    pend = {x.job_id: x for x in plan.pending}
+    if job_id in pre:
+        x = pre[job_id]
+        d.update(outcome="preempted", code=x.code.value, message=x.message,
+                 needed_by=list(x.needed_by), grace_s=x.grace_s)
+        if job_id in placed:
+            d["placement"] = _placement(placed[job_id])
+        return d
+    if job_id in placed:
+        d.update(outcome="running" if job.running else "started", code=None,
+                 message=("keeps its GPUs" if job.running else "starts this epoch"),
+                 placement=_placement(placed[job_id]))
+        prot = snap.protected_until(job)
+        if prot is not None and snap.job_protected[j]:
+            d["protected_until"] = prot
+        return d
+    if job_id not in pend:
+        d.update(outcome="unknown", code=None, message="not in the plan (plan from another queue?)")
+        return d
+    r = pend[job_id]
+    code = r.code
+    d.update(outcome="pending", code=code.value, message=r.message, details=dict(r.details))
+    if code is ReasonCode.SOLVER_DEGRADED and "underlying" in r.details:
+        code = ReasonCode(r.details["underlying"])
+    d["changes"] = _changes(snap, plan, j, code, r.details, W, R)
+    return d
+
+
+def _placement(pl) -> dict:
+    return {"gpu_type": pl.gpu_type, "nodes": {a.node: list(a.gpus) for a in pl.nodes}}
+
+
+def _changes(snap, plan, j, code, details, W, R) -> list[str]:
+    job = snap.jobs[j]
+    req = compute_requirements(snap)
+    free = _free_after(snap, plan)
+    types = [t for t in range(len(snap.gpu_types)) if req.fits[j, t]] or list(
+        np.flatnonzero(snap.job_allowed[j])
+    )
+    tn = snap.type_names
+    out: list[str] = []
+
+    def gpus_line(t: int) -> str:
+        sel = snap.node_up & (snap.node_type == t)
+        need = max(0, job.gpus - int(free[sel].sum()))
+        shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
+        if shape == 0:
+            big = int(free[sel].max()) if sel.any() else 0
+            return (f"{max(need, size - big)} GPUs of {tn[t]} must free up on one node "
+                    f"(largest free block: {big})")
+        whole = int((free[sel] >= size).sum())
+        return (f"{max(0, pieces - whole)} more {tn[t]} nodes with {size} free GPUs must free up "
+                f"({SHAPE_NAMES[shape]} of {pieces} nodes; {whole} available)")
+
+    if code is ReasonCode.NO_MATCHING_GPU_TYPE:
+        allowed = [tn[t] for t in np.flatnonzero(snap.job_allowed[j])] or list(tn)
+        out.append(f"an up node of type {'/'.join(allowed)} big enough for its shape must exist, "
+                   "or the job must allow another gpu_type / a smaller gpus_per_node")
+    elif code is ReasonCode.NODE_DRAINING:
+        out.append("the drained/down nodes of its types must return to service")
+    elif code is ReasonCode.UNALLOCATED_YIELDS:
+        out += [gpus_line(t) + ", with no allocated job wanting them" for t in types]
+        if job.allocated:
+            out.append(f"project {job.project} needs a non-zero share")
+        else:
+            out.append("or give the job a min_runtime > 0 (an allocated job, charged to the budget)")
+    elif code is ReasonCode.OVER_SHARE:
+        if "outranked_by" in details and "deciding_org" in details:
+            a = details["deciding_org"]["org"]
+            o = snap.org.index[a]
+            wq = float(details["outranked_by"]["weight"])
+            rq = -math.log2(max(wq, 2.0**-R_MAX))
+            p = int(snap.job_project[j])
+            scale = 2.0 ** (int(snap.org.depth[o]) - 1)
+            target = float(snap.usage_ratio[o]) - (float(R[p]) - rq) * scale
+            who = details["outranked_by"]["org"]
+            if target > 0:
+                out.append(f"{a}'s usage ratio must fall below {target:.3f} (now "
+                           f"{snap.usage_ratio[o]:.3f}) to outrank {who}")
+            else:
+                out.append(f"{who}'s usage must rise (or {a}'s share grow): even a zero usage "
+                           f"ratio of {a} would not outrank it")
+        if "at_share" in details:
+            a = details["at_share"]["org"]
+            out.append(f"{a} holds its entitled GPUs; other projects' demand must fall or "
+                       f"{a}'s share must grow")
+        out += [gpus_line(t) for t in types]
+    elif code is ReasonCode.LOWER_PRIORITY_IN_PROJECT:
+        out.append(f"jobs of project {job.project} ahead of it must finish, or it needs a higher "
+                   f"priority than {job.priority}")
+        out += [gpus_line(t) for t in types]
+    else:  # WaitingForCapacity, GangDoesNotFit
+        out += [gpus_line(t) for t in types]
+    return out
+
+
+def format_explanation(d: dict) -> str:
+    lines = [f"job {d['job']} (project {d['project']}, {d['gpus']} GPUs, {d['state']}, "
+             f"{'allocated' if d['allocated'] else 'unallocated'}): {d['outcome']}"]
+    if d.get("code"):
+        lines.append(f"  reason: {d['code']}: {d['message']}")
+    else:
+        lines.append(f"  {d['message']}")
+    if "placement" in d:
+        pl = d["placement"]
+        nodes = ", ".join(f"{n}[{','.join(map(str, g))}]" for n, g in pl["nodes"].items())
+        lines.append(f"  on {pl['gpu_type']}: {nodes}")
+    if d.get("needed_by"):
+        lines.append(f"  GPUs taken by: {', '.join(d['needed_by'])}")
+    if "protected_until" in d:
+        lines.append(f"  protected (min_runtime) until t={d['protected_until']:.0f}")
+    ri = d["rank_inputs"]
+    lines.append(f"  fair-share weight {ri['fairshare_weight']:.4f} (R = {ri['compound_ratio']:.3f}),"
+                 f" priority {ri['priority']}, rank in project {ri['rank_in_project']:.2f}")
+    for lvl in ri["path"]:
+        lines.append(f"    {'  ' * (lvl['depth'] - 1)}{lvl['org']}: usage ratio "
+                     f"{lvl['usage_ratio']:.3f}, weight {lvl['weight']:.4f}")
+    if d.get("changes"):
+        lines.append("  to start:")
+        lines += [f"    - {c}" for c in d["changes"]]
+    return "\n".join(lines)
