@@ -147,3 +147,17 @@ def test_a_command_that_succeeds_returns_its_output_with_the_configured_slurm_co
     monkeypatch.delenv("SLURM_CONF", raising=False)
     assert SlurmCli().run(["sh", "-c", 'echo "$SLURM_CONF"']) == "\n"
     assert SlurmCli(slurm_conf="/x").run(["sh", "-c", 'echo "$SLURM_CONF"']) == "/x\n"
+
+
+def test_the_real_slurm_suite_says_why_it_cannot_run(monkeypatch):
+    from tests import slurm_cluster
+
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 1000)
+    assert slurm_cluster.missing_requirements() == (
+        "needs root (slurmd runs jobs as any user); run as root or in CI")
+    monkeypatch.setattr(slurm_cluster.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(slurm_cluster.shutil, "which", lambda c: None)
+    monkeypatch.setattr(slurm_cluster, "Path", lambda *a: type("P", (), {"exists": lambda s: False})())
+    assert slurm_cluster.missing_requirements() == (
+        "Slurm/munge not installed (missing slurmctld, slurmd, munged, mungekey, sbatch, squeue, "
+        "scontrol, scancel, sinfo); run scripts/ci-slurm-setup.sh as root")
