@@ -237,7 +237,7 @@ class GpuInventory:
             model = _text(nv.nvmlDeviceGetName(handle))
         except nv.NVMLError as err:
             model = "unknown"
-            problems.append(_lost_or(err, "name query failed"))
+            problems.append(f"name query failed ({err})")
         uuid = self._call(nv.nvmlDeviceGetUUID, handle)
         mem = self._call(nv.nvmlDeviceGetMemoryInfo, handle)
         problems += self._health_problems(handle)
@@ -332,10 +332,6 @@ def _mem_or_none(v: Any) -> int | None:
 
 def _is_lost(nv: Any, err: Exception) -> bool:
     return getattr(err, "value", None) == getattr(nv, "NVML_ERROR_GPU_IS_LOST", object())
-
-
-def _lost_or(err: Exception, what: str) -> str:
-    return f"{what} ({err})"
 
 
 def _safe_shutdown(nv: Any) -> None:
