@@ -35,12 +35,16 @@ def mb_solve(
 
     t0 = time.perf_counter()
     m = mbh.ModelBuilderHelper()
-    big = 1e30
+    # open row sides become the row's activity range (CP-SAT rejects "infinite" sides)
+    A = lm.A.astype(float).tocsr()
+    Ap, An = A.maximum(0), A.minimum(0)
+    act_lo = Ap @ lm.lb + An @ lm.ub
+    act_hi = Ap @ lm.ub + An @ lm.lb
     m.fill_model_from_sparse_data(
         lm.lb, lm.ub, np.asarray(c, float),
-        np.where(np.isfinite(lm.row_lo), lm.row_lo, -big),
-        np.where(np.isfinite(lm.row_hi), lm.row_hi, big),
-        lm.A.astype(float).tocsr(),
+        np.where(np.isfinite(lm.row_lo), lm.row_lo, np.minimum(act_lo, lm.row_hi)),
+        np.where(np.isfinite(lm.row_hi), lm.row_hi, np.maximum(act_hi, lm.row_lo)),
+        A,
     )
     if not relax:
         for i in np.flatnonzero(lm.integer):

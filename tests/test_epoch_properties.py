@@ -1,0 +1,203 @@
+"""Property tests over random clusters and queues: the plan is always exactly feasible and the
+contract always holds, whatever the solver does."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optalloc.epoch import run_epoch
+from optalloc.model.build import build_model
+from optalloc.model.objective.impact import compute_impact
+from optalloc.model.requirements import compute_requirements
+from optalloc.snapshot import build_snapshot
+from optalloc.solve import BACKENDS, MIP_BACKENDS, available_backends
+from optalloc.types import (
+    Config,
+    GpuType,
+    Job,
+    JobState,
+    Node,
+    NodeAlloc,
+    NodeState,
+    OrgNode,
+    Placement,
+    Policy,
+    SolverSettings,
+)
+
+H = 3600.0
+TYPES = ("h100", "b200")
+
+
+@st.composite
+def instances(draw, max_jobs: int = 24):
+    n_types = draw(st.integers(1, 2))
+    nodes = []
+    for t in range(n_types):
+        for i in range(draw(st.integers(1, 4))):
+            state = draw(st.sampled_from([NodeState.UP] * 6 + [NodeState.DRAIN, NodeState.DOWN]))
+            nodes.append(Node(f"{TYPES[t]}-{i}", TYPES[t], draw(st.sampled_from([4, 8])), state))
+    n_proj = draw(st.integers(1, 4))
+    shares = [draw(st.sampled_from([0, 1, 2, 5])) for _ in range(n_proj)]
+    if not any(shares):
+        shares[0] = 1
+    projects = [OrgNode(f"p{i}", share=float(s)) for i, s in enumerate(shares)]
+    if n_proj >= 3 and draw(st.booleans()):
+        org = OrgNode("root", children=(OrgNode("g", children=tuple(projects[:2])),
+                                        *projects[2:]))
+    else:
+        org = OrgNode("root", children=tuple(projects))
+    usage = {p.name: draw(st.floats(0, 4)) for p in projects}
+    free = {n.name: list(range(n.gpus)) for n in nodes if n.state is not NodeState.DOWN}
+    jobs = []
+    now = 20 * H
+    for k in range(draw(st.integers(0, max_jobs))):
+        g = draw(st.sampled_from([1, 1, 2, 4, 8, 16]))
+        allowed = draw(st.sampled_from([(), ("h100",), ("b200",)]))[: n_types]
+        allowed = tuple(a for a in allowed if a in TYPES[:n_types])
+        mr = draw(st.sampled_from([0.0, 900.0, 2 * H, 8 * H]))
+        common = dict(id=f"j{k}", project=f"p{draw(st.integers(0, n_proj - 1))}", gpus=g,
+                      gpu_types=allowed, min_runtime_s=mr, priority=draw(st.integers(0, 2)),
+                      submit_time=float(k), speedup={"b200": 1.5} if n_types > 1 else {})
+        pl = None
+        if draw(st.booleans()):
+            pl = _pack(nodes, free, g, allowed, k, draw(st.booleans()))
+        if pl is not None:
+            start = now - draw(st.sampled_from([600.0, 3 * H, 10 * H]))
+            jobs.append(Job(**common, state=JobState.RUNNING, start_time=start, placement=pl))
+        else:
+            jobs.append(Job(**common))
+    cfg = Config(tuple(GpuType(t) for t in TYPES[:n_types]), tuple(nodes), org, Policy(),
+                 tuple(jobs))
+    return build_snapshot(cfg, now=now, usage_ratio=usage)
+
+
+def _pack(nodes, free, g, allowed, k, on_down: bool):
+    """Put a running job on nodes (down ones too, sometimes: it must then be displaced)."""
+    pool = [n for n in nodes if (not allowed or n.gpu_type in allowed)
+            and (n.state is not NodeState.DOWN or on_down)]
+    for n in pool:
+        if g <= n.gpus:
+            if n.state is NodeState.DOWN:
+                return Placement(f"j{k}", n.gpu_type, (NodeAlloc(n.name, tuple(range(g))),))
+            if len(free[n.name]) >= g:
+                gp = tuple(free[n.name][:g])
+                del free[n.name][:g]
+                return Placement(f"j{k}", n.gpu_type, (NodeAlloc(n.name, gp),))
+    return None
+
+
+def _same(p, q) -> bool:
+    return p is not None and q is not None and (p.gpu_type, p.nodes) == (q.gpu_type, q.nodes)
+
+
+def _check_plan(snap, plan):
+    req = compute_requirements(snap)
+    imp = compute_impact(snap)
+    by_id = {j.id: j for j in snap.jobs}
+    seen: set = set()
+    placed = {}
+    for p in plan.placements:
+        assert p.job_id not in placed, "a job is placed twice"
+        placed[p.job_id] = p
+        job = by_id[p.job_id]
+        assert p.gpus == job.gpus, "gang all-or-nothing: every GPU of the job"
+        types = {snap.nodes[snap.node_index[a.node]].gpu_type for a in p.nodes}
+        assert types == {p.gpu_type}
+        for a in p.nodes:
+            n = snap.node_index[a.node]
+            assert snap.node_present[n], "nothing runs on a down node"
+            for gi in a.gpus:
+                assert 0 <= gi < snap.node_gpus[n], "GPU index within the node"
+                assert (a.node, gi) not in seen, "no GPU is used twice"
+                seen.add((a.node, gi))
+        j = snap.job_index[p.job_id]
+        new = not (job.running and _same(job.placement, p))
+        if new:
+            assert all(snap.node_up[snap.node_index[a.node]] for a in p.nodes), \
+                "no new placement on a drain or down node"
+            t = snap.type_names.index(p.gpu_type)
+            if req.shape[j, t] == 0:
+                assert len(p.nodes) == 1, "a job that fits in one node is not split"
+            else:
+                assert len({a.node for a in p.nodes}) == len(p.nodes) == req.pieces[j, t]
+    # protected jobs keep their exact placement unless their node is down
+    for j in np.flatnonzero(snap.job_protected & ~req.displaced):
+        job = snap.jobs[j]
+        assert _same(placed.get(job.id), job.placement), f"protected {job.id} was moved or preempted"
+    # every queued job that is not placed has a reason; no running job gets a pending reason
+    queued = {j.id for j in snap.jobs if not j.running}
+    assert {r.job_id for r in plan.pending} == queued - set(placed)
+    # every running job is kept or preempted, never both unless moved
+    pre = {x.job_id: x for x in plan.preemptions}
+    for job in snap.jobs:
+        if job.running:
+            kept = _same(placed.get(job.id), job.placement)
+            assert kept != (job.id in pre), f"{job.id}: kept xor preempted"
+    # work conservation + unallocated never displaces allocated demand (single-node jobs):
+    # no waiting job fits the free GPUs, and no waiting allocated job fits free + GPUs held by
+    # unallocated jobs
+    free = np.where(snap.node_up, snap.node_gpus, 0).astype(int)
+    unalloc = np.zeros(len(snap.nodes), int)
+    evictable = (imp.tier.max(axis=1) < 1.0) & ~snap.job_protected
+    for p in plan.placements:
+        for a in p.nodes:
+            n = snap.node_index[a.node]
+            if snap.node_up[n]:
+                free[n] -= len(a.gpus)
+                if evictable[snap.job_index[p.job_id]]:
+                    unalloc[n] += len(a.gpus)
+    for r in plan.pending:
+        j = snap.job_index[r.job_id]
+        for t in np.flatnonzero(req.fits[j]):
+            if req.shape[j, t] != 0:
+                continue
+            on_t = snap.node_up & (snap.node_type == t)
+            g = snap.job_gpus[j]
+            assert not (free[on_t] >= g).any(), f"{r.job_id} fits idle GPUs but waits"
+            if imp.tier[j, t] >= 1.0:
+                assert not ((free + unalloc)[on_t] >= g).any(), \
+                    f"allocated {r.job_id} waits behind unallocated jobs"
+    # the report is honest: the plan's objective never exceeds the bound
+    rep = plan.report
+    if rep.bound is not None and rep.objective is not None:
+        assert rep.objective <= rep.bound + 1e-6 * max(1.0, abs(rep.bound))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_every_plan_is_feasible_and_keeps_the_contract(snap):
+    plan = run_epoch(snap)
+    assert plan.degraded is None
+    _check_plan(snap, plan)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(max_jobs=12))
+def test_every_backend_plan_is_feasible(snap):
+    for name in available_backends():
+        plan = run_epoch(snap, SolverSettings(backend=name, mip_gap=1e-6))
+        assert plan.degraded is None, name
+        _check_plan(snap, plan)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(max_jobs=12))
+def test_all_mip_backends_agree_on_the_optimum_within_their_gaps(snap):
+    em = build_model(snap)
+    if em.lm.n_vars == 0:
+        return
+    s = SolverSettings(time_limit_s=20.0, mip_gap=1e-6)
+    results = {n: BACKENDS[n].solve(em.lm, s) for n in MIP_BACKENDS if n in available_backends()}
+    for name, r in results.items():
+        assert r.status == "optimal", (name, r.status, r.message)
+    objs = {n: r.objective for n, r in results.items()}
+    ref = max(objs.values())
+    tol = 1e-4 * max(1.0, abs(ref))
+    for name, r in results.items():
+        assert r.objective >= ref - tol - (r.bound - r.objective if r.bound else 0.0), \
+            (name, objs)
+        if r.bound is not None:
+            assert r.bound >= ref - tol, (name, r.bound, objs)
