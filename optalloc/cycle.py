@@ -79,7 +79,7 @@ class _Transitions:
     def __init__(self, queue: dict[str, Job]):
         self.queue = queue
         self.intervals: list[Interval] = []
-        self.finished: list[tuple[str, str, float, str]] = []  # id, status, time, message
+        self.finished: list[tuple[Job, str, float, str]] = []  # job, status, time, message
         self.events: list[JobEvent] = []
 
     def apply(self, events: Iterable[JobEvent]) -> None:
@@ -94,20 +94,23 @@ class _Transitions:
                     job, state=JobState.RUNNING, start_time=ev.time, placement=placement
                 )
                 continue
+            if ev.run_start is not None and job.running:  # the runner knows the exact start
+                job = dataclasses.replace(job, start_time=ev.run_start)
             iv = _interval(job, ev.time) if job.running else None
             if iv is not None:
                 self.intervals.append(iv)
             if ev.kind is EventKind.REQUEUED:
                 self.queue[job.id] = _as_queued(job)
             else:
-                self.finished.append((job.id, FINAL_STATUS[ev.kind], ev.time, ev.message))
+                self.finished.append((job, FINAL_STATUS[ev.kind], ev.time, ev.message))
                 del self.queue[job.id]
 
 
-def gather_queue(config: Config, store) -> dict[str, Job]:
-    """Phase 1: the DB's live jobs plus config jobs the DB has never seen (by id)."""
+def gather_queue(config: Config, store, discovered: Iterable[Job] = ()) -> dict[str, Job]:
+    """Phase 1: the DB's live jobs plus jobs the DB has never seen (by id): the config's, and
+    those the runner discovered (e.g. users' held `sbatch` jobs carrying optalloc's comment)."""
     queue = {j.id: j for j in store.list_jobs(states=("queued", "running"))}
-    for job in config.jobs:
+    for job in (*config.jobs, *discovered):
         if job.id not in queue and store.get_job(job.id) is None:
             queue[job.id] = job
     return queue
@@ -140,7 +143,8 @@ def run_cycle(
     dry_run: bool = False,
 ) -> CycleResult:
     # 1. queue
-    queue = gather_queue(config, store)
+    discovered = runner.discover_jobs() if hasattr(runner, "discover_jobs") else ()
+    queue = gather_queue(config, store, discovered)
     if hasattr(runner, "set_jobs"):
         runner.set_jobs({k: j for k, j in queue.items() if j.running})
 
@@ -191,8 +195,9 @@ def run_cycle(
     }
     with store.transaction():
         store.record_intervals(tr.intervals)
-        for job_id, status, t, msg in tr.finished:
-            store.finish_job(job_id, status, t, msg)
+        for job, status, t, msg in tr.finished:
+            store.upsert_job(job)  # a config job may end before the DB ever stored it
+            store.finish_job(job.id, status, t, msg)
         for job in queue.values():
             store.upsert_job(job)
         for ev in tr.events:
@@ -206,8 +211,11 @@ def run_cycle(
             plan.degraded,
         )
 
-    # 7. apply
+    # 7. apply (and sample GPU utilization per job where the runner can: the metrics pyramid's
+    # utilization layer, stored by the runner)
     applied = runner.apply(plan, dict(queue), now)
+    if hasattr(runner, "sample_utilization"):
+        runner.sample_utilization(now)
     placements = {p.job_id: p for p in plan.placements}
     tr2 = _Transitions(queue)
     for job_id in applied.started:
@@ -223,8 +231,9 @@ def run_cycle(
                 store.upsert_job(queue[job_id])
                 store.record_event(now, job_id, EventKind.STARTED.value, "placed by plan")
         store.record_intervals(tr2.intervals)
-        for job_id, status, t, msg in tr2.finished:
-            store.finish_job(job_id, status, t, msg)
+        for job, status, t, msg in tr2.finished:
+            store.upsert_job(job)
+            store.finish_job(job.id, status, t, msg)
         for ev in tr2.events:
             if ev.job_id in queue:
                 store.upsert_job(queue[ev.job_id])

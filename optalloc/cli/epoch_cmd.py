@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="write the plan JSON here (atomically)")
     p.add_argument("--runner", default="noop", help="noop (default), local or slurm")
     p.add_argument("--runner-dir", help="local runner: directory for job logs")
+    p.add_argument("--node", help="local runner: which config node this machine is")
+    p.add_argument("--partition", help="slurm runner: partition (default: the cluster's default)")
+    p.add_argument("--slurm-conf", help="slurm runner: SLURM_CONF for every Slurm command")
     p.add_argument("--wait", type=float, default=0.0, help="wait up to S seconds for the lock")
     p.add_argument("--json", action="store_true", help="print the plan JSON instead of a summary")
     p.set_defaults(func=cmd_epoch)
@@ -50,17 +53,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _runner(name: str, args, config, state: str):
-    if name == "noop":
-        from optalloc.runners.noop import NoopRunner
+    from optalloc.runners import make_runner
 
-        return NoopRunner()
-    try:
-        from optalloc.runners import make_runner
-    except ImportError as err:  # pragma: no cover - only in partial checkouts
-        raise OptallocError(f"runner {name!r} is not available: {err}") from None
+    if name == "noop":
+        return make_runner(name)
     opts = {"config": config, "state_path": state}
-    if args.runner_dir:
-        opts["directory"] = args.runner_dir
+    if name == "local":
+        opts.update(directory=args.runner_dir, node=args.node)
+    elif name == "slurm":
+        opts.update(partition=args.partition, slurm_conf=args.slurm_conf)
     return make_runner(name, **opts)
 
 
@@ -141,14 +142,16 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False) -> str:
         f"{len(plan.preemptions)} preempted, {len(plan.pending)} pending"
     )
     cap = snap.capacity_by_type()
+    present = snap.capacity_by_type(up_only=False)
     used: Counter = Counter()
     unalloc: Counter = Counter()
     for p in plan.placements:
         (used if p.allocated else unalloc)[p.gpu_type] += p.gpus
     for t, name in enumerate(snap.type_names):
+        draining = int(present[t] - cap[t])
         lines.append(
             f"gpus     {name}: {used[name]} allocated + {unalloc[name]} unallocated "
-            f"of {int(cap[t])} up"
+            f"of {int(present[t])} ({int(cap[t])} up" + (f", {draining} draining)" if draining else ")")
         )
     # per top-level org node (programs)
     org = snap.org
