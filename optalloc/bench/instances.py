@@ -128,3 +128,53 @@ def _pack(nodes, ntype, free, up, g, allowed, types, gpn, rng) -> Placement | No
         allocs.append(NodeAlloc(nodes[n].name, tuple(range(take))))
         left -= take
     return Placement("", names[t], tuple(allocs))
+
+
+def _toy() -> Snapshot:
+    """The published toy: 4 projects each asking 60 GPUs on 100, shares 40/30/20/10."""
+    nodes = tuple(Node(f"n{i:02d}", "h100", 10) for i in range(10))
+    org = OrgNode("root", children=tuple(
+        OrgNode(p, share=s) for p, s in (("A", 40), ("B", 30), ("C", 20), ("D", 10))))
+    jobs = tuple(Job(f"{p}{i:02d}", p, 5, min_runtime_s=3600.0, submit_time=float(i))
+                 for p in "ABCD" for i in range(12))
+    cfg = Config((GpuType("h100"),), nodes, org, Policy(), jobs)
+    return build_snapshot(cfg, now=36000.0, usage_ratio={"A": 0.5, "B": 1.0, "C": 0.2})
+
+
+def _contract() -> Snapshot:
+    """Protected, expired and unallocated running jobs, a gang, a drained node, two types."""
+    H = 3600.0
+    nodes = tuple(Node(f"h{i}", "h100", 8) for i in range(4)) + (
+        Node("b0", "b200", 8), Node("b1", "b200", 8, NodeState.DRAIN))
+
+    def run(jid, proj, t, allocs, start, mr):
+        pl = Placement(jid, t, tuple(NodeAlloc(n, tuple(g)) for n, g in allocs))
+        return Job(jid, proj, sum(len(g) for _, g in allocs), min_runtime_s=mr,
+                   state=JobState.RUNNING, start_time=start, placement=pl)
+
+    jobs = (
+        run("prot", "B", "h100", [("h0", range(4))], 9.5 * H, 2 * H),
+        run("old", "B", "h100", [("h1", range(8))], 2 * H, 2 * H),
+        run("unal", "A", "h100", [("h2", range(4))], 9.9 * H, 0.0),
+        run("drn", "C", "b200", [("b1", range(8))], 5 * H, 2 * H),
+        Job("gang", "A", 16, min_runtime_s=H, submit_time=1.0),
+        Job("fast", "C", 8, gpu_types=("b200",), speedup={"b200": 1.8}, min_runtime_s=H),
+        Job("any", "C", 4, speedup={"b200": 1.5}, min_runtime_s=H, submit_time=2.0),
+        Job("small", "B", 2, min_runtime_s=900.0, priority=2),
+    )
+    org = OrgNode("root", children=(
+        OrgNode("P", share=2, children=(OrgNode("A", share=1), OrgNode("B", share=1))),
+        OrgNode("C", share=1),
+    ))
+    cfg = Config((GpuType("h100"), GpuType("b200", 1.6)), nodes, org, Policy(), jobs)
+    return build_snapshot(cfg, now=10 * H, usage_ratio={"P": 1.2, "A": 0.3, "B": 2.0, "C": 0.4})
+
+
+def reference_instances() -> dict[str, Snapshot]:
+    """The snapshots behind models/*.mps (name -> snapshot)."""
+    return {
+        "toy": _toy(),
+        "contract": _contract(),
+        "mixed64": make_instance(seed=7, n_nodes=8, n_jobs=60, n_programs=2,
+                                 projects_per_program=2, drained_nodes=1),
+    }

@@ -1,0 +1,78 @@
+"""models/*.mps: reference instances exported from the model builder, with their optimum pinned
+and solved from the file by two independent backends (HiGHS and SCIP)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optalloc.bench.instances import reference_instances
+from optalloc.model.build import build_model
+from optalloc.model.mps import to_mps
+from optalloc.solve import BACKENDS, available_backends
+from optalloc.types import SolverSettings
+
+MODELS = Path(__file__).resolve().parents[1] / "models"
+
+# optimum of c @ x (the MPS objective: the model's constant churn offset excluded)
+PINNED = {
+    "toy": 475.2625591166307,
+    "contract": 363.6364908150647,
+    "mixed64": 1065.4939504876768,
+}
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_the_reference_mps_file_is_what_the_builder_exports(name):
+    snap = reference_instances()[name]
+    assert (MODELS / f"{name}.mps").read_text() == to_mps(build_model(snap).lm, name)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_highs_reads_the_reference_mps_and_finds_the_pinned_optimum(name):
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("mip_rel_gap", 0.0)
+    h.readModel(str(MODELS / f"{name}.mps"))
+    h.run()
+    assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
+    assert h.getInfo().objective_function_value == pytest.approx(PINNED[name], rel=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_scip_reads_the_reference_mps_and_finds_the_pinned_optimum(name):
+    if "scip" not in available_backends():
+        pytest.skip("SCIP not available")
+    from ortools.linear_solver.python import model_builder_helper as mbh
+
+    m = mbh.ModelBuilderHelper()
+    assert m.import_from_mps_string((MODELS / f"{name}.mps").read_text())
+    s = mbh.ModelSolverHelper("scip")
+    s.set_solver_specific_parameters("limits/gap = 0")
+    s.solve(m)
+    assert s.status() == mbh.SolveStatus.OPTIMAL
+    assert s.objective_value() == pytest.approx(PINNED[name], rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["highs", "scip", "cpsat", "cbc"])
+@pytest.mark.parametrize("name", sorted(PINNED))
+def test_every_backend_reaches_the_pinned_optimum_from_the_matrix(name, backend):
+    if backend not in available_backends():
+        pytest.skip(f"{backend} not available")
+    lm = build_model(reference_instances()[name]).lm
+    r = BACKENDS[backend].solve(lm, SolverSettings(mip_gap=0.0, time_limit_s=60))
+    assert r.status == "optimal"
+    assert r.objective - lm.obj_offset == pytest.approx(PINNED[name], rel=1e-7)
+    assert r.bound >= r.objective - 1e-6
+
+
+def test_the_lp_relaxation_bounds_every_reference_optimum():
+    for name, snap in reference_instances().items():
+        lm = build_model(snap).lm
+        for lp in ("lp", "glop-lp"):
+            r = BACKENDS[lp].solve(lm, SolverSettings())
+            assert r.status == "optimal"
+            assert r.bound - lm.obj_offset >= PINNED[name] - 1e-6
