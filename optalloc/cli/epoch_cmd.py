@@ -10,7 +10,7 @@ import time
 from collections import Counter
 
 from optalloc.codec import plan_to_dict, job_from_dict, to_dict
-from optalloc.errors import OptallocError
+from optalloc.errors import OptallocError, StateError
 from optalloc.types import Node, NodeState, Plan
 from optalloc.units import parse_time
 
@@ -196,9 +196,10 @@ def cmd_explain(args) -> int:
     store = StateStore(args.state)
     try:
         last = store.last_epoch()
-        history = None
-        if hasattr(store, "job_status"):
+        try:
             history = store.job_status(args.job)
+        except StateError:
+            history = None
     finally:
         store.close()
     if not last:
