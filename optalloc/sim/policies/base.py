@@ -88,9 +88,9 @@ def rank_pass(
                 )
             )
             continue
-        fm.take(pl)
         placed[j] = pl
         tentative[j] = not fixed[j]
+    fm.take_many(placed.values())
 
     # victim pool: tentative jobs lowest-ranked first; GPUs per type they hold
     pool = sorted(np.flatnonzero(tentative).tolist(), key=lambda j: -rank[j])
@@ -151,13 +151,16 @@ def _make_room(fm, j, snap, pool, in_pool, allowed, job_type) -> list[int] | Non
     """Release candidate victims (lowest-ranked first) until job j fits; then take back the
     ones not needed. Returns the victims (fm left with them released) or None (fm unchanged)."""
     job = snap.jobs[j]
+    need = int(snap.job_gpus[j])
+    free = int(fm.free_by_type()[allowed].sum())
     released: list[int] = []
     for v in pool:
         if not in_pool[v] or not allowed[job_type[v]]:
             continue
         fm.release(snap.jobs[v].placement)
         released.append(v)
-        if fm.fit(job, allowed, snap.job_speed[j]) is not None:
+        free += int(snap.job_gpus[v])
+        if free >= need and fm.fit(job, allowed, snap.job_speed[j]) is not None:
             break
     else:
         for v in released:

@@ -52,6 +52,8 @@ class FreeMap:
     node_names: tuple[str, ...]
     type_names: tuple[str, ...]
     node_index: dict
+    _sizes: dict | None = None  # (gpu_type, present) -> largest node size (states are fixed)
+    _orders: dict | None = None  # (allowed, speed) bytes -> type order
 
     @classmethod
     def empty(cls, snap: Snapshot) -> "FreeMap":
@@ -79,6 +81,20 @@ class FreeMap:
             self.used[n, idx] = True
             self.free[n] -= len(idx)
 
+    def take_many(self, placements) -> None:
+        """Take several placements at once (one vectorized update)."""
+        ni = self.node_index
+        nodes: list[int] = []
+        gpus: list[int] = []
+        for pl in placements:
+            for a in pl.nodes:
+                nodes.extend([ni[a.node]] * len(a.gpus))
+                gpus.extend(a.gpus)
+        if nodes:
+            n = np.asarray(nodes, dtype=np.int64)
+            self.used[n, np.asarray(gpus, dtype=np.int64)] = True
+            self.free -= np.bincount(n, minlength=len(self.free))
+
     def release(self, placement: Placement) -> None:
         for a in placement.nodes:
             n = self.node_index[a.node]
@@ -97,8 +113,18 @@ class FreeMap:
     # ------------------------------------------------------------------ fitting
 
     def size_of(self, t: int, *, present: bool = False) -> int:
-        mask = (self.node_type == t) & (self.present if present else self.accepts)
-        return int(self.node_gpus[mask].max()) if mask.any() else 0
+        if self._sizes is None:
+            self._sizes = {}
+        key = (t, present)
+        size = self._sizes.get(key)
+        if size is None:
+            mask = (self.node_type == t) & (self.present if present else self.accepts)
+            size = self._sizes[key] = int(self.node_gpus[mask].max()) if mask.any() else 0
+        return size
+
+    def type_free(self, t: int) -> int:
+        mask = (self.node_type == t) & self.accepts
+        return int(self.free[mask].sum())
 
     def fit_type(self, job: Job, t: int) -> list[tuple[int, int]] | None:
         """Best-fit (node index, gpus) chunks for `job` on gpu_type `t`, or None."""
@@ -122,7 +148,13 @@ class FreeMap:
 
     def fit(self, job: Job, allowed: np.ndarray, speed: np.ndarray) -> tuple[int, list] | None:
         """(gpu_type index, chunks) of the best fit over allowed types, fastest type first."""
-        for t in order_types(allowed, speed):
+        if self._orders is None:
+            self._orders = {}
+        key = (allowed.tobytes(), speed.tobytes())
+        types = self._orders.get(key)
+        if types is None:
+            types = self._orders[key] = order_types(allowed, speed)
+        for t in types:
             chunks = self.fit_type(job, t)
             if chunks is not None:
                 return t, chunks
