@@ -14,10 +14,23 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## demo: validate the demo scenario and run the main job on it
+DEMO_OUT ?= out/demo
+DEMO_START ?= 2026-11-29T12:00:00Z
+DEMO_NOW ?= 2026-11-29T13:00:00Z
+
+## demo: validate the demo scenario, run two scheduling epochs an hour apart on it (no-op runner:
+## nothing is started for real; jobs finish by their expected duration), explain a pending job,
+## and print the ledger report
 demo: $(STAMP)
+	@rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
 	$(BIN)/optalloc validate scenarios/demo.yaml
-	$(BIN)/optalloc ledger report --config scenarios/demo.yaml --demo
+	$(BIN)/optalloc epoch --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db \
+	    --now $(DEMO_START) --out $(DEMO_OUT)/plan-1.json
+	$(BIN)/optalloc epoch --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db \
+	    --now $(DEMO_NOW) --out $(DEMO_OUT)/plan.json
+	$(BIN)/optalloc explain $$($(BIN)/python -c "import json;print(json.load(open('$(DEMO_OUT)/plan.json'))['pending'][0]['job_id'])") \
+	    --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db
+	$(BIN)/optalloc ledger report --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db --now $(DEMO_NOW)
 
 ## test: the whole suite (slow suites included); see test-fast while working
 test: $(STAMP)
