@@ -194,3 +194,55 @@ def test_node_event_for_an_unknown_node_is_a_located_error():
     sc = scenario([TRAIN], events=[NodeEvent(10.0, "nope", NodeState.DOWN)])
     with pytest.raises(OptallocError, match="nope"):
         simulate(sc, make_policy("greedy"))
+
+
+def test_the_simulated_runner_is_a_runner():
+    from optalloc.runners.base import Runner
+    from optalloc.sim.runner import SimulatedRunner
+
+    assert isinstance(SimulatedRunner([]), Runner)
+
+
+class _Broken:
+    """Wraps a policy and breaks its plans in one way, to prove the checks catch it."""
+
+    name = "broken"
+
+    def __init__(self, how):
+        self.inner = make_policy("greedy")
+        self.how = how
+
+    def decide(self, snapshot):
+        from optalloc.types import Preemption, ReasonCode
+
+        plan = self.inner.decide(snapshot)
+        running = [j for j in snapshot.jobs if j.running]
+        if self.how == "preempt-protected" and running:
+            victim = running[0]
+            return dataclasses.replace(
+                plan,
+                placements=tuple(p for p in plan.placements if p.job_id != victim.id),
+                preemptions=plan.preemptions + (Preemption(victim.id, ReasonCode.PREEMPTED_FAIR_SHARE, "x", 0.0),),
+            )
+        if self.how == "double-book" and running and plan.pending:
+            waiting = next(j for j in snapshot.jobs if j.id == plan.pending[0].job_id)
+            pl = dataclasses.replace(running[0].placement, job_id=waiting.id)
+            return dataclasses.replace(plan, placements=plan.placements + (pl,), pending=plan.pending[1:])
+        if self.how == "forget-queued" and plan.pending:
+            return dataclasses.replace(plan, pending=plan.pending[1:])
+        return plan
+
+
+@pytest.mark.parametrize(
+    "how, message",
+    [
+        ("preempt-protected", "protected job train is preempted inside its min_runtime"),
+        ("double-book", "is given to both train and debug"),
+        ("forget-queued", "queued job debug must be either placed or pending, not neither"),
+    ],
+)
+def test_checks_catch_a_policy_that_breaks_the_rules(how, message):
+    from optalloc.sim.invariants import SimulationInvariantError
+
+    with pytest.raises(SimulationInvariantError, match=message):
+        simulate(scenario([TRAIN, DEBUG]), _Broken(how), check=True)

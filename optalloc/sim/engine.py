@@ -379,8 +379,23 @@ class _Simulation:
 
     def _result(self, t_end: float) -> SimResult:
         end = t_end
+        # the cluster's own count of allocated GPU-seconds, runs still open counted to the end
+        ran_s = sum(
+            st.ran_gpu_s for jid, st in self.runner.stats.items() if self.recs[jid].job.allocated
+        ) + sum(
+            (end - start) * job.gpus for job, _, start in self.open.values() if job.allocated and end > start
+        )
         for jid in list(self.open):
             self._close(jid, end)
+        if self.check:
+            cols = self.ledger.columns()
+            alloc = cols["allocated"]
+            charged_s = float(np.sum((cols["gpus"] * (cols["end"] - cols["start"]))[alloc]))
+            if not math.isclose(charged_s, ran_s, rel_tol=1e-9, abs_tol=1e-3):
+                raise SimulationInvariantError(
+                    f"the ledger charged {charged_s / 3600:.6f} GPU-hours but the cluster ran "
+                    f"allocated jobs for {ran_s / 3600:.6f}"
+                )
         # jobs still running at the end keep no end time
         recs = []
         for jid, rec in self.recs.items():

@@ -53,6 +53,7 @@ class JobStats:
     runs: int = 0
     preemptions: int = 0
     lost_gpu_s: float = 0.0
+    ran_gpu_s: float = 0.0  # GPU-seconds of finished runs (the cluster's own count)
     completed: bool = False
 
 
@@ -205,6 +206,7 @@ class SimulatedRunner:
         st = self.stats[jid]
         job = run.job
         elapsed = max(0.0, t - run.start)
+        st.ran_gpu_s += elapsed * job.gpus
         if completed:
             st.remaining = 0.0
             st.completed = True
