@@ -184,7 +184,7 @@ def test_epoch_records_say_what_each_decision_did():
         (3600.0, 1, 1, 1, 1, "heuristic"),  # expiry: train out (grace 0), debug in
         (3900.0, 1, 1, 0, 0, "heuristic"),  # train's requeue is a change: it finds no room
         (5400.0, 1, 0, 1, 0, "heuristic"),  # debug done: train back
-        (9000.0, 0, 0, 0, 0, "heuristic"),  # train done: an empty decision, then the run ends
+        # train done at 9000: nothing waits, so no decision; the run ends
     ]
 
 

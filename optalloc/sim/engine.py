@@ -12,6 +12,7 @@ min-runtime expiries, node state changes and epoch ticks. A decision happens
   one (usage ratios drift with time even when nothing happens);
 * at a submission, at once, when the scenario says `early_solve` (debug jobs start within
   seconds instead of at the next tick);
+* never when no job waits and no node drains (no plan could start or stop anything);
 * never while a grace period runs: a decision wanted then waits for the last stop, so no plan
   is made on GPUs that are still being released.
 
@@ -154,6 +155,7 @@ class _Simulation:
         self.last_decision = -math.inf
         self.decision_wanted_at = math.inf
         self.n_queued = 0  # queued, not running
+        self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
 
     # ------------------------------------------------------------------ main loop
 
@@ -208,6 +210,9 @@ class _Simulation:
             if t >= self.decision_wanted_at:
                 want = True
             self._record_demand(t)
+            if want and not self.n_queued and not self.draining:
+                # nothing waits and no node is draining: no plan can start or stop anything
+                want = self.dirty = False
             if want:
                 quiet = self.runner.quiet_at()
                 if quiet > t:
@@ -325,6 +330,7 @@ class _Simulation:
         self.runner.set_node_state(ev.node, ev.state, now)
         self._handle(self.runner.observe(now).events)
         self._record_capacity(now)
+        self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
         self.dirty = True
 
     # ------------------------------------------------------------------ samples
