@@ -246,3 +246,11 @@ def test_checks_catch_a_policy_that_breaks_the_rules(how, message):
 
     with pytest.raises(SimulationInvariantError, match=message):
         simulate(scenario([TRAIN, DEBUG]), _Broken(how), check=True)
+
+
+def test_the_progress_bar_changes_nothing_but_stderr(capsys):
+    sc = scenario([TRAIN, DEBUG], duration=4 * H)
+    quiet = simulate(sc, make_policy("greedy"))
+    shown = simulate(sc, make_policy("greedy"), progress=True)
+    assert shown.intervals == quiet.intervals and shown.jobs == quiet.jobs
+    assert "simulated hours" in capsys.readouterr().err

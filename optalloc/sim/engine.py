@@ -179,13 +179,13 @@ class _Simulation:
             t_next = min(t_event, next_tick)
             if t_next >= self.end:
                 if bar is not None:
-                    bar.update(self.end - t)
+                    bar.update((self.end - t) / 3600.0)
                 t = self.end
                 self.clock.advance_to(t)
                 self._handle(self.runner.observe(t).events)
                 break
             if bar is not None:
-                bar.update(t_next - t)
+                bar.update((t_next - t) / 3600.0)
             t = t_next
             self.clock.advance_to(t)
             self._handle(self.runner.observe(t).events)
@@ -458,8 +458,8 @@ def _bar(progress: bool, end: float, scenario: str, policy: str):
         return None
     from tqdm import tqdm
 
-    total = end if math.isfinite(end) else None
+    total = end / 3600.0 if math.isfinite(end) else None
     return tqdm(
-        total=total, desc=f"{scenario}/{policy}", unit="sim-s", unit_scale=True, leave=False,
-        mininterval=1.0,
+        total=total, desc=f"{scenario}/{policy}", unit="sim-h", leave=False, mininterval=1.0,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} simulated hours [{elapsed}<{remaining}]",
     )
