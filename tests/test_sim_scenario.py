@@ -198,3 +198,15 @@ def _leaves(node):
         yield node.name
     for c in node.children:
         yield from _leaves(c)
+
+
+def test_a_missing_trace_file_is_reported_at_the_workload(tmp_path):
+    doc = copy.deepcopy(BASE)
+    doc["workload"]["file"] = "missing.csv"
+    p = write(tmp_path, doc)
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p, env={TRACES_ENV: str(tmp_path / "none")})
+    assert err.value.problems == [
+        f"{p}: workload: {tmp_path / 'missing.csv'}: file not found; check the workload's file/cluster/team "
+        f"and {TRACES_ENV}"
+    ]

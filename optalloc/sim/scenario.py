@@ -43,7 +43,14 @@ from optalloc.config.nodes import expand_node_names
 from optalloc.config.problems import MISSING, Loc, Problems, show_list, type_name
 from optalloc.errors import ConfigError
 from optalloc.sim import generate as gen
-from optalloc.sim.traces import RawJobs, philly_teams, read_itp, read_philly, traces_dir
+from optalloc.sim.traces import (
+    RawJobs,
+    philly_teams,
+    read_itp,
+    read_philly,
+    traces_available,
+    traces_dir,
+)
 from optalloc.sim.workload import (
     MappingRules,
     WorkloadSummary,
@@ -528,8 +535,8 @@ def _resolve(name: str, base_dir: Path, env) -> Path:
     p = Path(name).expanduser()
     if p.is_absolute():
         return p
-    if (base_dir / p).exists():
-        return base_dir / p
+    if (base_dir / p).exists() or not traces_available(env):
+        return base_dir / p  # a missing file is reported by the reader
     return traces_dir(env) / p
 
 
