@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
 import numpy as np
@@ -63,8 +65,7 @@ class HighsBackend:
         import highspy
 
         inf = highspy.kHighsInf
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_quiet_highs()
         h.setOptionValue("time_limit", float(settings.time_limit_s))
         h.setOptionValue("mip_rel_gap", float(settings.mip_gap))
         h.setOptionValue("random_seed", 0)
@@ -115,3 +116,23 @@ class HighsBackend:
         if status == "timeout" and x is None:
             return finish(self.name, lm, status, None, None, t0, "time limit, no incumbent")
         return finish(self.name, lm, status, x, bound, t0, h.modelStatusToString(st), relax)
+
+
+def new_quiet_highs():
+    """A `highspy.Highs` that prints nothing. HiGHS writes its copyright banner to the process's
+    stdout (fd 1, from C) while constructing, before any option can be set, which would corrupt
+    `optalloc epoch --json` output and cron mails; fd 1 points at /dev/null for that moment."""
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    h.setOptionValue("output_flag", False)
+    return h
