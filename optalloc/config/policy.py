@@ -9,7 +9,9 @@ from optalloc.config.problems import MISSING, Loc, Problems
 from optalloc.types import Policy, SolverSettings, UsageMode
 
 #: Solver backends a config may name. The one list: optalloc.solve maps each to an implementation.
-SOLVER_BACKENDS = ("highs", "scip", "cpsat", "cbc", "glop-lp")
+# The one list of backend names a config may use; optalloc.solve.BACKENDS must match it
+# (tests/test_backend_names.py). Config cannot import solve (imports point one way).
+SOLVER_BACKENDS = ("highs", "scip", "cpsat", "cbc", "lp", "glop-lp")
 
 USAGE_MODES = tuple(m.value for m in UsageMode)
 
