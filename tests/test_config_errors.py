@@ -385,7 +385,7 @@ CASES = [
     (
         "an unknown solver backend lists the known ones",
         [("policy.solver.backend", "gurobi")],
-        ["t.yaml: policy.solver.backend: unknown solver backend 'gurobi'; use one of: highs, scip, cpsat, cbc, glop-lp"],
+        ["t.yaml: policy.solver.backend: unknown solver backend 'gurobi'; use one of: highs, scip, cpsat, cbc, lp, glop-lp"],
     ),
     (
         "solver threads must be at least one",
