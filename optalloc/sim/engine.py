@@ -188,7 +188,8 @@ class _Simulation:
                 bar.update((t_next - t) / 3600.0)
             t = t_next
             self.clock.advance_to(t)
-            self._handle(self.runner.observe(t).events)
+            if self.runner.next_event_time() <= t:  # observe only when the cluster changed
+                self._handle(self.runner.observe(t).events)
             while ni < len(self.node_events) and self.node_events[ni].time <= t:
                 self._node_event(self.node_events[ni], t)
                 ni += 1
