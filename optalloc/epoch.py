@@ -22,7 +22,7 @@ import numpy as np
 from optalloc.model.build import EpochModel, build_model
 from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
-from optalloc.plan.place import place
+from optalloc.plan.place import as_solution, place
 from optalloc.plan.reasons import floor_violations, got_by_org, pending_reasons, preemptions
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, SolveResult, relative_gap, solve
@@ -108,7 +108,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings):
     else:
         lp = solve(lm, replace(settings, backend=lp_name))
         x_lp = lp.x
-    lp_plan = None
+    lp_plan, start = None, None
     if lp.has_solution:
         t = time.perf_counter()
         placed = place(em, x_lp)
@@ -121,8 +121,11 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings):
                               lm.n_cons, lp.solve_s, msg)
             return res, placed, place_s
         lp_plan = (placed, place_s, obj)
+        start = as_solution(em, placed)  # the MIP starts from it and mostly proves the bound
+        if lm.violation(start) > 1e-6:
+            start = None
     left = max(0.05, settings.time_limit_s - lp.solve_s)
-    mip = solve(lm, replace(settings, time_limit_s=left))
+    mip = solve(lm, replace(settings, time_limit_s=left), start=start)
     bounds = [b for b in (mip.bound, lp.bound if lp.has_solution else None) if b is not None]
     t = time.perf_counter()
     placed = place(em, mip.x, backfill=mip.has_solution)

@@ -201,3 +201,23 @@ def test_all_mip_backends_agree_on_the_optimum_within_their_gaps(snap):
             (name, objs)
         if r.bound is not None:
             assert r.bound >= ref - tol, (name, r.bound, objs)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_a_placed_plan_is_a_feasible_point_of_the_model_with_the_same_objective(snap):
+    """as_solution (the MIP's warm start) maps a placed plan back into the model exactly."""
+    from optalloc.plan.place import as_solution, place
+    from optalloc.plan.reasons import got_by_org
+    from optalloc.solve.highs import HighsBackend
+
+    em = build_model(snap)
+    if em.lm.n_vars == 0:
+        return
+    _, x = HighsBackend().dive(em.lm, SolverSettings(), em.x, rounds=8)
+    placed = place(em, x)
+    sol = as_solution(em, placed)
+    assert em.lm.violation(sol) <= 1e-6
+    assert np.allclose(sol, np.round(sol))
+    expected = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
+    assert abs(em.lm.objective(sol) - expected) <= 1e-6 * max(1.0, abs(expected))

@@ -340,3 +340,34 @@ def _restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, start
                 backfilled[j] = True
                 add_got(j, t)
                 break
+
+
+def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
+    """The placed plan as a point of em.lm (x, k from the plan; z = nodes whole-node gangs
+    took; u = single-node jobs / pieces per (node, size); m = min(floor, got)), so a MIP
+    solver can start from it as its incumbent. Callers check `em.lm.violation` before use:
+    a per-node gang whose last piece is smaller than gpus_per_node uses fewer GPUs than the
+    model counts, which can make this point infeasible."""
+    from optalloc.plan.reasons import got_by_org  # reasons imports this module
+
+    snap, req = em.snap, em.req
+    sol = np.zeros(em.lm.n_vars)
+    sol[em.x] = placed.started
+    sol[em.k] = placed.kept
+    used_whole = np.zeros(len(snap.nodes), bool)
+    count = np.zeros((len(snap.nodes), int(req.type_max_node.max(initial=0)) + 1), np.int64)
+    for c in np.flatnonzero(placed.started):
+        j, t = int(req.cand_job[c]), int(req.cand_type[c])
+        nodes = [snap.node_index[a.node] for a in placed.placements[j].nodes]
+        if req.shape[j, t] == WHOLE:
+            used_whole[nodes] = True
+        else:
+            np.add.at(count, (nodes, int(req.size[j, t])), 1)
+    if len(em.z):
+        sol[em.z] = used_whole[em.z_node]
+    if len(em.u):
+        sol[em.u] = count[em.u_node, em.u_size]
+    if len(em.m):
+        got = got_by_org(em, placed)
+        sol[em.m] = np.minimum(em.floor[em.m_org, em.m_type], got[em.m_org, em.m_type])
+    return sol

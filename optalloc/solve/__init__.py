@@ -39,9 +39,10 @@ def available_backends() -> list[str]:
     return [name for name, b in BACKENDS.items() if b.available()]
 
 
-def solve(lm: LinearModel, settings: SolverSettings) -> SolveResult:
+def solve(lm: LinearModel, settings: SolverSettings, start=None) -> SolveResult:
     """Solve with `settings.backend`; an unknown or unavailable backend is an error result,
-    never an exception (the epoch degrades instead)."""
+    never an exception (the epoch degrades instead). `start`: a feasible point of lm given to
+    backends that take a first incumbent (`warm_start = True`), ignored by the others."""
     backend = BACKENDS.get(settings.backend)
     if backend is None:
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
@@ -51,6 +52,8 @@ def solve(lm: LinearModel, settings: SolverSettings) -> SolveResult:
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
                            message=f"backend {settings.backend!r} is not installed")
     try:
+        if start is not None and getattr(backend, "warm_start", False):
+            return backend.solve(lm, settings, start=start)
         return backend.solve(lm, settings)
     except Exception as err:  # a solver crash must degrade the epoch, not kill cron
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,

@@ -23,11 +23,23 @@ class HighsBackend:
             return False
         return True
 
-    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False) -> SolveResult:
+    warm_start = True  # solve() accepts `start`, a feasible point to begin from
+
+    def solve(
+        self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False,
+        start: np.ndarray | None = None,
+    ) -> SolveResult:
+        """`start`: a feasible integer point handed to HiGHS as its first incumbent (the MIP
+        then mostly proves the bound); ignored when relaxing."""
         import highspy
 
         t0 = time.perf_counter()
         h = self._load(lm, settings, relax)
+        if start is not None and not relax:
+            sol = highspy.HighsSolution()
+            sol.col_value = np.asarray(start, dtype=float)
+            sol.value_valid = True
+            h.setSolution(sol)
         h.run()
         return self._result(h, lm, relax, t0)
 
