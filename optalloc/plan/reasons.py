@@ -32,11 +32,12 @@ from optalloc.types import (
 )
 
 
-def path_ratios(snap: Snapshot, project: int) -> list[dict]:
-    """[{org, usage_ratio, share_weight}] from the top level down to the project."""
+def path_ratios(snap: Snapshot, project: int, W: np.ndarray | None = None) -> list[dict]:
+    """[{org, usage_ratio, share_weight}] from the top level down to the project. `W`: the
+    fair-share weight per org node when the caller has it (Impact.weight), else computed."""
     from optalloc.model.objective.impact import fairshare_weight
 
-    W = fairshare_weight(snap)
+    W = fairshare_weight(snap) if W is None else W
     names = snap.org.path(snap.org.names[project])[1:]
     return [
         {
@@ -126,7 +127,7 @@ def pending_reasons(
         details: dict = {
             "gpus": g,
             "project": job.project,
-            "path": path_ratios(snap, int(proj[j])),
+            "path": path_ratios(snap, int(proj[j]), imp.weight),
             "weight": round(float(W[j]), 6),
             "free_by_type": {snap.type_names[t]: free_t[snap.type_names[t]] for t in types}
             or free_t,
