@@ -68,7 +68,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     return Plan(
         now=snapshot.now,
         placements=tuple(_with_alloc(p, snapshot) for p in kept) + tuple(new),
-        preemptions=preemptions(em, placed, snapshot.policy.grace_s),
+        preemptions=preemptions(em, placed, snapshot.policy.grace_s, got),
         pending=pending_reasons(em, placed, degraded, got),
         floor_violations=floor_violations(em, got),
         report=report,

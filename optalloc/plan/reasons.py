@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.requirements import SHAPE_NAMES
 from optalloc.plan.place import Placed
 from optalloc.snapshot import Snapshot
 from optalloc.types import (
@@ -170,6 +171,26 @@ def _classify(snap, em, placed, j, types, best_w, details, got, entitled):
             + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types)
         )
     p = int(snap.job_project[j])
+    below = [t for t in types if imp.tier[j, t] >= 1.0 and em.floor[p, t] > got[p, t] + 1e-9]
+    if below:
+        # its project is below its floor on a type it may use, and still the job waits: say
+        # what starting it there would displace
+        t = below[0]
+        short = float(em.floor[p, t] - got[p, t])
+        shape = SHAPE_NAMES[int(req.shape[j, t])]
+        details["below_floor"] = {"org": job.project, "gpu_type": tn[t],
+                                  "floor": float(em.floor[p, t]), "got": float(got[p, t])}
+        why = (f"only {short:g} of its {g} GPUs would count toward that floor; the solver "
+               "found no plan (within its gap) that starts it and meets as many floor GPUs, as "
+               "the GPUs it would displace are protected or count toward other floors"
+               if g > short else
+               "the solver found no plan (within its gap) that starts it and meets more floor "
+               "GPUs: the GPUs it would displace are protected or count toward other floors")
+        return ReasonCode.WAITING_FOR_CAPACITY, (
+            f"project {job.project} is below its {tn[t]} floor ({got[p, t]:g} of "
+            f"{em.floor[p, t]:g} GPUs), but this job needs {g} GPUs as a {shape} "
+            f"({fr[tn[t]]['free_gpus']} free): {why}"
+        )
     others_hold = any(q != p for t in types for q, _ in best_w[t][0])
     # at or over its share: the project or an ancestor already holds its entitled GPUs while
     # other projects hold the rest
@@ -216,8 +237,11 @@ def _classify(snap, em, placed, j, types, best_w, details, got, entitled):
     )
 
 
-def preemptions(em: EpochModel, placed: Placed, grace_s: float) -> tuple[Preemption, ...]:
+def preemptions(
+    em: EpochModel, placed: Placed, grace_s: float, got: np.ndarray | None = None
+) -> tuple[Preemption, ...]:
     snap, req, imp = em.snap, em.req, em.imp
+    got = got_by_org(em, placed) if got is None else got
     owner: dict[tuple[str, int], str] = {}
     for p in placed.placements.values():
         for a in p.nodes:
@@ -254,12 +278,41 @@ def preemptions(em: EpochModel, placed: Placed, grace_s: float) -> tuple[Preempt
             msg = "unallocated job yields to allocated demand"
         else:
             code = ReasonCode.PREEMPTED_FAIR_SHARE
-            msg = (f"past its min_runtime; project {job.project} (weight "
-                   f"{imp.job_weight[j]:.3f}) ranks below the jobs that need its GPUs")
+            msg = _fair_share_message(em, got, j, int(req.run_type[i]), need)
         if need:
             msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
         out.append(Preemption(job.id, code, msg, grace_s, need))
     return tuple(out)
+
+
+def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -> str:
+    """Why a running allocated job loses its GPUs. Goals come in the order floors, impact,
+    churn, so when the job's project ends below its floor the message says why that is still
+    the best plan: the projects taking the GPUs are below their floors too (floor GPUs count
+    the same, impact decides), or the job's shape blocks GPUs that meet more floor elsewhere."""
+    snap, imp = em.snap, em.imp
+    job = snap.jobs[j]
+    p, tn = int(snap.job_project[j]), snap.type_names[t]
+    F, g = em.floor[:, t], got[:, t]
+    if not F[p] > g[p] + 1e-9:
+        return (f"past its min_runtime; project {job.project} (weight {imp.job_weight[j]:.3f}) "
+                "ranks below the jobs that need its GPUs")
+    takers = [snap.job_index[k] for k in need if k in snap.job_index]
+    others = sorted({int(snap.job_project[k]) for k in takers} - {p})
+    status = ", ".join(f"{snap.org.names[q]} {g[q]:g}/{F[q]:g}" for q in others)
+    head = (f"past its min_runtime; project {job.project} is below its {tn} floor after this "
+            f"({g[p]:g} of {F[p]:g} GPUs)")
+    if others and all(F[q] > g[q] + 1e-9 for q in others) and all(
+        int(snap.job_project[k]) != p for k in takers
+    ):
+        w = max(float(imp.job_weight[k]) for k in takers)
+        return (f"{head}, and so are the projects that need its GPUs ({status}): a floor GPU "
+                f"counts the same for both, so impact decides (fair-share weight "
+                f"{imp.job_weight[j]:.3f} vs {w:.3f})")
+    shape = SHAPE_NAMES[int(em.req.shape[j, t])]
+    return (f"{head}, yet the solver found no plan that keeps this {int(snap.job_gpus[j])}-GPU "
+            f"{shape} and meets as many floor GPUs in total: its GPUs meet more floor as the "
+            "jobs that take them" + (f" (their floors, got/floor: {status})" if status else ""))
 
 
 def got_by_org(em: EpochModel, placed: Placed) -> np.ndarray:
