@@ -16,6 +16,7 @@ min-runtime expiries, node state changes and epoch ticks. A decision happens
 * never while a grace period runs: a decision wanted then waits for the last stop, so no plan
   is made on GPUs that are still being released.
 
+Jobs enter the queue at their submit time (a scenario job declared running starts queued).
 Every run interval goes to the ledger (usage ratios) and into the SimResult, as do demand and
 capacity samples; `check_conservation` proves the ledger charged exactly what the cluster ran.
 """
@@ -112,11 +113,13 @@ class _Simulation:
         self.policy = policy
         self.check = check
         self.refresh_s = float(refresh_s)
-        cfg = scenario.config
-        self.cfg = cfg
-        pol = cfg.policy
+        # the scenario's epoch and checkpoint interval win; the policies see the same values
+        pol = scenario.config.policy
         self.epoch_s = float(getattr(scenario, "epoch_s", None) or pol.epoch_s)
-        ci = getattr(scenario, "checkpoint_interval_s", None) or pol.checkpoint_interval_s
+        ci = float(getattr(scenario, "checkpoint_interval_s", None) or pol.checkpoint_interval_s)
+        pol = dataclasses.replace(pol, epoch_s=self.epoch_s, checkpoint_interval_s=ci)
+        cfg = dataclasses.replace(scenario.config, policy=pol)
+        self.cfg = cfg
         self.clock = SimClock(0.0)
         self.runner = SimulatedRunner(cfg.nodes, grace_s=pol.grace_s, checkpoint_interval_s=ci)
         tree = OrgTree.build(cfg.org, [g.name for g in cfg.gpu_types])
