@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench clean
+.PHONY: venv demo test test-fast bench bench-sim clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,9 +39,13 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not slurm"
 
-## bench: benchmarks (tables + JSON under bench-results/)
+## bench: ledger and epoch-solver benchmarks (tables + JSON under bench-results/, a few minutes)
 bench: $(STAMP)
 	$(BIN)/optalloc bench --out bench-results
+
+## bench-sim: ITP cluster04 (60 days, 480 GPUs) through greedy and ilp (about 10 minutes)
+bench-sim: $(STAMP)
+	$(BIN)/optalloc bench --suite sim --out bench-results
 
 clean:
 	rm -rf $(VENV) bench-results .pytest_cache .hypothesis

@@ -4,7 +4,6 @@ policy, baseline vs changed budgets or policy keys)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -60,7 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def load(path: str, *, seed: int | None = None, duration: str | None = None):
     """Load a scenario, optionally re-seeded and cut to a shorter horizon."""
     from optalloc.config.load import load_document
-    from optalloc.sim.scenario import load_scenario, scenario_from_parts
+    from optalloc.sim.scenario import load_scenario, scenario_from_parts, with_horizon
 
     if not Path(path).exists():
         raise OptallocError(f"scenario {path!r} does not exist; give a scenario YAML file or directory (see scenarios/)")
@@ -81,13 +80,7 @@ def load(path: str, *, seed: int | None = None, duration: str | None = None):
             raise OptallocError(f"--duration: {err}") from None
         if d <= 0:
             raise OptallocError("--duration must be > 0, e.g. 7d")
-        d = min(d, sc.duration_s)
-        sc = dataclasses.replace(
-            sc,
-            duration_s=d,
-            jobs=tuple(j for j in sc.jobs if j.submit_time < d),
-            node_events=tuple(e for e in sc.node_events if e.time < d),
-        )
+        sc = with_horizon(sc, d)
     return sc
 
 

@@ -601,3 +601,15 @@ def scale_cluster_to_demand_ratio(
         r = run(n)
     best_n, best_r = min(tried, key=lambda x: (not (lo_t <= x[1] <= hi_t), abs(x[1] - mid_t)))
     return ClusterSize(nodes=best_n, gpus=best_n * gpus_per_node, demand_ratio=best_r, tried=tuple(tried))
+
+
+def with_horizon(sc: "Scenario", duration_s: float) -> "Scenario":
+    """The scenario cut to its first `duration_s` seconds (never longer than it was): jobs
+    submitted and node events due later are dropped."""
+    d = min(float(duration_s), sc.duration_s)
+    return replace(
+        sc,
+        duration_s=d,
+        jobs=tuple(j for j in sc.jobs if j.submit_time < d),
+        node_events=tuple(e for e in sc.node_events if e.time < d),
+    )
