@@ -34,6 +34,7 @@ from optalloc.types import (
     Node,
     Plan,
     SolverSettings,
+    UsageMode,
 )
 
 FINAL_STATUS = {
@@ -171,7 +172,9 @@ def run_cycle(
     snap0 = build_snapshot(config, now, jobs=(), nodes=nodes)
     capacity = dict(zip(snap0.type_names, map(int, snap0.capacity_by_type())))
     demand = demand_by_project(queue.values())
-    ledger = store.ledger(config.gpu_types, snap0.org, config.policy)
+    policy = config.policy
+    since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
+    ledger = store.ledger(config.gpu_types, snap0.org, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
     ledger.record_demand(now, demand)
