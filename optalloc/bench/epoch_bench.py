@@ -143,7 +143,7 @@ def sim_rows(seeds: int = SIM_SEEDS, settings: SolverSettings | None = None) -> 
 
 
 def main(argv=None) -> int:
-    from optalloc.cli.bench_cmd import markdown_table
+    from optalloc.bench.table import markdown_table
 
     ap = argparse.ArgumentParser(prog="python -m optalloc.bench.epoch_bench")
     ap.add_argument("--quick", action="store_true")

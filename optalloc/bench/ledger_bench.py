@@ -150,7 +150,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    from optalloc.cli.bench_cmd import markdown_table
+    from optalloc.bench.table import markdown_table
 
     ap = argparse.ArgumentParser(prog="python -m optalloc.bench.ledger_bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -60,7 +60,7 @@ def run(quick: bool = False, policies=("greedy", "ilp"), scenario: str = SCENARI
 
 
 def main() -> None:
-    from optalloc.cli.bench_cmd import markdown_table
+    from optalloc.bench.table import markdown_table
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")

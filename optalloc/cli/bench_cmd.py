@@ -14,6 +14,8 @@ import os
 import platform
 import time
 
+from optalloc.bench.table import markdown_table
+
 SUITES = ("ledger", "epoch", "sim")
 DEFAULT_SUITES = ("ledger", "epoch")
 
@@ -28,23 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     p.set_defaults(func=cmd_bench)
-
-
-def markdown_table(rows: list[dict]) -> str:
-    if not rows:
-        return "(no rows)\n"
-    cols: list[str] = []
-    for r in rows:
-        cols += [c for c in r if c not in cols]
-
-    def cell(v) -> str:
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return "" if v is None else str(v)
-
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    out += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
-    return "\n".join(out) + "\n"
 
 
 def cmd_bench(args) -> int:
