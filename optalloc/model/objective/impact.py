@@ -44,8 +44,11 @@ from optalloc.snapshot import Snapshot
 
 R_MAX = 8.0
 EPS_PRIORITY = 0.01
-EPS_CHURN = 1e-3
-CHURN_HORIZON_S = 24 * 3600.0
+HYSTERESIS = 0.25  # a running job past min_runtime is worth 25% more than a newcomer
+CHURN_MIN_HORIZON_S = 3600.0
+AGING_MIN_TAU_S = 15 * 60.0  # the aging time scale is the job's protection, at least this
+SHORT_MAX = 4.0  # short-job factor sqrt(cap / protection), at most this
+AGING_MAX = 8.0  # the whole aging/short-job factor is capped (numeric range, fairness)
 W_MIN = 2.0**-R_MAX
 FOOTPRINT = 4.0  # safety factor: a gang's node footprint can be ~2x its GPUs; x2 margin
 
@@ -87,6 +90,39 @@ def project_rank(snap: Snapshot) -> np.ndarray:
     return rank
 
 
+def aging_boost(snap: Snapshot) -> np.ndarray:
+    """(J,) factor >= 1 on the value of a queued allocated job: short jobs first, and a job's
+    value grows with its wait (see the module docstring); 1 for running and unallocated jobs."""
+    J = len(snap.jobs)
+    if J == 0:
+        return np.ones(0)
+    cap = float(snap.policy.min_runtime_cap_s)
+    mr = np.fromiter((j.min_runtime_s for j in snap.jobs), dtype=float, count=J)
+    protect = np.minimum(mr, cap) if cap > 0 else mr
+    tau = np.maximum(protect, AGING_MIN_TAU_S)
+    short = np.clip(np.sqrt(np.maximum(cap, tau) / tau), 1.0, SHORT_MAX)
+    wait = np.maximum(snap.now - snap.job_submit, 0.0)
+    boost = np.minimum(short * (1.0 + wait / tau), AGING_MAX)
+    return np.where(snap.job_allocated & ~snap.job_running, boost, 1.0)
+
+
+def per_gpu_factor(snap: Snapshot, rank: np.ndarray, boost: np.ndarray) -> np.ndarray:
+    """(J,) the factor (1 + EPS_PRIORITY * rank) * boost of each job; a running allocated job
+    gets the largest factor of any allocated job of its project, so no queued job of the same
+    project is ever worth more per GPU than a running one (no preemption to start a job of the
+    same project; churn keeps the running one)."""
+    f = (1.0 + EPS_PRIORITY * rank) * boost
+    if not len(f):
+        return f
+    alloc = snap.job_allocated
+    best = np.zeros(snap.org.n)
+    np.maximum.at(best, snap.job_project[alloc], f[alloc])
+    run = alloc & snap.job_running
+    f = f.copy()
+    f[run] = best[snap.job_project[run]]
+    return f
+
+
 @dataclass(frozen=True, eq=False)
 class Impact:
     weight: np.ndarray  # (O,) fair-share weight per org node
@@ -98,6 +134,7 @@ class Impact:
     lost_s: np.ndarray  # (J,) seconds of work a preemption loses (0 for queued)
     eps_unallocated: float
     floor_weight: float
+    boost: np.ndarray | None = None  # (J,) aging/short-job factor (1 for running jobs)
 
 
 def compute_impact(snap: Snapshot) -> Impact:
@@ -105,6 +142,8 @@ def compute_impact(snap: Snapshot) -> Impact:
     W = fairshare_weight(snap)
     jw = W[snap.job_project] if J else np.zeros(0)
     rank = project_rank(snap)
+    boost = aging_boost(snap)
+    factor = per_gpu_factor(snap, rank, boost)
     speed = np.where(snap.job_allowed, snap.job_speed, np.nan)
     s_max = float(np.nanmax(speed)) if J and np.isfinite(speed).any() else 1.0
     s_min = float(np.nanmin(speed)) if J and np.isfinite(speed).any() else 1.0
@@ -116,9 +155,7 @@ def compute_impact(snap: Snapshot) -> Impact:
     eps_u = W_MIN * s_min / (FOOTPRINT * node_max * s_max * prio_max)
     leaf_ent = snap.org.entitlement[snap.job_project] if J else np.zeros((0, T))
     tier = np.where(snap.job_allocated[:, None] & (leaf_ent > 0), 1.0, eps_u)
-    value = (
-        snap.job_gpus[:, None] * snap.job_speed * (jw * (1.0 + EPS_PRIORITY * rank))[:, None] * tier
-    )
+    value = snap.job_gpus[:, None] * snap.job_speed * (jw * factor)[:, None] * tier
     # work lost by a preemption now
     pol = snap.policy
     start = np.array(
@@ -132,11 +169,16 @@ def compute_impact(snap: Snapshot) -> Impact:
     ran = np.maximum(snap.now - start, 0.0)
     since_ckpt = np.where(resumable & (interval > 0), np.mod(ran, np.maximum(interval, 1e-9)), ran)
     lost = np.where(snap.job_running, since_ckpt + pol.restart_overhead_s, 0.0)
-    # tier of the running type (a running job's own tier), else its best allowed tier
-    run_tier = tier.max(axis=1) if T else np.ones(J)
-    churn = EPS_CHURN * snap.job_gpus * jw * run_tier * np.minimum(lost, CHURN_HORIZON_S) / (
-        CHURN_HORIZON_S
-    )
+    # churn: a margin of the job's own value (hysteresis) plus its lost work amortized over the
+    # horizon a replacement would run protected
+    horizon = max(float(pol.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
+    own = (value.max(axis=1) if T else np.zeros(J)) * snap.job_running
+    churn = own * (HYSTERESIS + np.minimum(lost, horizon) / horizon)
+    churn = np.where(snap.job_running, churn, 0.0)
+    # floors must outweigh the best per-GPU coefficient of any start or keep
+    per_gpu = (own + churn) / np.maximum(snap.job_gpus, 1) if J else np.zeros(0)
+    qv = value.max(axis=1) / np.maximum(snap.job_gpus, 1) if J and T else np.zeros(0)
+    best = max(s_max * prio_max, float(per_gpu.max(initial=0.0)), float(qv.max(initial=0.0)))
     return Impact(
         weight=W,
         job_weight=jw,
@@ -146,5 +188,6 @@ def compute_impact(snap: Snapshot) -> Impact:
         churn=churn,
         lost_s=lost,
         eps_unallocated=eps_u,
-        floor_weight=FOOTPRINT * s_max * prio_max,
+        floor_weight=FOOTPRINT * best,
+        boost=boost,
     )
