@@ -89,12 +89,16 @@ BOOSTS = [
      dict(min_runtime_s=8 * H, submit_time=NOW), 1.0),
     ("a batch job that waited one protection period has factor 2",
      dict(min_runtime_s=8 * H, submit_time=NOW - 8 * H), 2.0),
-    ("a debug job just submitted gets the short-job factor 4",
-     dict(min_runtime_s=15 * M, submit_time=NOW), 4.0),
-    ("a debug job that waited 15 minutes reaches the cap 8",
-     dict(min_runtime_s=15 * M, submit_time=NOW - 15 * M), 8.0),
-    ("a 2 h job just submitted gets sqrt(8 h / 2 h) = 2",
-     dict(min_runtime_s=2 * H, submit_time=NOW), 2.0),
+    ("a debug job just submitted gets the short-job factor 2",
+     dict(min_runtime_s=15 * M, submit_time=NOW), 2.0),
+    ("a debug job that waited 15 minutes doubles to 4",
+     dict(min_runtime_s=15 * M, submit_time=NOW - 15 * M), 4.0),
+    ("a debug job that waited an hour stops at 2 x the aging cap 4",
+     dict(min_runtime_s=15 * M, submit_time=NOW - H), 8.0),
+    ("a batch job that waited three days stops at the aging cap 4",
+     dict(min_runtime_s=8 * H, submit_time=NOW - 72 * H), 4.0),
+    ("a 4 h job just submitted gets sqrt(8 h / 4 h)",
+     dict(min_runtime_s=4 * H, submit_time=NOW), 2.0**0.5),
     ("an unallocated job never ages", dict(min_runtime_s=0.0, submit_time=0.0), 1.0),
 ]
 
@@ -113,4 +117,4 @@ def test_a_running_job_is_worth_per_gpu_what_the_best_job_of_its_project_is():
     imp = compute_impact(snap)
     per_gpu = imp.value[:, 0] / snap.job_gpus
     assert per_gpu[0] == pytest.approx(per_gpu[1])
-    assert per_gpu[0] > 3.9 * per_gpu[2]
+    assert per_gpu[0] > 1.9 * per_gpu[2]

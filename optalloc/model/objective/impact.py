@@ -14,24 +14,38 @@ range stays safe for MIP tolerances.
 
 Value of job j on type t (maximized):
 
-    v[j, t] = gpus_j * speed[j, t] * W_project(j) * (1 + EPS_PRIORITY * rank_j) * tier[j, t]
+    v[j, t] = gpus_j * speed[j, t] * W_project(j) * f_j * tier[j, t]
+    f_j     = (1 + EPS_PRIORITY * rank_j) * a_j
 
 rank_j in (0, 1] orders a project's jobs by (priority desc, submit asc), ties equal: declared
-priority only matters inside the project. tier = 1 for allocated jobs of a project with a positive entitlement
-on t; tier = eps_u = W_MIN * s_min / (FOOTPRINT * max_node_gpus * s_max * (1 + EPS_PRIORITY))
-(so one allocated GPU outweighs a whole node of unallocated GPUs, with margin) for
-unallocated jobs and for projects with a
-zero share on t ("zero-share projects get only unallocated leftovers").
+priority only matters inside the project. tier = 1 for allocated jobs of a project with a
+positive entitlement on t; tier = eps_u = W_MIN * s_min / (FOOTPRINT * max_node_gpus * s_max *
+(1 + EPS_PRIORITY)) (one allocated GPU outweighs a whole node of unallocated GPUs, with margin)
+for unallocated jobs and for projects with a zero share on t.
+
+Short jobs and aging (queued allocated jobs; a = 1 otherwise), see aging_boost():
+
+    a_j = s_j * min(1 + wait_j / tau_j, AGING_MAX),   tau_j = max(protection_j, 15 min),
+    s_j = clip(sqrt(min_runtime_cap / tau_j), 1, SHORT_MAX)
+
+A short protection is a small commitment, so a debug job is worth more per GPU from the start
+and starts ahead of its project's batch backlog; every job's value grows with its wait on its
+own time scale, so long-waiting gangs eventually clear whole nodes. A running allocated job gets
+the largest f of its project (per_gpu_factor()): no job is preempted to start one of its own
+project.
 
 Preemption (churn) cost of running job j, paid when it is not kept (a move is a preemption):
 
     lost_j  = (now - last_checkpoint_j) + restart_overhead      (resumable)
               (now - start_j) + restart_overhead                 (not resumable)
-    churn_j = EPS_CHURN * gpus_j * W_j * tier_j * min(lost_j, CHURN_HORIZON) / CHURN_HORIZON
+    churn_j  = EPS_CHURN * v_j * min(lost_j, H) / H,        H = min_runtime_cap (>= 1 h)
+    margin_j = HYSTERESIS + min(lost_j, H) / H
 
-so churn of a job is at most EPS_CHURN (0.1%) of its own impact: impact dominates churn, churn
-only breaks ties. Floors dominate impact: each floor GPU met is worth FLOOR_WEIGHT per GPU,
-more than the best impact of any GPU (see floor_weight()).
+churn only breaks ties in the objective (it keeps the LP relaxation tight, so epochs stay fast);
+the margin is enforced as a hold rule (optalloc.model.constraints.contract.margin_hold): a
+running job past its min_runtime whose project and ancestors are at or below their floors is
+kept unless some queued job is worth more than (1 + margin_j) times its value per GPU. Floors dominate impact and churn: each floor
+GPU met is worth FLOOR_WEIGHT, FOOTPRINT times the largest per-GPU coefficient of any column.
 """
 
 from __future__ import annotations
@@ -44,11 +58,12 @@ from optalloc.snapshot import Snapshot
 
 R_MAX = 8.0
 EPS_PRIORITY = 0.01
-HYSTERESIS = 0.25  # a running job past min_runtime is worth 25% more than a newcomer
+HYSTERESIS = 0.5  # a running job past min_runtime is worth 50% more than a newcomer
+EPS_CHURN = 1e-3  # churn in the objective: tie-breaking only (the margin is a hold rule)
 CHURN_MIN_HORIZON_S = 3600.0
 AGING_MIN_TAU_S = 15 * 60.0  # the aging time scale is the job's protection, at least this
-SHORT_MAX = 4.0  # short-job factor sqrt(cap / protection), at most this
-AGING_MAX = 8.0  # the whole aging/short-job factor is capped (numeric range, fairness)
+SHORT_MAX = 2.0  # short-job factor sqrt(cap / protection), at most this (4 made the LP loose)
+AGING_MAX = 4.0  # the aging factor is capped (numeric range; fair share still decides)
 W_MIN = 2.0**-R_MAX
 FOOTPRINT = 4.0  # safety factor: a gang's node footprint can be ~2x its GPUs; x2 margin
 
@@ -102,7 +117,7 @@ def aging_boost(snap: Snapshot) -> np.ndarray:
     tau = np.maximum(protect, AGING_MIN_TAU_S)
     short = np.clip(np.sqrt(np.maximum(cap, tau) / tau), 1.0, SHORT_MAX)
     wait = np.maximum(snap.now - snap.job_submit, 0.0)
-    boost = np.minimum(short * (1.0 + wait / tau), AGING_MAX)
+    boost = short * np.minimum(1.0 + wait / tau, AGING_MAX)
     return np.where(snap.job_allocated & ~snap.job_running, boost, 1.0)
 
 
@@ -135,6 +150,7 @@ class Impact:
     eps_unallocated: float
     floor_weight: float
     boost: np.ndarray | None = None  # (J,) aging/short-job factor (1 for running jobs)
+    margin: np.ndarray | None = None  # (J,) preemption margin: HYSTERESIS + lost / horizon
 
 
 def compute_impact(snap: Snapshot) -> Impact:
@@ -173,8 +189,8 @@ def compute_impact(snap: Snapshot) -> Impact:
     # horizon a replacement would run protected
     horizon = max(float(pol.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     own = (value.max(axis=1) if T else np.zeros(J)) * snap.job_running
-    churn = own * (HYSTERESIS + np.minimum(lost, horizon) / horizon)
-    churn = np.where(snap.job_running, churn, 0.0)
+    margin = np.where(snap.job_running, HYSTERESIS + np.minimum(lost, horizon) / horizon, 0.0)
+    churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
     # floors must outweigh the best per-GPU coefficient of any start or keep
     per_gpu = (own + churn) / np.maximum(snap.job_gpus, 1) if J else np.zeros(0)
     qv = value.max(axis=1) / np.maximum(snap.job_gpus, 1) if J and T else np.zeros(0)
@@ -190,4 +206,5 @@ def compute_impact(snap: Snapshot) -> Impact:
         eps_unallocated=eps_u,
         floor_weight=FOOTPRINT * best,
         boost=boost,
+        margin=margin,
     )
