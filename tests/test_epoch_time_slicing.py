@@ -64,6 +64,17 @@ def cases() -> list[Case]:
                     snapshot(nodes_of(2, 8), org, jobs, now=NOW, usage={"A": 1.5, "B": 0.1}),
                     {"A-prot": 4, "B-prot": 4, "B-q": 8},
                     preempted={"A-run": ("PreemptedForFairShare", ("B-q",))}))
+    # B has a lower weight than A, so no impact gain, but B is below its floor (4 of 8 GPUs)
+    jobs = [running("A-prot", "A", "h100", [("n00", range(4))], start=NOW - 10 * M),
+            running("A-run", "A", "h100", [("n00", range(4, 8))], start=NOW - 5 * H,
+                    min_runtime_s=2 * H),
+            Job("B-q", "B", 4, min_runtime_s=8 * H, submit_time=NOW)]
+    out.append(Case("a job past its min_runtime above its floor is preempted for a project "
+                    "below its floor even without an impact gain",
+                    snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs, now=NOW,
+                             usage={"A": 0.5, "B": 2.0}),
+                    {"A-prot": 4, "B-q": 4},
+                    preempted={"A-run": ("PreemptedForFairShare", ("B-q",))}))
     # A's own queued job has a higher priority and waited long; A-run is past min_runtime
     jobs = [running("A-run", "A", "h100", [("n00", range(8))], start=NOW - 5 * H,
                     min_runtime_s=2 * H),
