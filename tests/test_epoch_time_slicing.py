@@ -82,6 +82,24 @@ def cases() -> list[Case]:
     out.append(Case("a running job is never preempted to start a job of its own project",
                     snapshot(nodes_of(1, 8), flat_org({"A": 1}), jobs, now=NOW),
                     {"A-run": 8}, pending={"A-urgent": "WaitingForCapacity"}))
+    # unallocated work (min_runtime 0): A used far more than B, so B's jobs weigh more
+    org = flat_org({"A": 1, "B": 1})
+    usage = {"A": 1.5, "B": 0.0}
+    base = [running("A-prot", "A", "h100", [("n00", range(4))], start=NOW - 10 * M),
+            running("A-unalloc", "A", "h100", [("n00", range(4, 8))], start=NOW - H,
+                    min_runtime_s=0.0)]
+    jobs = base + [Job("B-unalloc", "B", 4, min_runtime_s=0.0, submit_time=NOW - H)]
+    out.append(Case("a queued unallocated job never preempts a running unallocated one, "
+                    "even of a project that used more",
+                    snapshot(nodes_of(1, 8), org, jobs, now=NOW, usage=usage),
+                    {"A-prot": 4, "A-unalloc": 4}, pending={"B-unalloc": "UnallocatedYields"}))
+    jobs = base + [Job("B-unalloc", "B", 2, min_runtime_s=0.0, submit_time=NOW - H),
+                   Job("B-q", "B", 4, min_runtime_s=8 * H, submit_time=NOW)]
+    out.append(Case("a running unallocated job yields its GPUs to a queued allocated job",
+                    snapshot(nodes_of(1, 8), org, jobs, now=NOW, usage=usage),
+                    {"A-prot": 4, "B-q": 4},
+                    preempted={"A-unalloc": ("PreemptedUnallocated", ("B-q",))},
+                    pending={"B-unalloc": "UnallocatedYields"}))
     return out
 
 

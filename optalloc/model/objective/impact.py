@@ -138,6 +138,24 @@ def per_gpu_factor(snap: Snapshot, rank: np.ndarray, boost: np.ndarray) -> np.nd
     return f
 
 
+def keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier: np.ndarray) -> np.ndarray:
+    """(J, T) value with every running low-tier job (unallocated, or a zero share on the type)
+    worth per GPU at least what the best queued low-tier job allowed on that type is: a queued
+    unallocated job never preempts a running one (it only fills idle GPUs, as the published
+    system says), whatever their projects' fair-share weights. Only allocated demand displaces
+    unallocated work; churn breaks the remaining per-GPU ties in favour of the running job.
+    The raised values stay inside the range eps_unallocated was sized for (the best low-tier
+    per-GPU value of the epoch), so one allocated GPU still outweighs a node of them."""
+    low = tier < 1.0
+    if not value.size or not low.any():
+        return value
+    g = np.maximum(snap.job_gpus, 1).astype(float)[:, None]
+    queued = (~snap.job_running)[:, None] & snap.job_allowed & low
+    best = np.where(queued, value / g, 0.0).max(axis=0)  # (T,) best queued low-tier per GPU
+    run = snap.job_running[:, None] & low
+    return np.where(run, np.maximum(value, best[None, :] * g), value)
+
+
 @dataclass(frozen=True, eq=False)
 class Impact:
     weight: np.ndarray  # (O,) fair-share weight per org node
@@ -172,6 +190,7 @@ def compute_impact(snap: Snapshot) -> Impact:
     leaf_ent = snap.org.entitlement[snap.job_project] if J else np.zeros((0, T))
     tier = np.where(snap.job_allocated[:, None] & (leaf_ent > 0), 1.0, eps_u)
     value = snap.job_gpus[:, None] * snap.job_speed * (jw * factor)[:, None] * tier
+    value = keep_low_tier_running(snap, value, tier)
     # work lost by a preemption now
     pol = snap.policy
     start = np.array(
