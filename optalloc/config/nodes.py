@@ -78,38 +78,45 @@ NODE_KEYS = ("name", "gpu_type", "gpus", "state")
 NODE_STATES = tuple(s.value for s in NodeState)
 
 
-def parse_gpu_types(pieces: Sequence[Piece], problems: Problems) -> tuple[GpuType, ...]:
-    out: list[GpuType] = []
-    first_seen: dict[str, Loc] = {}
+def _entries(pieces: Sequence[Piece], section: str, problems: Problems, what: str, example: str):
+    """(location, mapping) of every well-formed entry of a list section across the config's
+    files; malformed lists and entries are recorded as problems and skipped."""
     for piece in pieces:
-        loc0 = Loc(piece.source, "gpu_types")
-        items = problems.sequence(piece.value, loc0, "a list of gpu types")
+        loc0 = Loc(piece.source, section)
+        items = problems.sequence(piece.value, loc0, what)
         if items is MISSING:
             continue
         for i, item in enumerate(items):
             loc = loc0.idx(i)
-            d = problems.mapping(item, loc, "a mapping like {name: h100, billing_weight: 1.0}")
-            if d is MISSING:
-                continue
-            problems.known_keys(d, loc, GPU_TYPE_KEYS, required=("name",))
-            name = problems.string(d["name"], loc.key("name")) if "name" in d else MISSING
-            weight = (
-                problems.number(d["billing_weight"], loc.key("billing_weight"), positive=True)
-                if "billing_weight" in d
-                else 1.0
+            d = problems.mapping(item, loc, example)
+            if d is not MISSING:
+                yield loc, d
+
+
+def parse_gpu_types(pieces: Sequence[Piece], problems: Problems) -> tuple[GpuType, ...]:
+    out: list[GpuType] = []
+    first_seen: dict[str, Loc] = {}
+    for loc, d in _entries(pieces, "gpu_types", problems, "a list of gpu types",
+                           "a mapping like {name: h100, billing_weight: 1.0}"):
+        problems.known_keys(d, loc, GPU_TYPE_KEYS, required=("name",))
+        name = problems.string(d["name"], loc.key("name")) if "name" in d else MISSING
+        weight = (
+            problems.number(d["billing_weight"], loc.key("billing_weight"), positive=True)
+            if "billing_weight" in d
+            else 1.0
+        )
+        if name is MISSING:
+            continue
+        if name in first_seen:
+            problems.add(
+                loc.key("name"),
+                f"duplicate gpu_type {name!r} (first defined at {first_seen[name]})",
+                "give each gpu_type a unique name",
             )
-            if name is MISSING:
-                continue
-            if name in first_seen:
-                problems.add(
-                    loc.key("name"),
-                    f"duplicate gpu_type {name!r} (first defined at {first_seen[name]})",
-                    "give each gpu_type a unique name",
-                )
-                continue
-            first_seen[name] = loc
-            # a bad weight is recorded; the name still counts so references to it are checked
-            out.append(GpuType(name=name, billing_weight=1.0 if weight is MISSING else weight))
+            continue
+        first_seen[name] = loc
+        # a bad weight is recorded; the name still counts so references to it are checked
+        out.append(GpuType(name=name, billing_weight=1.0 if weight is MISSING else weight))
     return tuple(out)
 
 
@@ -119,67 +126,59 @@ def parse_nodes(
     """Nodes with compact names expanded. `gpu_types` are the known type names."""
     out: list[Node] = []
     first_seen: dict[str, Loc] = {}
-    for piece in pieces:
-        loc0 = Loc(piece.source, "nodes")
-        items = problems.sequence(piece.value, loc0, "a list of nodes")
-        if items is MISSING:
-            continue
-        for i, item in enumerate(items):
-            loc = loc0.idx(i)
-            d = problems.mapping(item, loc, "a mapping like {name: h100-[001-128], gpu_type: h100, gpus: 8}")
-            if d is MISSING:
-                continue
-            problems.known_keys(d, loc, NODE_KEYS, required=("name", "gpu_type", "gpus"))
-            names: list[str] | Any = MISSING
-            if "name" in d:
-                raw = problems.string(d["name"], loc.key("name"))
-                if raw is not MISSING:
-                    try:
-                        names = expand_node_names(raw)
-                    except ValueError as err:
-                        problems.add(loc.key("name"), str(err))
-            gtype: Any = MISSING
-            if "gpu_type" in d:
-                gtype = problems.string(d["gpu_type"], loc.key("gpu_type"))
-                if gtype is not MISSING and gtype not in gpu_types:
-                    near = closest(gtype, gpu_types)
-                    hint = f"did you mean {near!r}? " if near else ""
-                    problems.add(
-                        loc.key("gpu_type"),
-                        f"unknown gpu_type {gtype!r}",
-                        f"{hint}use one of the gpu_types: {show_list(gpu_types)}, or add it to gpu_types",
-                    )
-                    gtype = MISSING
-            gpus: Any = MISSING
-            if "gpus" in d:
-                gpus = problems.integer(d["gpus"], loc.key("gpus"))
-                if gpus is not MISSING and gpus <= 0:
-                    problems.add(
-                        loc.key("gpus"),
-                        f"a node must have at least 1 GPU, got {gpus}",
-                        "give its GPU count, or remove the node (use state: down for a dead one)",
-                    )
-                    gpus = MISSING
-            state: Any = NodeState.UP
-            if "state" in d:
-                s = problems.choice(d["state"], loc.key("state"), NODE_STATES, "node state")
-                state = MISSING if s is MISSING else NodeState(s)
-            if names is MISSING:
-                continue
-            dups: dict[str, list[str]] = {}
-            for name in names:
-                if name in first_seen:
-                    dups.setdefault(str(first_seen[name]), []).append(name)
-                    continue
-                first_seen[name] = loc
-                if gtype is not MISSING and gpus is not MISSING:
-                    st = NodeState.UP if state is MISSING else state
-                    out.append(Node(name=name, gpu_type=gtype, gpus=gpus, state=st))
-            for where, dup in dups.items():
-                what = "duplicate node name" + ("s " if len(dup) > 1 else " ")
+    for loc, d in _entries(pieces, "nodes", problems, "a list of nodes",
+                           "a mapping like {name: h100-[001-128], gpu_type: h100, gpus: 8}"):
+        problems.known_keys(d, loc, NODE_KEYS, required=("name", "gpu_type", "gpus"))
+        names: list[str] | Any = MISSING
+        if "name" in d:
+            raw = problems.string(d["name"], loc.key("name"))
+            if raw is not MISSING:
+                try:
+                    names = expand_node_names(raw)
+                except ValueError as err:
+                    problems.add(loc.key("name"), str(err))
+        gtype: Any = MISSING
+        if "gpu_type" in d:
+            gtype = problems.string(d["gpu_type"], loc.key("gpu_type"))
+            if gtype is not MISSING and gtype not in gpu_types:
+                near = closest(gtype, gpu_types)
+                hint = f"did you mean {near!r}? " if near else ""
                 problems.add(
-                    loc.key("name"),
-                    f"{what}{show_list(dup, 4)} (also defined at {where})",
-                    "each node name must appear once after range expansion",
+                    loc.key("gpu_type"),
+                    f"unknown gpu_type {gtype!r}",
+                    f"{hint}use one of the gpu_types: {show_list(gpu_types)}, or add it to gpu_types",
                 )
+                gtype = MISSING
+        gpus: Any = MISSING
+        if "gpus" in d:
+            gpus = problems.integer(d["gpus"], loc.key("gpus"))
+            if gpus is not MISSING and gpus <= 0:
+                problems.add(
+                    loc.key("gpus"),
+                    f"a node must have at least 1 GPU, got {gpus}",
+                    "give its GPU count, or remove the node (use state: down for a dead one)",
+                )
+                gpus = MISSING
+        state: Any = NodeState.UP
+        if "state" in d:
+            s = problems.choice(d["state"], loc.key("state"), NODE_STATES, "node state")
+            state = MISSING if s is MISSING else NodeState(s)
+        if names is MISSING:
+            continue
+        dups: dict[str, list[str]] = {}
+        for name in names:
+            if name in first_seen:
+                dups.setdefault(str(first_seen[name]), []).append(name)
+                continue
+            first_seen[name] = loc
+            if gtype is not MISSING and gpus is not MISSING:
+                st = NodeState.UP if state is MISSING else state
+                out.append(Node(name=name, gpu_type=gtype, gpus=gpus, state=st))
+        for where, dup in dups.items():
+            what = "duplicate node name" + ("s " if len(dup) > 1 else " ")
+            problems.add(
+                loc.key("name"),
+                f"{what}{show_list(dup, 4)} (also defined at {where})",
+                "each node name must appear once after range expansion",
+            )
     return tuple(out)
