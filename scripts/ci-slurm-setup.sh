@@ -14,5 +14,12 @@ if [ "$(id -u)" != 0 ]; then
     exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq slurm-wlm munge
+# a mirror hiccup should not fail CI: three tries, then fail loudly (the slurm suite is required)
+for try in 1 2 3; do
+    if apt-get update -qq && apt-get install -y -qq slurm-wlm munge; then
+        exit 0
+    fi
+    echo "ci-slurm-setup: apt-get failed (try $try of 3)" >&2
+    sleep $((try * 10))
+done
+exit 1
