@@ -106,6 +106,15 @@ class _Transitions:
                 self.finished.append((job, FINAL_STATUS[ev.kind], ev.time, ev.message))
                 del self.queue[job.id]
 
+    def record(self, store) -> None:
+        """Write the closed intervals, ended jobs and events (inside the caller's transaction)."""
+        store.record_intervals(self.intervals)
+        for job, status, t, msg in self.finished:
+            store.upsert_job(job)  # a config job may end before the DB ever stored it
+            store.finish_job(job.id, status, t, msg)
+        for ev in self.events:
+            store.record_event(ev.time, ev.job_id, ev.kind.value, ev.message)
+
 
 def gather_queue(config: Config, store, discovered: Iterable[Job] = ()) -> dict[str, Job]:
     """Phase 1: the DB's live jobs plus jobs the DB has never seen (by id): the config's, and
@@ -197,14 +206,9 @@ def run_cycle(
         "nodes": [to_dict(n) for n in nodes],
     }
     with store.transaction():
-        store.record_intervals(tr.intervals)
-        for job, status, t, msg in tr.finished:
-            store.upsert_job(job)  # a config job may end before the DB ever stored it
-            store.finish_job(job.id, status, t, msg)
+        tr.record(store)
         for job in queue.values():
             store.upsert_job(job)
-        for ev in tr.events:
-            store.record_event(ev.time, ev.job_id, ev.kind.value, ev.message)
         store.record_capacity(now, capacity)
         store.record_demand(now, demand)
         store.record_epoch(
@@ -233,14 +237,9 @@ def run_cycle(
             if job_id in queue:
                 store.upsert_job(queue[job_id])
                 store.record_event(now, job_id, EventKind.STARTED.value, "placed by plan")
-        store.record_intervals(tr2.intervals)
-        for job, status, t, msg in tr2.finished:
-            store.upsert_job(job)
-            store.finish_job(job.id, status, t, msg)
-        for ev in tr2.events:
-            if ev.job_id in queue:
-                store.upsert_job(queue[ev.job_id])
-            store.record_event(ev.time, ev.job_id, ev.kind.value, ev.message)
+        for job_id in {ev.job_id for ev in tr2.events} & queue.keys():  # requeued at apply
+            store.upsert_job(queue[job_id])
+        tr2.record(store)
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
     return CycleResult(
