@@ -4,15 +4,23 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-fast bench bench-sim clean
+.PHONY: venv lock demo test test-fast bench bench-sim clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+## lock: re-resolve pyproject.toml's dependency ranges (extras test + cluster) in a fresh venv and
+## pin the result in requirements.lock; commit it with the reason for the refresh
+lock:
+	rm -rf .lock-venv && $(PY) -m venv .lock-venv
+	.lock-venv/bin/pip install -q --upgrade setuptools wheel '.[test,cluster]'
+	{ sed -n '1,2p' requirements.lock; .lock-venv/bin/pip freeze --all --exclude-editable | grep -v -E '^(optalloc|pip)=='; } > requirements.lock.new
+	mv requirements.lock.new requirements.lock && rm -rf .lock-venv
 
 DEMO_OUT ?= out/demo
 DEMO_START ?= 2026-11-29T12:00:00Z
