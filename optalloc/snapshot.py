@@ -11,10 +11,12 @@ Coordinates: jobs `j` (order of `jobs`), gpu_types `t` (order of `gpu_types`), n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Mapping, Sequence
 
 import numpy as np
 
+from optalloc.contract import protection_s
 from optalloc.org import OrgTree
 from optalloc.types import Config, GpuType, Job, JobState, Node, NodeState, Policy
 
@@ -33,6 +35,7 @@ class Snapshot:
     node_gpus: np.ndarray  # (N,) int GPUs on the node
     node_up: np.ndarray  # (N,) bool: accepts new placements (state up)
     node_present: np.ndarray  # (N,) bool: not down (running jobs may stay on drain)
+    node_drain: np.ndarray  # (N,) bool: state drain (takes nothing new; its jobs leave)
     # --- jobs
     job_gpus: np.ndarray  # (J,) int
     job_project: np.ndarray  # (J,) int index into org.names (a leaf)
@@ -40,7 +43,13 @@ class Snapshot:
     job_speed: np.ndarray  # (J, T) float speedup per type (1.0 default)
     job_running: np.ndarray  # (J,) bool
     job_allocated: np.ndarray  # (J,) bool (min_runtime > 0)
-    job_protected: np.ndarray  # (J,) bool running, allocated, inside its min_runtime
+    job_tier1: np.ndarray  # (J, T) bool: allocated work on t (min_runtime > 0, project share > 0)
+    job_run_type: np.ndarray  # (J,) int type of a running job's placement (-1: none/unknown)
+    job_protected: np.ndarray  # (J,) bool running as allocated work, inside its protection
+    job_protect_end: np.ndarray  # (J,) float end of the run's protection (nan: none)
+    job_on_drain: np.ndarray  # (J,) bool running with a GPU on a drain node
+    job_gpn: np.ndarray  # (J,) int gpus_per_node (0: not given)
+    job_min_runtime: np.ndarray  # (J,) float seconds
     job_priority: np.ndarray  # (J,) int
     job_submit: np.ndarray  # (J,) float
     job_index: Mapping[str, int]
@@ -58,10 +67,13 @@ class Snapshot:
         ).astype(np.int64)
 
     def protected_until(self, job: Job) -> float | None:
-        """End of the job's protected minimum runtime, or None if it has none."""
-        if not job.running or not job.allocated or job.start_time is None:
+        """End of the job's protected minimum runtime, or None if it has none (not running,
+        unallocated, or running on a type where its project has no share)."""
+        k = self.job_index.get(job.id)
+        if k is None or not job.running:
             return None
-        return job.start_time + min(job.min_runtime_s, self.policy.min_runtime_cap_s)
+        end = float(self.job_protect_end[k])
+        return None if np.isnan(end) else end
 
 
 def build_snapshot(
@@ -107,18 +119,41 @@ def build_snapshot(
             job_speed[k, tidx[g]] = float(s)
     job_running = np.fromiter((j.state is JobState.RUNNING for j in jobs), dtype=bool, count=J)
     job_allocated = np.fromiter((j.min_runtime_s > 0 for j in jobs), dtype=bool, count=J)
+    job_tier1 = job_allocated[:, None] & (org.entitlement[job_project] > 0)
+    node_index = {n.name: k for k, n in enumerate(nodes)}
+    node_drain = np.fromiter((n.state is NodeState.DRAIN for n in nodes), dtype=bool,
+                             count=len(nodes))
+    run_type = np.full(J, -1, dtype=np.int64)
+    on_drain = np.zeros(J, dtype=bool)
+    for k in np.flatnonzero(job_running):
+        pl = jobs[k].placement
+        if pl is None:
+            continue
+        run_type[k] = tidx.get(pl.gpu_type, -1)
+        on_drain[k] = any(node_drain[node_index[a.node]] for a in pl.nodes if a.node in node_index)
     cap = policy.min_runtime_cap_s
-    job_protected = np.fromiter(
-        (
-            j.state is JobState.RUNNING
-            and j.min_runtime_s > 0
-            and j.start_time is not None
-            and now < j.start_time + min(j.min_runtime_s, cap)
-            for j in jobs
-        ),
-        dtype=bool,
-        count=J,
+    min_rt = np.fromiter((j.min_runtime_s for j in jobs), dtype=np.float64, count=J)
+    start = np.fromiter(
+        (j.start_time if j.start_time is not None else np.nan for j in jobs), np.float64, J
     )
+    runs_tier1 = job_running & (run_type >= 0) & np.isfinite(start)
+    runs_tier1[runs_tier1] = job_tier1[runs_tier1, run_type[runs_tier1]]
+    protect_end = np.where(runs_tier1, start + protection_s(min_rt, cap), np.nan)
+    job_protected = runs_tier1 & (now < protect_end)
+    arrays = dict(
+        usage_ratio=ratio, node_type=node_type, node_gpus=node_gpus, node_up=node_up,
+        node_present=node_present, node_drain=node_drain, job_gpus=job_gpus,
+        job_project=job_project, job_allowed=job_allowed, job_speed=job_speed,
+        job_running=job_running, job_allocated=job_allocated, job_tier1=job_tier1,
+        job_run_type=run_type, job_protected=job_protected, job_protect_end=protect_end,
+        job_on_drain=on_drain,
+        job_gpn=np.fromiter((j.gpus_per_node or 0 for j in jobs), dtype=np.int64, count=J),
+        job_min_runtime=min_rt,
+        job_priority=np.fromiter((j.priority for j in jobs), dtype=np.int64, count=J),
+        job_submit=np.fromiter((j.submit_time for j in jobs), dtype=np.float64, count=J),
+    )
+    for a in arrays.values():
+        a.setflags(write=False)  # the snapshot is read-only: policies never write into it
     return Snapshot(
         now=float(now),
         policy=policy,
@@ -126,20 +161,7 @@ def build_snapshot(
         nodes=nodes,
         org=org,
         jobs=jobs,
-        usage_ratio=ratio,
-        node_type=node_type,
-        node_gpus=node_gpus,
-        node_up=node_up,
-        node_present=node_present,
-        job_gpus=job_gpus,
-        job_project=job_project,
-        job_allowed=job_allowed,
-        job_speed=job_speed,
-        job_running=job_running,
-        job_allocated=job_allocated,
-        job_protected=job_protected,
-        job_priority=np.fromiter((j.priority for j in jobs), dtype=np.int64, count=J),
-        job_submit=np.fromiter((j.submit_time for j in jobs), dtype=np.float64, count=J),
-        job_index={j.id: k for k, j in enumerate(jobs)},
-        node_index={n.name: k for k, n in enumerate(nodes)},
+        job_index=MappingProxyType({j.id: k for k, j in enumerate(jobs)}),
+        node_index=MappingProxyType(node_index),
+        **arrays,
     )

@@ -1,0 +1,61 @@
+"""The gang-shape rule: how a job's GPUs spread over nodes. One rule, used by validation, the
+epoch model and the baselines (models/formulation.md, "Shapes").
+
+For a job of `g` GPUs with optional `gpus_per_node` p, on a gpu_type whose largest node has
+`S` GPUs:
+
+* **single-node** (SMALL): p >= g, or no p and g <= S. One node holds all g GPUs.
+* **whole-node gang** (WHOLE): no p and g > S, or p == S. `g // S` whole nodes of size S,
+  plus, when S does not divide g, one more distinct node holding the remainder `g % S` (a
+  20-GPU job on 8-GPU nodes is 8 + 8 + 4 on three nodes; the remainder node stays usable by
+  others for its other GPUs).
+* **per-node gang** (PIECES): p < S and p < g. `g / p` distinct nodes with p GPUs each; p must
+  divide g.
+
+A shape is *valid* on a type when every chunk fits a node of that type (size <= S) and, with
+p, p divides g. Vectorized over jobs x types; `chunks` is the scalar form.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SMALL, WHOLE, PIECES = 0, 1, 2
+SHAPE_NAMES = ("single-node", "whole-node gang", "per-node gang")
+
+
+def shapes(gpus, gpus_per_node, node_size) -> tuple[np.ndarray, ...]:
+    """(shape, size, pieces, rem, valid), each (J, T).
+
+    gpus (J,) int; gpus_per_node (J,) int, 0 = not given; node_size (T,) largest node per type
+    (0: no node). size = GPUs per full piece (SMALL: g), pieces = number of full pieces,
+    rem = GPUs of the extra remainder piece of a WHOLE gang (0 if none)."""
+    g = np.asarray(gpus, dtype=np.int64)[:, None]
+    p = np.asarray(gpus_per_node, dtype=np.int64)[:, None]
+    S = np.asarray(node_size, dtype=np.int64)[None, :]
+    has_p = p > 0
+    single = np.where(has_p, p >= g, g <= S)
+    whole = ~single & np.where(has_p, p == S, True)
+    shape = np.where(single, SMALL, np.where(whole, WHOLE, PIECES))
+    size = np.where(single, g, np.where(whole, S, p))
+    safe = np.maximum(size, 1)
+    pieces = np.where(single, 1, g // safe)
+    rem = np.where(whole, g % safe, 0)
+    divides = ~has_p | single | (g % np.maximum(p, 1) == 0)
+    valid = (g > 0) & (S > 0) & (size >= 1) & (size <= S) & divides
+    return shape, size, pieces, rem, valid
+
+
+def chunks(gpus: int, gpus_per_node: int | None, node_size: int) -> list[int] | None:
+    """GPUs per node for one job on nodes of `node_size` GPUs, largest chunk first; None when
+    the shape is not valid there."""
+    shape, size, pieces, rem, valid = shapes([gpus], [gpus_per_node or 0], [node_size])
+    if not valid[0, 0]:
+        return None
+    out = [int(size[0, 0])] * int(pieces[0, 0])
+    return out + ([int(rem[0, 0])] if rem[0, 0] else [])
+
+
+def nodes_needed(shape, pieces, rem) -> np.ndarray:
+    """Distinct nodes a shape occupies."""
+    return np.asarray(pieces) + (np.asarray(rem) > 0)
