@@ -23,40 +23,40 @@ ROWS
  L r17
 COLUMNS
     MARKER 'MARKER' 'INTORG'
-    x0 obj 50.464449176719
+    x0 obj 24.499999999999996
     x0 r2 2.0
     x0 r13 -16.0
     x0 r14 -16.0
-    x1 obj 88.17832697330891
+    x1 obj 14.8
     x1 r7 -1.0
     x1 r17 -8.0
-    x2 obj 24.332303281046926
+    x2 obj 4.866666666666665
     x2 r0 1.0
     x2 r4 -1.0
     x2 r16 -4.0
-    x3 obj 36.498454921570385
+    x3 obj 7.299999999999999
     x3 r0 1.0
     x3 r6 -1.0
     x3 r17 -4.0
-    x4 obj 3.517024275716341
+    x4 obj 2.5
     x4 r1 1.0
     x4 r3 -1.0
     x4 r13 -2.0
     x4 r15 -2.0
-    x5 obj 3.517024275716341
+    x5 obj 2.5
     x5 r1 1.0
     x5 r5 -1.0
-    x6 obj 7.034561450806224
+    x6 obj 6.300459375000001
     x6 r8 4.0
     x6 r13 -4.0
     x6 r15 -4.0
-    x7 obj 14.06824364554352
+    x7 obj 12.600131250000002
     x7 r9 8.0
     x7 r13 -8.0
     x7 r15 -8.0
-    x8 obj 0.000106418467603759
+    x8 obj 0.06944603587962964
     x8 r10 4.0
-    x9 obj 48.988469720860124
+    x9 obj 15.00015625
     x9 r17 -8.0
     x10 r2 -1.0
     x10 r8 8.0
@@ -88,16 +88,22 @@ COLUMNS
     x23 r12 4.0
     x24 r7 1.0
     x24 r12 8.0
-    x25 obj 44.089163486654456
+    x25 obj 97.5
     x25 r13 1.0
-    x26 obj 44.089163486654456
-    x26 r14 1.0
-    x27 obj 44.089163486654456
-    x27 r15 1.0
-    x28 obj 44.089163486654456
-    x28 r16 1.0
-    x29 obj 44.089163486654456
-    x29 r17 1.0
+    x26 obj 15.0
+    x26 r13 1.0
+    x27 obj 97.5
+    x27 r14 1.0
+    x28 obj 7.5
+    x28 r14 1.0
+    x29 obj 97.5
+    x29 r15 1.0
+    x30 obj 97.5
+    x30 r16 1.0
+    x31 obj 97.5
+    x31 r17 1.0
+    x32 obj 15.0
+    x32 r17 1.0
     MARKER 'MARKER' 'INTEND'
 RHS
     rhs r0 1.0
@@ -117,7 +123,7 @@ BOUNDS
  FX bnd x6 1.0
  UP bnd x7 1.0
  UP bnd x8 1.0
- UP bnd x9 1.0
+ FX bnd x9 0.0
  UP bnd x10 1.0
  UP bnd x11 1.0
  UP bnd x12 1.0
@@ -134,8 +140,11 @@ BOUNDS
  UP bnd x23 2.0
  UP bnd x24 1.0
  UP bnd x25 21.0
- UP bnd x26 10.0
+ UP bnd x26 1.0
  UP bnd x27 10.0
- UP bnd x28 3.0
- UP bnd x29 2.0
+ UP bnd x28 6.0
+ UP bnd x29 6.0
+ UP bnd x30 2.0
+ UP bnd x31 2.0
+ UP bnd x32 3.0
 ENDATA

@@ -13,6 +13,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from optalloc.types import (
+    DrainStatus,
     FloorViolation,
     Job,
     JobState,
@@ -111,6 +112,17 @@ def plan_from_dict(d: Mapping[str, Any]) -> Plan:
             for p in d.get("pending", ())
         ),
         floor_violations=tuple(FloorViolation(**f) for f in d.get("floor_violations", ())),
-        report=None if rep is None else SolveReport(**rep),
+        report=None if rep is None else SolveReport(**{
+            k: v for k, v in rep.items() if k in SolveReport.__dataclass_fields__}),
         degraded=d.get("degraded"),
+        drains=tuple(
+            DrainStatus(
+                node=str(s["node"]),
+                staying=tuple(s.get("staying") or ()),
+                leaving=tuple(s.get("leaving") or ()),
+                empty_at=None if s.get("empty_at") is None else float(s["empty_at"]),
+                ready=bool(s.get("ready", False)),
+            )
+            for s in d.get("drains", ())
+        ),
     )

@@ -1,33 +1,59 @@
 """One scheduling epoch, as a pure function of a Snapshot: `run_epoch(snapshot) -> Plan`.
 
 Numbered phases (Kueue style):
-  1. requirements  shapes of every job on every gpu_type, candidates, running holds, weights
-  2. build         the epoch ILP as arrays (optalloc.model; math in models/formulation.md)
-  3. solve         one backend from optalloc.solve (settings.backend)
+  1. requirements  shapes of every job on every gpu_type, candidates, running holds
+  2. build         floors and fair-share targets, the epoch ILP as arrays (optalloc.model;
+                   math in models/formulation.md)
+  3. solve         candidate plans, each placed (phase 4) and scored on the model's objective:
+                   3a the LP relaxation (its optimum is the LP bound), dived and rounded;
+                   3b the greedy baseline's plan (the published system's ranked pass): the
+                      optimizer never returns a plan worse than it on the objective;
+                   3c the MIP of settings.backend, warm-started from the best so far, when that
+                      is not within mip_gap of the bound; a warm start answered unchanged while
+                      its bound says better is retried without the start
   4. place         solution -> nodes and GPU indices, repair, restore + backfill
-  5. reasons       preemptions, pending reasons, floor violations, the solve report
+  5. reasons       preemptions, pending reasons, floor violations, drain progress, the report
 
-Never raises on solver trouble: infeasible / timeout / error keep the best incumbent if there
-is one, else every running job that may stay keeps its GPUs and nothing new starts; either way
-`plan.degraded` says why and pending jobs carry SolverDegraded.
+Honest status: `optimal` only when the *placed* plan is within mip_gap of a true bound (the
+tighter of the LP optimum and the MIP's dual bound); otherwise `feasible` (or the solver's
+timeout / infeasible / error). Never raises on solver trouble: infeasible / timeout / error keep
+the best plan found, else every running job that may stay keeps its GPUs and nothing new
+starts; either way `plan.degraded` says why and pending jobs carry SolverDegraded.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from optalloc.model.build import EpochModel, build_model
 from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
-from optalloc.plan.place import as_solution, place
-from optalloc.plan.reasons import floor_violations, got_by_org, pending_reasons, preemptions
+from optalloc.plan.drain import drain_status
+from optalloc.plan.incumbent import greedy_placed
+from optalloc.plan.place import Placed, as_solution, got_by_org, place
+from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
 from optalloc.snapshot import Snapshot
-from optalloc.solve import BACKENDS, SolveResult, relative_gap, solve
-from optalloc.solve.highs import HighsBackend
+from optalloc.solve import BACKENDS, relative_gap, relax_and_dive, solve
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
+
+
+@dataclass
+class Outcome:
+    """The plan phase 3 settled on, with what is known about its quality."""
+
+    placed: Placed
+    objective: float
+    source: str  # lp-rounded | greedy | mip | fallback | empty
+    backend: str
+    status: str
+    bound: float | None = None
+    solve_s: float = 0.0
+    place_s: float = 0.0
+    message: str = ""
+    model_point: bool = True  # the placed plan satisfies every row of the model
 
 
 def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Plan:
@@ -39,29 +65,21 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     # 2. build
     em = build_model(snapshot, req, imp)
     build_s = time.perf_counter() - t0
-    # 3. solve + 4. place (3a: LP relaxation, rounded and placed; 3b: the MIP if 3a is not
-    #    certified within the gap)
-    res, placed, place_s = _solve_and_place(em, settings)
+    # 3. solve + 4. place
+    out = _solve_and_place(em, settings)
     degraded = None
-    if res.status not in ("optimal", "feasible"):
-        what = "best incumbent kept" if res.has_solution else "running jobs kept, nothing new"
-        degraded = f"{res.backend}: {res.status} ({res.message}); {what}"
+    if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
+        degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"
+    elif out.status in ("infeasible", "error"):
+        degraded = f"{out.backend}: {out.status} ({out.message}); best plan found kept"
     # 5. reasons and report
+    placed = out.placed
     got = got_by_org(em, placed)
-    objective = em.plan_objective(placed.started, placed.kept, got)
-    bound = res.bound
+    gap = _gap(out.objective, out.bound)
     report = SolveReport(
-        backend=res.backend,
-        status=res.status,
-        objective=objective,
-        bound=bound,
-        gap=None if bound is None else (relative_gap(objective, bound) if bound > objective else 0.0),
-        n_vars=em.lm.n_vars,
-        n_cons=em.lm.n_cons,
-        build_s=build_s,
-        solve_s=res.solve_s,
-        place_s=place_s,
-        message=res.message,
+        backend=out.backend, status=out.status, objective=out.objective, bound=out.bound,
+        gap=gap, n_vars=em.lm.n_vars, n_cons=em.lm.n_cons, build_s=build_s,
+        solve_s=out.solve_s, place_s=out.place_s, message=out.message, source=out.source,
     )
     kept = [snapshot.jobs[j].placement for j in req.run_job[placed.kept]]
     new = [placed.placements[j] for j in sorted(placed.placements)]
@@ -73,73 +91,123 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         floor_violations=floor_violations(em, got),
         report=report,
         degraded=degraded,
+        drains=drain_status(em, placed),
     )
 
 
 def _with_alloc(p: Placement, snap: Snapshot) -> Placement:
-    alloc = bool(snap.job_allocated[snap.job_index[p.job_id]])
+    """A kept placement says whether its run is charged: allocated work on that type."""
+    t = snap.type_names.index(p.gpu_type)
+    alloc = bool(snap.job_tier1[snap.job_index[p.job_id], t])
     return p if p.allocated == alloc else Placement(p.job_id, p.gpu_type, p.nodes, alloc)
 
 
-def _solve_and_place(em: EpochModel, settings: SolverSettings):
-    """Phases 3 and 4.
+def _gap(objective: float | None, bound: float | None) -> float | None:
+    if bound is None or objective is None:
+        return None
+    return relative_gap(objective, bound) if bound > objective else 0.0
 
-    3a. Solve the LP relaxation (HiGHS), round it (x >= 0.5) and place + backfill. The placed
-        plan is an integer point of the model, the LP optimum an upper bound: when the plan is
-        within settings.mip_gap of it, the plan is certified and the MIP is skipped.
-    3b. Otherwise solve the MIP with settings.backend, place its incumbent, and report the
-        tighter of the MIP and LP bounds. An LP backend (`lp`, `glop-lp`) stops after 3a.
-    Returns (SolveResult with the bound used, Placed, place seconds)."""
+
+def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
+    t = time.perf_counter()
+    placed = place(em, x, backfill=x is not None)
+    place_s = time.perf_counter() - t
+    return _scored(em, placed, source, place_s=place_s, **kw)
+
+
+def _scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
+    obj = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
+    point = em.lm.violation(as_solution(em, placed)) <= 1e-6 if em.lm.n_vars else True
+    return Outcome(placed, obj, source, model_point=point, **kw)
+
+
+def _best(plans: list[Outcome]) -> Outcome:
+    """The highest objective; among equals, a plan that is a point of the model."""
+    return max(plans, key=lambda o: (o.objective, o.model_point))
+
+
+def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
     lm = em.lm
+    name = settings.backend
     if lm.n_vars == 0:  # nothing to decide: an empty model is trivially optimal
-        x = np.zeros(0)
-        res = SolveResult(settings.backend, "optimal", x, lm.objective(x), lm.objective(x),
-                          0, lm.n_cons, 0.0, "empty model")
-        t = time.perf_counter()
-        return res, place(em, x), time.perf_counter() - t
-    backend = BACKENDS.get(settings.backend)
+        out = _placed_outcome(em, np.zeros(0), "empty", backend=name, status="optimal",
+                              message="empty model")
+        out.bound = out.objective
+        return out
+    backend = BACKENDS.get(name)
     if backend is None or not backend.available():
         res = solve(lm, settings)  # the error result naming the problem
-        t = time.perf_counter()
-        return res, place(em, None, backfill=False), time.perf_counter() - t
-    lp_name = settings.backend if getattr(backend, "relaxation", False) else "lp"
-    if lp_name == "lp":  # HiGHS: LP diving (the bound is the first LP's optimum)
-        lp, x_lp = HighsBackend().dive(lm, settings, em.x, rounds=8)
-    else:
-        lp = solve(lm, replace(settings, backend=lp_name))
-        x_lp = lp.x
-    lp_plan, start = None, None
-    if lp.has_solution:
-        t = time.perf_counter()
-        placed = place(em, x_lp)
-        place_s = time.perf_counter() - t
-        obj = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
-        gap = relative_gap(obj, lp.bound)
-        if lp_name == settings.backend or (gap is not None and gap <= settings.mip_gap):
-            msg = f"LP relaxation rounded and placed; certified within {gap:.2e} of the LP bound"
-            res = SolveResult(settings.backend, "optimal", lp.x, obj, lp.bound, lm.n_vars,
-                              lm.n_cons, lp.solve_s, msg)
-            return res, placed, place_s
-        lp_plan = (placed, place_s, obj)
-        start = as_solution(em, placed)  # the MIP starts from it and mostly proves the bound
-        if lm.violation(start) > 1e-6:
-            start = None
-    left = max(0.05, settings.time_limit_s - lp.solve_s)
-    mip = solve(lm, replace(settings, time_limit_s=left), start=start)
-    bounds = [b for b in (mip.bound, lp.bound if lp.has_solution else None) if b is not None]
+        return _placed_outcome(em, None, "fallback", backend=name, status="error",
+                               message=res.message)
+    # 3a. the LP relaxation: its optimum is the bound, its dived point rounds to a plan
+    lp, x_lp = relax_and_dive(lm, settings, em.x, rounds=8)
+    plans: list[Outcome] = []
+    if lp.has_solution and x_lp is not None:
+        plans.append(_placed_outcome(em, x_lp, "lp-rounded", backend=name, status="feasible",
+                                     message="LP relaxation rounded and placed"))
+    bound = lp.bound if lp.has_solution else None
+    solve_s = lp.solve_s
+    # 3b. the greedy baseline's plan, scored on the same objective
     t = time.perf_counter()
-    placed = place(em, mip.x, backfill=mip.has_solution)
-    place_s = time.perf_counter() - t
-    x, msg = mip.x, mip.message
-    if lp_plan is not None:  # the rounded LP plan is an incumbent too: keep the better one
-        obj = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
-        if not mip.has_solution or lp_plan[2] > obj:
-            placed, place_s = lp_plan[0], lp_plan[1] + place_s
-            x, msg = lp.x, f"{msg}; the rounded LP plan was better"
-    res = SolveResult(mip.backend, mip.status, x, mip.objective,
-                      min(bounds) if bounds else None, lm.n_vars, lm.n_cons,
-                      lp.solve_s + mip.solve_s, msg)
-    return res, placed, place_s
+    g = greedy_placed(em)
+    if g is not None:
+        plans.append(_scored(em, g, "greedy", backend=name, status="feasible",
+                             place_s=time.perf_counter() - t,
+                             message="the greedy baseline's plan"))
+    if not plans:
+        return _placed_outcome(em, None, "fallback", backend=name, status=lp.status,
+                               message=lp.message)
+    best = _best(plans)
+    place_s = sum(p.place_s for p in plans)
+    gap = _gap(best.objective, bound)
+    if backend.relaxation or (gap is not None and gap <= settings.mip_gap):
+        return _final(best, name, bound, settings, solve_s, place_s, lp.status)
+    # 3c. the MIP, from the best plan so far
+    start = as_solution(em, best.placed) if best.model_point else None
+    left = max(0.05, settings.time_limit_s - solve_s)
+    mip = solve(lm, replace(settings, time_limit_s=left), start=start)
+    solve_s += mip.solve_s
+    note = ""
+    if start is not None and mip.has_solution and np.allclose(mip.x, start, atol=1e-6):
+        tb = min(b for b in (mip.bound, bound) if b is not None) if (mip.bound or bound) else None
+        if tb is not None and (_gap(mip.objective, tb) or 0.0) > settings.mip_gap:
+            # the start came back unchanged while a bound says better: do not trust it
+            left = max(0.05, settings.time_limit_s - solve_s)
+            again = solve(lm, replace(settings, time_limit_s=left))
+            solve_s += again.solve_s
+            note = "; the warm start came back unchanged, solved again without it"
+            if again.has_solution or again.bound is not None:
+                mip = again
+    if mip.bound is not None:
+        bound = mip.bound if bound is None else min(bound, mip.bound)
+    if mip.has_solution:
+        cand = _placed_outcome(em, mip.x, "mip", backend=name, status=mip.status,
+                               message=mip.message)
+        place_s += cand.place_s
+        plans.append(cand)
+    best = _best(plans)
+    msg = f"{mip.status} ({mip.message}){note}"
+    return _final(best, name, bound, settings, solve_s, place_s, mip.status, msg)
+
+
+def _final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver_status,
+           solver_msg: str = "") -> Outcome:
+    """Status from the placed plan's real gap: optimal only within mip_gap of a true bound."""
+    gap = _gap(best.objective, bound)
+    if gap is not None and gap <= settings.mip_gap:
+        status = "optimal"
+    elif solver_status in ("timeout", "infeasible", "error"):
+        status = solver_status
+    else:
+        status = "feasible"
+    parts = [best.message]
+    if gap is not None:
+        parts.append(f"gap {gap:.2e} to the bound" + ("" if best.model_point else
+                                                     "; the placed plan leaves the model"))
+    if solver_msg:
+        parts.append(f"solver: {solver_msg}")
+    return replace(best, backend=backend, status=status, bound=bound, solve_s=solve_s,
+                   place_s=place_s, message="; ".join(parts))
 
 
 __all__ = ["run_epoch"]

@@ -201,6 +201,19 @@ class FloorViolation:
 
 
 @dataclass(frozen=True)
+class DrainStatus:
+    """Progress of one drain node after a plan: it takes nothing new, and each job on it leaves
+    as soon as its protection ends (unallocated work at once). `ready` when nothing runs there
+    any more: the node can go to repair."""
+
+    node: str
+    staying: tuple[str, ...] = ()  # protected jobs still on it after this plan
+    leaving: tuple[str, ...] = ()  # jobs preempted off it by this plan (gone after the grace)
+    empty_at: float | None = None  # when it will be empty (latest protection end, or now+grace)
+    ready: bool = False  # empty now: ready for repair
+
+
+@dataclass(frozen=True)
 class SolveReport:
     backend: str
     status: str  # optimal | feasible | infeasible | timeout | error | skipped
@@ -213,6 +226,7 @@ class SolveReport:
     solve_s: float = 0.0
     place_s: float = 0.0
     message: str = ""
+    source: str = ""  # which candidate plan won: lp-rounded | mip | greedy | fallback
 
 
 @dataclass(frozen=True)
@@ -228,6 +242,7 @@ class Plan:
     floor_violations: tuple[FloorViolation, ...] = ()
     report: SolveReport | None = None
     degraded: str | None = None  # why the plan is a fallback, if it is
+    drains: tuple[DrainStatus, ...] = ()  # every drain node's progress
 
 
 # --------------------------------------------------------------------------- config and ledger

@@ -126,7 +126,7 @@ def cases() -> list[Case]:
                     snapshot(nodes_of(4, 8), flat_org({"A": 9, "B": 1}), jobs,
                              usage={"B": 3.0}),
                     {"A": 32},
-                    preempted={"B-run": ("PreemptedForFairShare", ("A00", "A01"))},
+                    preempted={"B-run": ("PreemptedForFairShare", ("A02", "A03"))},
                     pending={}))
     # gang all-or-nothing: 20 GPUs free but only one whole node
     r1 = running("R1", "B", "h100", [("n00", [0, 1])], start=9.9 * H)
@@ -135,13 +135,18 @@ def cases() -> list[Case]:
     out.append(Case("a gang that has the GPUs but not the whole nodes waits, whole",
                     snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs),
                     {"A": 4, "B": 4}, pending={"G": "GangDoesNotFit"}))
-    # drain: running jobs stay, nothing new lands there
-    d_run = running("D1", "A", "h100", [("d00", range(4))], start=9 * H)
+    # drain: a protected job stays until its protection ends, nothing new lands there
+    d_run = running("D1", "A", "h100", [("d00", range(4))], start=9.5 * H)
     nodes = nodes_of(1, 8) + nodes_of(1, 8, prefix="d", state=NodeState.DRAIN)
     jobs = [d_run] + queued("A", 3, 4, prefix="Q")
-    out.append(Case("a drained node keeps its running job and gets nothing new",
+    out.append(Case("a drained node keeps its protected job and gets nothing new",
                     snapshot(nodes, flat_org({"A": 1}), jobs),
                     {"A": 12}, pending={"Q02": "WaitingForCapacity"}))
+    d_old = running("D1", "A", "h100", [("d00", range(4))], start=9 * H)
+    out.append(Case("a drained node's job leaves once its protection has ended",
+                    snapshot(nodes, flat_org({"A": 1}), [d_old] + queued("A", 3, 4, prefix="Q")),
+                    {"A": 8}, preempted={"D1": ("PreemptedNodeDrain", ())},
+                    pending={"Q02": "WaitingForCapacity"}))
     nodes = nodes_of(1, 8) + nodes_of(1, 8, gpu_type="b200", prefix="d", state=NodeState.DRAIN)
     jobs = [Job("B1", "A", 4, gpu_types=("b200",), min_runtime_s=H)]
     out.append(Case("a job whose only type is draining says so",

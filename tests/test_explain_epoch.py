@@ -22,7 +22,7 @@ def _two_level_snapshot():
     return snapshot(nodes_of(4, 8), org, jobs, usage={"P": 1.5, "A": 0.5, "B": 2.0, "Q": 0.2})
 
 
-def test_a_pending_job_gets_its_path_ratios_weight_and_the_changes_that_would_start_it():
+def test_a_pending_job_gets_its_path_ratios_targets_and_the_changes_that_would_start_it():
     snap = _two_level_snapshot()
     plan = run_epoch(snap)
     d = explain(snap, plan, "A02")
@@ -30,14 +30,15 @@ def test_a_pending_job_gets_its_path_ratios_weight_and_the_changes_that_would_st
     assert d["code"] == "OverShare"
     assert [(lvl["org"], lvl["usage_ratio"]) for lvl in d["rank_inputs"]["path"]] == [
         ("P", 1.5), ("A", 0.5)]
-    # R = 1.5 + 0.5/2 = 1.75 -> weight 2^-1.75
-    assert d["rank_inputs"]["compound_ratio"] == pytest.approx(1.75)
-    assert d["rank_inputs"]["fairshare_weight"] == pytest.approx(2 ** -1.75)
-    assert any("usage ratio must fall below" in c or "holds its entitled GPUs" in c
-               for c in d["changes"])
+    # Fair Tree: Q (0.2) before P (1.5); inside P, A (0.5) before B (2.0): A ranks 2nd of 3
+    assert (d["rank_inputs"]["fair_tree_rank"], d["rank_inputs"]["projects"]) == (2, 3)
+    assert d["details"]["targets"]["h100"] == [
+        {"org": "P", "got": 16.0, "target": 16.0, "floor": 16.0},
+        {"org": "A", "got": 8.0, "target": 8.0, "floor": 8.0}]
+    assert any("P's h100 fair-share target must grow by 8 GPUs" in c for c in d["changes"])
     assert any("GPUs of h100 must free up" in c for c in d["changes"])
     text = format_explanation(d)
-    assert "OverShare" in text and "P: usage ratio 1.500" in text
+    assert "OverShare" in text and "P: usage ratio 1.500 (h100: holds 16 of target 16)" in text
 
 
 def test_a_gang_that_does_not_fit_says_how_many_whole_nodes_must_free_up():

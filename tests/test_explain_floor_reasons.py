@@ -54,10 +54,10 @@ CASES = [
               Job("b-gang", "B", 16, gpus_per_node=8, min_runtime_s=H, submit_time=1.0)),
         usage={"A": 1.0, "B": 0.5},
         preempted={"a-gang": (
-            "past its min_runtime; project A is below its h100 floor after this (8 of 12 GPUs), "
-            "yet the solver found no plan that keeps this 16-GPU whole-node gang and meets as "
-            "many floor GPUs in total: its GPUs meet more floor as the jobs that take them "
-            "(their floors, got/floor: B 16/12) (b-gang)")},
+            "past its protection; A holds 8 h100 GPUs, its fair-share target this epoch is 8 "
+            "(floor 12, entitled 12.0, usage ratio 1.00); it stays below its floor (8 of 12) "
+            "because this 16-GPU whole-node gang cannot shrink and its GPUs meet more of the "
+            "other projects' floors; its GPUs go to B (16 of its 16-GPU target) (b-gang)")},
         started={f"a-small-{i}" for i in range(8)} | {"b-gang"},
         violations=(FloorViolation("A", "h100", 12.0, 8.0),),
         pending={},
@@ -73,10 +73,9 @@ CASES = [
         violations=(FloorViolation("A", "h100", 12.0, 8.0),),
         pending={"a-gang": (
             ReasonCode.WAITING_FOR_CAPACITY,
-            "project A is below its h100 floor (8 of 12 GPUs), but this job needs 16 GPUs as a "
-            "whole-node gang (0 free): only 4 of its 16 GPUs would count toward that floor; the "
-            "solver found no plan (within its gap) that starts it and meets as many floor GPUs, "
-            "as the GPUs it would displace are protected or count toward other floors")},
+            "A is below its h100 floor (8 of 12 GPUs) and this job needs 16 more: 0 h100 GPUs "
+            "are protected, 0 free; the rest hold their own floors and targets: B (16 of "
+            "target 16)")},
     ),
 ]
 

@@ -6,23 +6,29 @@ import numpy as np
 import pytest
 
 from optalloc.model.build import build_model
-from optalloc.model.objective.impact import compute_impact, fairshare_weight, project_rank
+from optalloc.model.objective.impact import compute_impact
+from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import PIECES, SMALL, WHOLE, compute_requirements
 from optalloc.types import Job, NodeState, OrgNode
 from test_epoch_toy import H, flat_org, nodes_of, running, snapshot
 
 SHAPES = [
-    # (name, job kwargs, expected (shape, size, pieces, fits) on an 8-GPU-node type)
-    ("a job that fits one node is single-node", dict(gpus=6), (SMALL, 6, 1, True)),
-    ("a multi-node job takes whole nodes", dict(gpus=16), (WHOLE, 8, 2, True)),
-    ("an uneven multi-node job rounds up to whole nodes", dict(gpus=12), (WHOLE, 8, 2, True)),
+    # (name, job kwargs, expected (shape, size, pieces, rem, fits) on an 8-GPU-node type)
+    ("a job that fits one node is single-node", dict(gpus=6), (SMALL, 6, 1, 0, True)),
+    ("a multi-node job takes whole nodes", dict(gpus=16), (WHOLE, 8, 2, 0, True)),
+    ("an uneven multi-node job takes whole nodes and a remainder node",
+     dict(gpus=12), (WHOLE, 8, 1, 4, True)),
     ("gpus_per_node below the node size packs pieces", dict(gpus=8, gpus_per_node=4),
-     (PIECES, 4, 2, True)),
+     (PIECES, 4, 2, 0, True)),
     ("gpus_per_node equal to the job is single-node", dict(gpus=4, gpus_per_node=4),
-     (SMALL, 4, 1, True)),
-    ("a gang larger than the up nodes does not fit", dict(gpus=40), (WHOLE, 8, 5, False)),
+     (SMALL, 4, 1, 0, True)),
+    ("a gang larger than the up nodes does not fit", dict(gpus=40), (WHOLE, 8, 5, 0, False)),
+    ("a remainder needs one more node than the whole ones", dict(gpus=28),
+     (WHOLE, 8, 3, 4, True)),
     ("gpus_per_node above the node size does not fit", dict(gpus=16, gpus_per_node=16),
-     (SMALL, 16, 1, False)),
+     (SMALL, 16, 1, 0, False)),
+    ("gpus_per_node that does not divide the job does not fit", dict(gpus=6, gpus_per_node=4),
+     (PIECES, 4, 1, 0, False)),
 ]
 
 
@@ -31,7 +37,7 @@ def test_job_shapes(name, kw, expect):
     snap = snapshot(nodes_of(4, 8), flat_org({"A": 1}), [Job("j", "A", min_runtime_s=H, **kw)])
     req = compute_requirements(snap)
     got = (int(req.shape[0, 0]), int(req.size[0, 0]), int(req.pieces[0, 0]),
-           bool(req.fits[0, 0]))
+           int(req.rem[0, 0]), bool(req.fits[0, 0]))
     assert got == expect
 
 
@@ -47,38 +53,39 @@ def test_jobs_on_down_nodes_are_displaced_and_may_start_elsewhere():
 
 def test_constraint_families_are_named_by_domain():
     jobs = [Job("g", "A", 16, min_runtime_s=H), Job("s", "B", 2, min_runtime_s=H),
-            Job("t", "B", 4, min_runtime_s=H),
+            Job("t", "B", 4, min_runtime_s=H), Job("p", "B", 8, gpus_per_node=4, min_runtime_s=H),
             running("r", "A", "h100", [("n00", range(4))], start=9.9 * H)]
     em = build_model(snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs))
     labels = [lab for lab, _, _ in em.lm.row_blocks]
-    assert labels == ["gang[h100]", "pack[h100,2]", "pack[h100,4]", "capacity[h100]",
-                      "floor[A,h100]", "floor[B,h100]"]
-    assert {k: b - a for k, (a, b) in em.lm.var_blocks.items()} == {
-        "x": 3, "k": 1, "z": 3, "u": 6, "m": 2}
+    assert labels == ["gang[h100]", "pack[h100,2]", "pack[h100,4]", "pieces", "capacity[h100]",
+                      "share[A,h100]", "share[B,h100]", "order"]
+    sizes = {k: b - a for k, (a, b) in em.lm.var_blocks.items()}
+    assert sizes == {"x": 4, "k": 1, "z": 3, "u": 6, "y": 3, "m": sizes["m"]}
     assert em.lm.integer.all()
     # the protected running job must stay
     assert em.lm.lb[em.k].tolist() == [1.0]
+    # B's order: the 2-GPU job ahead of the 4-GPU one of the same shape must start first
+    assert list(zip(em.prec_a.tolist(), em.prec_b.tolist())) == [(1, 2)]
 
 
-def test_fairshare_weight_halves_the_exponent_each_level_down():
+def test_fair_tree_rank_compares_siblings_level_by_level():
     org = OrgNode("root", children=(
         OrgNode("P", children=(OrgNode("A"), OrgNode("B"))), OrgNode("C")))
     snap = snapshot(nodes_of(1, 8), org, [], usage={"P": 1.0, "A": 2.0, "B": 0.0, "C": 20.0})
-    W = fairshare_weight(snap)
+    rank = fair_tree_rank(snap)
     idx = snap.org.index
-    assert W[idx["P"]] == pytest.approx(0.5)
-    assert W[idx["A"]] == pytest.approx(2 ** -(1.0 + 2.0 / 2))
-    assert W[idx["B"]] == pytest.approx(0.5)
-    assert W[idx["C"]] == pytest.approx(2 ** -8)  # capped
+    # P (1.0) before C (20.0); inside P, B (0.0) before A (2.0)
+    assert [rank[idx[n]] for n in ("B", "A", "C")] == [0, 1, 2]
 
 
-def test_rank_orders_by_priority_then_submit_and_ties_share_a_rank():
+def test_a_projects_order_is_priority_then_running_then_submit():
     jobs = [Job("a", "A", 1, priority=0, submit_time=5.0), Job("b", "A", 1, priority=2),
             Job("c", "A", 1, priority=0, submit_time=1.0), Job("d", "A", 1, priority=0,
                                                                  submit_time=1.0),
-            Job("e", "B", 1)]
+            Job("e", "B", 1),
+            running("r", "A", "h100", [("n00", [0])], start=0.0)]
     snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs)
-    assert project_rank(snap).tolist() == [0.25, 1.0, 0.75, 0.75, 1.0]
+    assert project_order(snap).tolist() == [4, 0, 2, 3, 0, 1]
 
 
 def test_unallocated_value_never_outweighs_one_allocated_gpu_per_node():

@@ -12,7 +12,7 @@ import pytest
 from optalloc.sim.invariants import check_plan
 from optalloc.sim.policies import make_policy
 from optalloc.sim.policies.greedy import greedy_order, project_rank
-from optalloc.sim.policies.placement import gang_shape
+from optalloc.plan.freemap import gang_shape
 from optalloc.snapshot import build_snapshot
 from optalloc.types import (
     Config,

@@ -12,14 +12,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optalloc.model.constraints.capacity import define_node_capacity, define_packing
+from optalloc.model.constraints.capacity import define_node_capacity, define_packing, define_pieces
 from optalloc.model.constraints.contract import define_decisions, define_one_choice
-from optalloc.model.constraints.floors import define_floors
+from optalloc.model.constraints.fairshare import define_shares, met_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
+from optalloc.model.constraints.precedence import define_precedence
 from optalloc.model.context import BuildContext
 from optalloc.model.matrix import LinearModel
 from optalloc.model.objective.impact import Impact, compute_impact
 from optalloc.model.requirements import Requirements, compute_requirements
+from optalloc.model.targets import Targets, compute_targets
 from optalloc.snapshot import Snapshot
 
 #: The model, in build order. Each adds one block of variables and/or one constraint family.
@@ -28,8 +30,10 @@ DEFINES = (
     define_one_choice,  # one_choice[job]                              -- contract.py
     define_whole_node_gangs,  # z, gang[t]                             -- gang.py
     define_packing,  # u, pack[t,s]                                    -- capacity.py
+    define_pieces,  # y, pieces (per-node gangs on distinct nodes)     -- capacity.py
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
-    define_floors,  # m, floor[o,t]                                    -- floors.py
+    define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
+    define_precedence,  # order (a project's own order)                -- precedence.py
 )
 
 
@@ -38,6 +42,7 @@ class EpochModel:
     snap: Snapshot
     req: Requirements
     imp: Impact
+    tg: Targets
     lm: LinearModel
     x: np.ndarray
     k: np.ndarray
@@ -46,25 +51,38 @@ class EpochModel:
     u: np.ndarray
     u_node: np.ndarray
     u_size: np.ndarray
+    y: np.ndarray
+    y_cand: np.ndarray
+    y_node: np.ndarray
     m: np.ndarray
     m_org: np.ndarray
     m_type: np.ndarray
-    floor: np.ndarray  # (O, T)
-    demand: np.ndarray  # (O, T)
+    m_seg: np.ndarray
+    prec_a: np.ndarray
+    prec_b: np.ndarray
     build_s: float
+
+    @property
+    def floor(self) -> np.ndarray:
+        return self.tg.floor
+
+    @property
+    def target(self) -> np.ndarray:
+        return self.tg.target
+
+    @property
+    def demand(self) -> np.ndarray:
+        return self.tg.demand
 
     def plan_objective(
         self, started: np.ndarray, kept: np.ndarray, got: np.ndarray
     ) -> float:
         """Objective of a concrete plan: `started` (C,) bool candidates placed, `kept` (K,) bool
-        running jobs kept, `got` (O, T) tier-1 GPUs per org node and type. Floors met are
-        min(F, got) (the best m for that plan); z and u carry no objective."""
+        running jobs kept, `got` (O, T) tier-1 GPUs per org node and type. Share tiers met are
+        filled in order up to their bounds (the best m for that plan); z, u, y carry none."""
         c = self.lm.c
         val = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
-        if len(self.m):
-            met = np.minimum(self.floor[self.m_org, self.m_type], got[self.m_org, self.m_type])
-            val += float((c[self.m] * met).sum())
-        return val
+        return val + met_value(self.imp, self.tg.floor, self.tg.target, got)
 
 
 def build_model(
@@ -73,27 +91,17 @@ def build_model(
     t0 = time.perf_counter()
     req = compute_requirements(snap) if req is None else req
     imp = compute_impact(snap) if imp is None else imp
-    ctx = BuildContext(snap=snap, req=req, imp=imp)
+    tg = compute_targets(snap, req)
+    ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg)
     for define in DEFINES:
         define(ctx)
     lm = ctx.b.build()
-    O, T = snap.org.n, len(snap.gpu_types)
     return EpochModel(
-        snap=snap,
-        req=req,
-        imp=imp,
-        lm=lm,
-        x=ctx.x,
-        k=ctx.k,
-        z=ctx.z,
-        z_node=ctx.z_node,
-        u=ctx.u,
-        u_node=ctx.u_node,
-        u_size=ctx.u_size,
-        m=ctx.m,
-        m_org=ctx.m_org,
-        m_type=ctx.m_type,
-        floor=ctx.floor if ctx.floor is not None else np.zeros((O, T)),
-        demand=ctx.demand if ctx.demand is not None else np.zeros((O, T)),
+        snap=snap, req=req, imp=imp, tg=tg, lm=lm,
+        x=ctx.x, k=ctx.k, z=ctx.z, z_node=ctx.z_node,
+        u=ctx.u, u_node=ctx.u_node, u_size=ctx.u_size,
+        y=ctx.y, y_cand=ctx.y_cand, y_node=ctx.y_node,
+        m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
+        prec_a=ctx.prec_a, prec_b=ctx.prec_b,
         build_s=time.perf_counter() - t0,
     )

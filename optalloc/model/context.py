@@ -14,9 +14,12 @@ import numpy as np
 from optalloc.model.matrix import ModelBuilder
 from optalloc.model.objective.impact import Impact
 from optalloc.model.requirements import Requirements
+from optalloc.model.targets import Targets
 from optalloc.snapshot import Snapshot
 
-_EMPTY = np.zeros(0, dtype=np.int64)
+
+def _empty() -> np.ndarray:
+    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -24,21 +27,29 @@ class BuildContext:
     snap: Snapshot
     req: Requirements
     imp: Impact
+    tg: Targets
     b: ModelBuilder = field(default_factory=ModelBuilder)
     # x[c]: candidate c = (req.cand_job[c], req.cand_type[c]) starts this epoch
-    x: np.ndarray = field(default_factory=lambda: _EMPTY)
+    x: np.ndarray = field(default_factory=_empty)
     # k[i]: running job req.run_job[i] keeps its exact placement
-    k: np.ndarray = field(default_factory=lambda: _EMPTY)
+    k: np.ndarray = field(default_factory=_empty)
     # z[i]: up node z_node[i] is reserved whole for multi-node gangs
-    z: np.ndarray = field(default_factory=lambda: _EMPTY)
-    z_node: np.ndarray = field(default_factory=lambda: _EMPTY)
-    # u[i]: number of single-node jobs (or gang pieces) of size u_size[i] packed on node u_node[i]
-    u: np.ndarray = field(default_factory=lambda: _EMPTY)
-    u_node: np.ndarray = field(default_factory=lambda: _EMPTY)
-    u_size: np.ndarray = field(default_factory=lambda: _EMPTY)
-    # m[i]: GPUs of floor (m_org[i], m_type[i]) met
-    m: np.ndarray = field(default_factory=lambda: _EMPTY)
-    m_org: np.ndarray = field(default_factory=lambda: _EMPTY)
-    m_type: np.ndarray = field(default_factory=lambda: _EMPTY)
-    floor: np.ndarray | None = None  # (O, T) floor GPUs
-    demand: np.ndarray | None = None  # (O, T) allocated demand used for the floors
+    z: np.ndarray = field(default_factory=_empty)
+    z_node: np.ndarray = field(default_factory=_empty)
+    # u[i]: number of single-node jobs (or gang remainders) of size u_size[i] on node u_node[i]
+    u: np.ndarray = field(default_factory=_empty)
+    u_node: np.ndarray = field(default_factory=_empty)
+    u_size: np.ndarray = field(default_factory=_empty)
+    # y[i]: a piece of per-node gang candidate y_cand[i] on node y_node[i]
+    y: np.ndarray = field(default_factory=_empty)
+    y_cand: np.ndarray = field(default_factory=_empty)
+    y_node: np.ndarray = field(default_factory=_empty)
+    # m[i]: GPUs of share (m_org[i], m_type[i]) met in tier m_seg[i] (0..K-1 floor segments,
+    # K: the target above the floor)
+    m: np.ndarray = field(default_factory=_empty)
+    m_org: np.ndarray = field(default_factory=_empty)
+    m_type: np.ndarray = field(default_factory=_empty)
+    m_seg: np.ndarray = field(default_factory=_empty)
+    # order rows: job prec_a[i] must start if job prec_b[i] does
+    prec_a: np.ndarray = field(default_factory=_empty)
+    prec_b: np.ndarray = field(default_factory=_empty)

@@ -1,9 +1,11 @@
 """Phase 1 of an epoch: what each job needs, as arrays (no solver involved).
 
 From a Snapshot this computes
-  * the *shape* of every job on every gpu_type (Kueue's "flavor assignment" step):
+  * the *shape* of every job on every gpu_type (Kueue's "flavor assignment" step), by the one
+    rule in optalloc/shape.py:
       - SMALL  : fits in one node -> never split, `size` GPUs on one node;
-      - WHOLE  : a multi-node gang taking `pieces` whole nodes of the type's largest node size;
+      - WHOLE  : `pieces` whole nodes of the type's largest node size, plus one more distinct
+                 node holding `rem` GPUs when the node size does not divide the job (8+8+4);
       - PIECES : `pieces` nodes with `size` (= gpus_per_node) GPUs each, on distinct nodes;
   * the candidate (job, gpu_type) pairs a new placement may use (queued jobs, and running jobs
     whose node went down: they are gone and may start again elsewhere);
@@ -20,11 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optalloc.shape import PIECES, SHAPE_NAMES, SMALL, WHOLE, shapes
 from optalloc.snapshot import Snapshot
 from optalloc.types import ReasonCode
 
-SMALL, WHOLE, PIECES = 0, 1, 2
-SHAPE_NAMES = ("single-node", "whole-node gang", "per-node gang")
+__all__ = ["PIECES", "SHAPE_NAMES", "SMALL", "WHOLE", "Requirements", "compute_requirements"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,7 +37,8 @@ class Requirements:
     # ---- per job x type: shape and feasibility
     shape: np.ndarray  # (J, T) SMALL / WHOLE / PIECES
     size: np.ndarray  # (J, T) GPUs per node (SMALL: the job's GPUs; WHOLE: node size)
-    pieces: np.ndarray  # (J, T) nodes needed (SMALL: 1)
+    pieces: np.ndarray  # (J, T) full pieces (SMALL: 1; WHOLE: whole nodes)
+    rem: np.ndarray  # (J, T) GPUs of a WHOLE gang's remainder node (0: none)
     fits: np.ndarray  # (J, T) allowed and the shape fits the up nodes of that type
     # ---- candidates for a new placement
     cand_job: np.ndarray  # (C,) job index
@@ -54,21 +57,9 @@ class Requirements:
 
 def _shapes(snap: Snapshot, max_node: np.ndarray, up_by_size) -> tuple[np.ndarray, ...]:
     J, T = snap.job_allowed.shape
-    g = snap.job_gpus[:, None].astype(np.int64)  # (J,1)
-    gpn = np.array(
-        [j.gpus_per_node if j.gpus_per_node else 0 for j in snap.jobs], dtype=np.int64
-    )[:, None]
-    smax = max_node[None, :]  # (1,T)
-    has_gpn = gpn > 0
-    single = np.where(has_gpn, gpn >= g, g <= smax)
-    per_node = np.where(has_gpn, np.minimum(gpn, g), smax)
-    per_node = np.broadcast_to(per_node, (J, T)).copy()
-    whole = ~single & (~has_gpn | (gpn == smax))
-    shape = np.where(single, SMALL, np.where(whole, WHOLE, PIECES))
-    size = np.where(single, g, per_node)
-    safe = np.maximum(size, 1)
-    pieces = np.where(single, 1, -(-g // safe))
-    # nodes available for the shape: up nodes of the type with at least `size` GPUs
+    shape, size, pieces, rem, valid = shapes(snap.job_gpus, snap.job_gpn, max_node)
+    # nodes available for the shape: nodes of the type with at least `size` GPUs (a
+    # remainder needs one more node with at least `rem` free)
     avail = np.zeros((J, T), dtype=np.int64)
     for t in range(T):
         sizes, counts = up_by_size[t]
@@ -76,8 +67,8 @@ def _shapes(snap: Snapshot, max_node: np.ndarray, up_by_size) -> tuple[np.ndarra
             ge = np.searchsorted(sizes, size[:, t], side="left")
             cum = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
             avail[:, t] = cum[ge]
-    fits = snap.job_allowed & (size >= 1) & (size <= smax) & (pieces <= avail) & (g[:, 0:1] > 0)
-    return shape, size, pieces, fits
+    fits = snap.job_allowed & valid & (pieces + (rem > 0) <= avail)
+    return shape, size, pieces, rem, fits
 
 
 def _up_by_size(snap: Snapshot, mask: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -94,7 +85,7 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     up_sizes = _up_by_size(snap, snap.node_up)
     max_node = np.array([s[-1] if len(s) else 0 for s, _ in up_sizes], dtype=np.int64)
     whole_nodes = np.array([c[-1] if len(c) else 0 for _, c in up_sizes], dtype=np.int64)
-    shape, size, pieces, fits = _shapes(snap, max_node, up_sizes)
+    shape, size, pieces, rem, fits = _shapes(snap, max_node, up_sizes)
 
     # running jobs: keepable unless a node of their placement is down or unknown
     displaced = np.zeros(J, dtype=bool)
@@ -124,7 +115,7 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     # why a job has no candidate: an allowed type has capacity only on drain/down nodes
     present_sizes = _up_by_size(snap, snap.node_present)
     max_present = np.array([s[-1] if len(s) else 0 for s, _ in present_sizes], dtype=np.int64)
-    _, _, _, fits_present = _shapes(snap, np.maximum(max_present, max_node), present_sizes)
+    _, _, _, _, fits_present = _shapes(snap, np.maximum(max_present, max_node), present_sizes)
     any_fit = fits.any(axis=1)
     draining = ~any_fit & fits_present.any(axis=1)
     codes = tuple(
@@ -139,6 +130,7 @@ def compute_requirements(snap: Snapshot) -> Requirements:
         shape=shape,
         size=size,
         pieces=pieces,
+        rem=rem,
         fits=fits,
         cand_job=cj.astype(np.int64),
         cand_type=ct.astype(np.int64),

@@ -1,21 +1,21 @@
 """`explain(snapshot, plan, job_id)`: why a job is where it is, and what would change that.
 
 The answer holds the outcome (running / started / preempted / pending with its reason code and
-message), the job's rank inputs (usage ratio and fair-share weight at every level of its path,
-the compound exponent R, its within-project rank and priority) and a list of concrete changes
-that would let it start ("8 GPUs of h100 must free up", "project A1's usage ratio must fall
-below 0.62"). Pure: it reads the snapshot and the plan, never re-solves.
+message), the job's rank inputs (usage ratio and entitlement at every level of its path, its
+project's Fair-Tree rank, its priority and place in its project's own order; for a pending
+job the fair-share target and holdings at every level) and a list of concrete changes that
+would let it start ("8 GPUs of h100 must free up", "A1's h100 target must grow by 8 GPUs").
+Pure: it reads the snapshot and the plan, never re-solves.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from optalloc.errors import OptallocError
-from optalloc.model.objective.impact import R_MAX, compound_ratio, fairshare_weight, project_rank
+from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SHAPE_NAMES, compute_requirements
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan, ReasonCode
@@ -38,8 +38,6 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
     job = snap.jobs[j]
     org = snap.org
     p = int(snap.job_project[j])
-    W = fairshare_weight(snap)
-    R = compound_ratio(snap)
     path = []
     for nm in org.path(job.project)[1:]:
         o = org.index[nm]
@@ -47,7 +45,6 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
             "org": nm,
             "depth": int(org.depth[o]),
             "usage_ratio": float(snap.usage_ratio[o]),
-            "weight": float(W[o]),
             "entitlement": {t: float(org.entitlement[o, i]) for i, t in enumerate(snap.type_names)},
         })
     d: dict[str, Any] = {
@@ -58,10 +55,10 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
         "allocated": job.allocated,
         "rank_inputs": {
             "path": path,
-            "compound_ratio": float(R[p]),
-            "fairshare_weight": float(W[p]),
+            "fair_tree_rank": int(fair_tree_rank(snap)[p]) + 1,
+            "projects": int(snap.org.is_leaf.sum()),
             "priority": job.priority,
-            "rank_in_project": float(project_rank(snap)[j]),
+            "place_in_project": int(project_order(snap)[j]) + 1,
         },
         "changes": [],
     }
@@ -91,7 +88,7 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
     d.update(outcome="pending", code=code.value, message=r.message, details=dict(r.details))
     if code is ReasonCode.SOLVER_DEGRADED and "underlying" in r.details:
         code = ReasonCode(r.details["underlying"])
-    d["changes"] = _changes(snap, plan, j, code, r.details, W, R)
+    d["changes"] = _changes(snap, plan, j, code, r.details)
     return d
 
 
@@ -99,7 +96,7 @@ def _placement(pl) -> dict:
     return {"gpu_type": pl.gpu_type, "nodes": {a.node: list(a.gpus) for a in pl.nodes}}
 
 
-def _changes(snap, plan, j, code, details, W, R) -> list[str]:
+def _changes(snap, plan, j, code, details) -> list[str]:
     job = snap.jobs[j]
     req = compute_requirements(snap)
     free = _free_after(snap, plan)
@@ -134,25 +131,17 @@ def _changes(snap, plan, j, code, details, W, R) -> list[str]:
         else:
             out.append("or give the job a min_runtime > 0 (an allocated job, charged to the budget)")
     elif code is ReasonCode.OVER_SHARE:
-        if "outranked_by" in details and "deciding_org" in details:
-            a = details["deciding_org"]["org"]
-            o = snap.org.index[a]
-            wq = float(details["outranked_by"]["weight"])
-            rq = -math.log2(max(wq, 2.0**-R_MAX))
-            p = int(snap.job_project[j])
-            scale = 2.0 ** (int(snap.org.depth[o]) - 1)
-            target = float(snap.usage_ratio[o]) - (float(R[p]) - rq) * scale
-            who = details["outranked_by"]["org"]
-            if target > 0:
-                out.append(f"{a}'s usage ratio must fall below {target:.3f} (now "
-                           f"{snap.usage_ratio[o]:.3f}) to outrank {who}")
-            else:
-                out.append(f"{who}'s usage must rise (or {a}'s share grow): even a zero usage "
-                           f"ratio of {a} would not outrank it")
-        if "at_share" in details:
-            a = details["at_share"]["org"]
-            out.append(f"{a} holds its entitled GPUs; other projects' demand must fall or "
-                       f"{a}'s share must grow")
+        for t_name, levels in details.get("targets", {}).items():
+            for lvl in levels:
+                short = job.gpus - (lvl["target"] - lvl["got"])
+                if short > 0:
+                    o = snap.org.index[lvl["org"]]
+                    out.append(
+                        f"{lvl['org']}'s {t_name} fair-share target must grow by {short:g} GPUs "
+                        f"(now {lvl['target']:g}, held {lvl['got']:g}): its usage ratio "
+                        f"({snap.usage_ratio[o]:.2f}) must fall relative to its siblings' as the "
+                        "window moves, its share must grow, or their demand must fall")
+                    break
         out += [gpus_line(t) for t in types]
     elif code is ReasonCode.LOWER_PRIORITY_IN_PROJECT:
         out.append(f"jobs of project {job.project} ahead of it must finish, or it needs a higher "
@@ -179,11 +168,14 @@ def format_explanation(d: dict) -> str:
     if "protected_until" in d:
         lines.append(f"  protected (min_runtime) until t={d['protected_until']:.0f}")
     ri = d["rank_inputs"]
-    lines.append(f"  fair-share weight {ri['fairshare_weight']:.4f} (R = {ri['compound_ratio']:.3f}),"
-                 f" priority {ri['priority']}, rank in project {ri['rank_in_project']:.2f}")
+    lines.append(f"  project rank {ri['fair_tree_rank']} of {ri['projects']} (Fair Tree), "
+                 f"priority {ri['priority']}, place {ri['place_in_project']} in its project")
+    targets = d.get("details", {}).get("targets", {})
     for lvl in ri["path"]:
+        tg = "; ".join(f"{t}: holds {x['got']:g} of target {x['target']:g}"
+                       for t, levels in targets.items() for x in levels if x["org"] == lvl["org"])
         lines.append(f"    {'  ' * (lvl['depth'] - 1)}{lvl['org']}: usage ratio "
-                     f"{lvl['usage_ratio']:.3f}, weight {lvl['weight']:.4f}")
+                     f"{lvl['usage_ratio']:.3f}" + (f" ({tg})" if tg else ""))
     if d.get("changes"):
         lines.append("  to start:")
         lines += [f"    - {c}" for c in d["changes"]]

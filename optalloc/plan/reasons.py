@@ -1,17 +1,21 @@
-"""Phase 5: a machine-readable reason and a human message for every job not simply placed.
+"""Phase 5: a machine-readable reason and a true human message for every job not simply placed.
 
 Pending (queued job not started), checked in this order:
   NoMatchingGpuType / NodeDraining   no up node of an allowed type can hold its shape
   GangDoesNotFit                     chosen, or enough free GPUs, but not in the right nodes
-  UnallocatedYields                  unallocated (or zero-share) job: idle capacity only
-  OverShare                          GPUs of its types are held by another project that ranks
-                                     higher (the message names the deciding org level)
-  LowerPriorityInProject             held by jobs of its own project ahead of it in line
-  WaitingForCapacity                 held by protected jobs / share floors / bigger gangs
+  UnallocatedYields                  unallocated work (min_runtime 0, or a type where its
+                                     project has no share): idle capacity only
+  OverShare                          starting it would take an org node on its path (the
+                                     project or an ancestor) past its fair-share target on
+                                     every type it may use; the message names that level
+  LowerPriorityInProject             its project's target is held by the project's own jobs
+                                     ahead of it in line (priority, then submit)
+  WaitingForCapacity                 its project has room in its target, but the GPUs are
+                                     held by protected jobs or other projects' floors/targets
   SolverDegraded                     the plan is a fallback (the above stays in details)
 
-Preempted (running job not kept): PreemptedNodeDrain (its node went down), Moved (and
-restarted elsewhere), PreemptedUnallocated, PreemptedForFairShare, with `needed_by` = the
+Preempted (running job not kept): PreemptedNodeDrain (its node is draining or down), Moved
+(restarted elsewhere), PreemptedUnallocated, PreemptedForFairShare, with `needed_by` = the
 jobs now on its GPUs.
 """
 
@@ -20,34 +24,18 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.requirements import SHAPE_NAMES
-from optalloc.plan.place import Placed
+from optalloc.model.order import project_order
+from optalloc.model.requirements import SHAPE_NAMES, SMALL
+from optalloc.plan.place import Placed, got_by_org
 from optalloc.snapshot import Snapshot
-from optalloc.types import (
-    FloorViolation,
-    PendingReason,
-    Placement,
-    Preemption,
-    ReasonCode,
-    frozen_map,
-)
+from optalloc.types import FloorViolation, PendingReason, Placement, Preemption, ReasonCode, frozen_map
 
 
-def path_ratios(snap: Snapshot, project: int, W: np.ndarray | None = None) -> list[dict]:
-    """[{org, usage_ratio, share_weight}] from the top level down to the project. `W`: the
-    fair-share weight per org node when the caller has it (Impact.weight), else computed."""
-    from optalloc.model.objective.impact import fairshare_weight
-
-    W = fairshare_weight(snap) if W is None else W
+def path_ratios(snap: Snapshot, project: int) -> list[dict]:
+    """[{org, usage_ratio}] from the top level down to the project."""
     names = snap.org.path(snap.org.names[project])[1:]
-    return [
-        {
-            "org": nm,
-            "usage_ratio": round(float(snap.usage_ratio[snap.org.index[nm]]), 4),
-            "weight": round(float(W[snap.org.index[nm]]), 6),
-        }
-        for nm in names
-    ]
+    return [{"org": nm, "usage_ratio": round(float(snap.usage_ratio[snap.org.index[nm]]), 4)}
+            for nm in names]
 
 
 def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
@@ -63,77 +51,58 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
     return out
 
 
-def _holders(snap: Snapshot, em: EpochModel, placed: Placed):
-    """Jobs on GPUs after the plan that could be displaced: (job, type) arrays."""
-    req = em.req
-    kj = req.run_job[placed.kept]
-    kt = req.run_type[placed.kept]
-    unprot = ~snap.job_protected[kj]
-    nj = np.fromiter(placed.placements.keys(), dtype=np.int64, count=len(placed.placements))
-    tidx = {n: i for i, n in enumerate(snap.type_names)}
-    nt = np.array([tidx[p.gpu_type] for p in placed.placements.values()], dtype=np.int64)
-    return np.concatenate([kj[unprot], nj]), np.concatenate([kt[unprot], nt])
+def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
+    tn = snap.type_names[t]
+    ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
+    return (f"{snap.org.names[o]} holds {got[o, t]:g} {tn} GPUs, its fair-share target this "
+            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, entitled {ent:.1f}, "
+            f"usage ratio {snap.usage_ratio[o]:.2f})")
 
 
-def _deciding(snap: Snapshot, p: int, q: int) -> tuple[str, float, str, float]:
-    """The org nodes where the paths of projects p and q diverge (siblings compared)."""
-    pa = snap.org.path(snap.org.names[p])
-    qa = snap.org.path(snap.org.names[q])
-    i = 0
-    while i < min(len(pa), len(qa)) and pa[i] == qa[i]:
-        i += 1
-    a, b = pa[min(i, len(pa) - 1)], qa[min(i, len(qa) - 1)]
-    r = snap.usage_ratio
-    return a, float(r[snap.org.index[a]]), b, float(r[snap.org.index[b]])
+def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
+    """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead)."""
+    org = snap.org
+    sib = [v for v in np.flatnonzero(org.parent == org.parent[o]) if v != o and got[v, t] > 0]
+    sib.sort(key=lambda v: float(snap.usage_ratio[v]))
+    return ", ".join(f"{org.names[v]} (usage ratio {snap.usage_ratio[v]:.2f}, holds "
+                     f"{got[v, t]:g} of target {em.target[v, t]:g})" for v in sib[:3])
+
+
+def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
+    """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
+    inside = snap.org.membership()[o]
+    leaves = [v for v in np.flatnonzero(snap.org.is_leaf & ~inside) if got[v, t] > 0]
+    leaves.sort(key=lambda v: -got[v, t])
+    return ", ".join(f"{snap.org.names[v]} ({got[v, t]:g} of target {em.target[v, t]:g})"
+                     for v in leaves[:3])
 
 
 def pending_reasons(
     em: EpochModel, placed: Placed, degraded: str | None, got: np.ndarray | None = None
 ) -> tuple[PendingReason, ...]:
-    snap, req, imp = em.snap, em.req, em.imp
-    waiting = ~snap.job_running.copy()
+    snap, req = em.snap, em.req
+    waiting = ~np.asarray(snap.job_running).copy()
     waiting[list(placed.placements)] = False
     if not waiting.any():
         return ()
-    free = placed.free
-    free_t = free_by_type(snap, free)
+    free_t = free_by_type(snap, placed.free)
     got = got_by_org(em, placed) if got is None else got
-    entitled = snap.org.entitlement * snap.capacity_by_type(up_only=True)[None, :]
-    hj, ht = _holders(snap, em, placed)
-    W, proj = imp.job_weight, snap.job_project
-    T = len(snap.gpu_types)
-    # per type: the best-ranked holder project (W) and the best other; per (type, project) the
-    # best within-project rank among holders
-    best_w: dict = {}
-    for t in range(T):
-        sel = (ht == t) & (imp.tier[hj, t] >= 1.0) if len(hj) else np.zeros(0, bool)
-        pj = proj[hj[sel]]
-        wj = W[hj[sel]]
-        by_proj: dict[int, float] = {}
-        rk: dict[int, int] = {}  # highest declared priority among the project's holders
-        prio = snap.job_priority[hj[sel]]
-        for p_, w_, r_ in zip(pj.tolist(), wj.tolist(), prio.tolist()):
-            by_proj[p_] = max(by_proj.get(p_, 0.0), w_)
-            rk[p_] = max(rk.get(p_, r_), r_)
-        best_w[t] = (sorted(by_proj.items(), key=lambda kv: -kv[1])[:2], rk)
+    ctx = _Context(em, placed, got)
     cand_types: dict[int, list[int]] = {}
     for j, t in zip(req.cand_job.tolist(), req.cand_type.tolist()):
         cand_types.setdefault(j, []).append(t)
-
     out = []
     for j in np.flatnonzero(waiting):
         job = snap.jobs[j]
-        g = int(snap.job_gpus[j])
         types = cand_types.get(int(j), [])
         details: dict = {
-            "gpus": g,
+            "gpus": int(snap.job_gpus[j]),
             "project": job.project,
-            "path": path_ratios(snap, int(proj[j]), imp.weight),
-            "weight": round(float(W[j]), 6),
+            "path": path_ratios(snap, int(snap.job_project[j])),
             "free_by_type": {snap.type_names[t]: free_t[snap.type_names[t]] for t in types}
             or free_t,
         }
-        code, msg = _classify(snap, em, placed, int(j), types, best_w, details, got, entitled)
+        code, msg = _classify(ctx, int(j), types, details)
         if degraded:
             details["underlying"] = code.value
             details["underlying_message"] = msg
@@ -142,8 +111,33 @@ def pending_reasons(
     return tuple(out)
 
 
-def _classify(snap, em, placed, j, types, best_w, details, got, entitled):
-    req, imp = em.req, em.imp
+class _Context:
+    """What the classification of every pending job reads, computed once per epoch."""
+
+    def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray):
+        snap, req = em.snap, em.req
+        self.em, self.placed, self.got = em, placed, got
+        self.pos = project_order(snap)
+        self.anc = snap.org.membership()
+        # holders after the plan: (job, type) of kept and started jobs
+        kj, kt = req.run_job[placed.kept], req.run_type[placed.kept]
+        nj = np.fromiter(placed.placements.keys(), dtype=np.int64, count=len(placed.placements))
+        tidx = {n: i for i, n in enumerate(snap.type_names)}
+        nt = np.array([tidx[p.gpu_type] for p in placed.placements.values()], dtype=np.int64)
+        self.hold_j = np.concatenate([kj, nj])
+        self.hold_t = np.concatenate([kt, nt])
+        prot = snap.job_protected[self.hold_j]
+        T = len(snap.gpu_types)
+        self.protected_gpus = np.bincount(self.hold_t[prot], weights=snap.job_gpus[
+            self.hold_j[prot]], minlength=T)
+        ends = np.where(prot, snap.job_protect_end[self.hold_j], np.nan)
+        self.first_end = [float(np.nanmin(ends[self.hold_t == t])) if np.isfinite(
+            ends[self.hold_t == t]).any() else None for t in range(T)]
+
+
+def _classify(ctx: _Context, j: int, types: list[int], details: dict):
+    em, placed, got = ctx.em, ctx.placed, ctx.got
+    snap, req = em.snap, em.req
     job = snap.jobs[j]
     g = int(snap.job_gpus[j])
     tn = snap.type_names
@@ -157,90 +151,81 @@ def _classify(snap, em, placed, j, types, best_w, details, got, entitled):
                       f"a {g}-GPU job of this shape")
     fr = details["free_by_type"]
     if placed.failed[j] or any(fr[tn[t]]["free_gpus"] >= g for t in types):
-        t = types[0]
-        shape = ("whole free nodes" if req.shape[j, t] != 0 else "one node")
+        t = max(types, key=lambda u: fr[tn[u]]["free_gpus"])
+        shape = "one node" if req.shape[j, t] == SMALL else SHAPE_NAMES[int(req.shape[j, t])]
         return ReasonCode.GANG_DOES_NOT_FIT, (
-            f"needs {g} GPUs on {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
+            f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
             f"the largest free node has {fr[tn[t]]['largest_free_node']} and "
             f"{fr[tn[t]]['free_whole_nodes']} nodes are entirely free"
         )
-    if all(imp.tier[j, t] < 1.0 for t in types):
-        why = "unallocated (min_runtime 0)" if not job.allocated else "its project has no share"
+    t1 = [t for t in types if snap.job_tier1[j, t]]
+    if not t1:
+        why = "unallocated (min_runtime 0)" if not job.allocated else (
+            f"its project has no share of {'/'.join(tn[t] for t in types)}")
         return ReasonCode.UNALLOCATED_YIELDS, (
             f"{why}: runs only on GPUs no allocated job wants; {g} GPUs needed, "
             + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types)
         )
     p = int(snap.job_project[j])
-    below = [t for t in types if imp.tier[j, t] >= 1.0 and em.floor[p, t] > got[p, t] + 1e-9]
-    if below:
-        # its project is below its floor on a type it may use, and still the job waits: say
-        # what starting it there would displace
-        t = below[0]
-        short = float(em.floor[p, t] - got[p, t])
-        shape = SHAPE_NAMES[int(req.shape[j, t])]
-        details["below_floor"] = {"org": job.project, "gpu_type": tn[t],
-                                  "floor": float(em.floor[p, t]), "got": float(got[p, t])}
-        why = (f"only {short:g} of its {g} GPUs would count toward that floor; the solver "
-               "found no plan (within its gap) that starts it and meets as many floor GPUs, as "
-               "the GPUs it would displace are protected or count toward other floors"
-               if g > short else
-               "the solver found no plan (within its gap) that starts it and meets more floor "
-               "GPUs: the GPUs it would displace are protected or count toward other floors")
+    path = [snap.org.index[nm] for nm in snap.org.path(snap.org.names[p])[1:]]
+    T = em.target
+    # the highest level on its path whose target this job would exceed, per type
+    limit = {t: next((o for o in path if got[o, t] + g > T[o, t] + 1e-9), None) for t in t1}
+    details["targets"] = {tn[t]: [{"org": snap.org.names[o], "got": float(got[o, t]),
+                                   "target": float(T[o, t]), "floor": float(em.floor[o, t])}
+                                  for o in path] for t in t1}
+    room = [t for t in t1 if limit[t] is None]
+    if room:
+        t = room[0]
+        end = ctx.first_end[t]
+        prot = (f"{ctx.protected_gpus[t]:g} {tn[t]} GPUs are protected"
+                + (f" (the first protection ends at t={end:.0f})" if end is not None else ""))
         return ReasonCode.WAITING_FOR_CAPACITY, (
-            f"project {job.project} is below its {tn[t]} floor ({got[p, t]:g} of "
-            f"{em.floor[p, t]:g} GPUs), but this job needs {g} GPUs as a {shape} "
-            f"({fr[tn[t]]['free_gpus']} free): {why}"
+            f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
+            f"{T[p, t]:g} {tn[t]} GPUs), but {g} GPUs of {tn[t]} are not free or preemptible: "
+            f"{prot}, the rest hold other projects' floors and targets "
+            f"({fr[tn[t]]['free_gpus']} free)"
         )
-    others_hold = any(q != p for t in types for q, _ in best_w[t][0])
-    # at or over its share: the project or an ancestor already holds its entitled GPUs while
-    # other projects hold the rest
-    for nm in (snap.org.path(snap.org.names[p])[1:] if others_hold else []):
-        o = snap.org.index[nm]
-        if all(got[o, t] >= entitled[o, t] - 1e-9 for t in types):
-            t = types[0]
-            details["at_share"] = {"org": nm, "holds": {tn[u]: int(got[o, u]) for u in types},
-                                   "entitled": {tn[u]: round(float(entitled[o, u]), 2)
-                                                for u in types}}
-            return ReasonCode.OVER_SHARE, (
-                f"{nm} already holds {int(got[o, t])} {tn[t]} GPUs, its entitled share is "
-                f"{entitled[o, t]:.1f}; the rest is within other projects' shares "
-                f"(usage ratio {snap.usage_ratio[o]:.2f})"
-            )
-    w = float(imp.job_weight[j])
-    best_other = None
-    for t in types:
-        top, _ = best_w[t]
-        for q, wq in top:
-            if q != p and wq > w + 1e-12 and (best_other is None or wq > best_other[1]):
-                best_other = (q, wq, t)
-                break
-    if best_other is not None:
-        q, wq, t = best_other
-        a, ra, b, rb = _deciding(snap, p, q)
-        details["outranked_by"] = {"org": b, "usage_ratio": round(rb, 4), "weight": round(wq, 6)}
-        details["deciding_org"] = {"org": a, "usage_ratio": round(ra, 4)}
-        return ReasonCode.OVER_SHARE, (
-            f"{a} (usage ratio {ra:.2f}) ranks below {b} (usage ratio {rb:.2f}), which holds "
-            f"{tn[t]} GPUs; needs {g} GPUs, {fr[tn[t]]['free_gpus']} free"
-        )
-    for t in types:
-        _, pr = best_w[t]
-        if pr.get(p, -np.inf) > job.priority:
+    # every type: some level is at its target. Project level: who holds its share?
+    t = max(t1, key=lambda u: (path.index(limit[u]), T[p, u] - got[p, u]))
+    o = limit[t]
+    if o == p:
+        mine = ctx.hold_j[(ctx.hold_t == t) & (snap.job_project[ctx.hold_j] == p)]
+        higher = [m for m in mine if snap.job_priority[m] > job.priority]
+        if higher:
+            details["held_by"] = [snap.jobs[m].id for m in higher][:10]
             return ReasonCode.LOWER_PRIORITY_IN_PROJECT, (
-                f"jobs of project {job.project} ahead of it (priority {job.priority}) hold the "
-                f"{tn[t]} GPUs; needs {g}, {fr[tn[t]]['free_gpus']} free"
+                f"project {job.project}'s {tn[t]} target this epoch ({T[p, t]:g} GPUs) is held "
+                f"by {len(higher)} of its jobs with a higher priority than {job.priority} "
+                f"({', '.join(snap.jobs[m].id for m in higher[:3])}"
+                f"{'...' if len(higher) > 3 else ''}); this job needs {g} more"
             )
-    return ReasonCode.WAITING_FOR_CAPACITY, (
-        f"needs {g} GPUs; "
-        + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types)
-        + " (the rest held by protected jobs, share floors or better-fitting jobs)"
+    others = got[0, t] - got[o, t]  # allocated GPUs of t held outside o's subtree
+    if got[o, t] < em.floor[o, t] - 1e-9 or others <= 1e-9:
+        # the target is cut by capacity (protected jobs, a full cluster), not by fair share
+        end = ctx.first_end[t]
+        where = (f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
+                 f"{em.floor[o, t]:g} GPUs)" if got[o, t] < em.floor[o, t] - 1e-9 else
+                 f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g})")
+        held = _holders_outside(snap, em, got, o, t)
+        return ReasonCode.WAITING_FOR_CAPACITY, (
+            f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
+            "are protected"
+            + (f" (the first protection ends at t={end:.0f})" if end is not None else "")
+            + f", {fr[tn[t]]['free_gpus']} free"
+            + (f"; the rest hold their own floors and targets: {held}" if held else "")
+        )
+    sib = _siblings(snap, em, got, o, t)
+    return ReasonCode.OVER_SHARE, (
+        f"{_share_line(snap, em, got, o, t)}; starting this {g}-GPU job would exceed it"
+        + (f"; the rest goes to {sib}" if sib else "")
     )
 
 
 def preemptions(
     em: EpochModel, placed: Placed, grace_s: float, got: np.ndarray | None = None
 ) -> tuple[Preemption, ...]:
-    snap, req, imp = em.snap, em.req, em.imp
+    snap, req = em.snap, em.req
     got = got_by_org(em, placed) if got is None else got
     owner: dict[tuple[str, int], str] = {}
     for p in placed.placements.values():
@@ -270,15 +255,23 @@ def preemptions(
             out.append(Preemption(job.id, ReasonCode.PREEMPTED_NODE_DRAIN,
                                   f"{gone}; requeued", grace_s))
     for i in np.flatnonzero(~placed.kept):
-        j = int(req.run_job[i])
+        j, t = int(req.run_job[i]), int(req.run_type[i])
         job = snap.jobs[j]
         need = takers(job.placement)
-        if imp.tier[j, req.run_type[i]] < 1.0:
+        if snap.job_on_drain[j]:
+            nodes = [a.node for a in job.placement.nodes
+                     if snap.node_drain[snap.node_index[a.node]]]
+            code = ReasonCode.PREEMPTED_NODE_DRAIN
+            msg = (f"node {', '.join(nodes)} is draining and "
+                   + ("unallocated work leaves at once" if not snap.job_tier1[j, t]
+                      else "the job is past its protection"))
+        elif not snap.job_tier1[j, t]:
             code = ReasonCode.PREEMPTED_UNALLOCATED
-            msg = "unallocated job yields to allocated demand"
+            msg = ("unallocated work yields to allocated demand" if need else
+                   "unallocated work yields to allocated demand that needs its node")
         else:
             code = ReasonCode.PREEMPTED_FAIR_SHARE
-            msg = _fair_share_message(em, got, j, int(req.run_type[i]), need)
+            msg = _fair_share_message(em, got, j, t, need)
         if need:
             msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
         out.append(Preemption(job.id, code, msg, grace_s, need))
@@ -286,48 +279,38 @@ def preemptions(
 
 
 def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -> str:
-    """Why a running allocated job loses its GPUs. Goals come in the order floors, impact,
-    churn, so when the job's project ends below its floor the message says why that is still
-    the best plan: the projects taking the GPUs are below their floors too (floor GPUs count
-    the same, impact decides), or the job's shape blocks GPUs that meet more floor elsewhere."""
-    snap, imp = em.snap, em.imp
+    """Why a running allocated job past its protection loses its GPUs, by the scheme's order:
+    a floor below, a target exceeded on its path, or a higher priority of its own project."""
+    snap = em.snap
     job = snap.jobs[j]
-    p, tn = int(snap.job_project[j]), snap.type_names[t]
-    F, g = em.floor[:, t], got[:, t]
-    if not F[p] > g[p] + 1e-9:
-        return (f"past its min_runtime; project {job.project} (weight {imp.job_weight[j]:.3f}) "
-                "ranks below the jobs that need its GPUs")
+    p = int(snap.job_project[j])
+    path = [snap.org.index[nm] for nm in snap.org.path(job.project)[1:]]
     takers = [snap.job_index[k] for k in need if k in snap.job_index]
-    others = sorted({int(snap.job_project[k]) for k in takers} - {p})
-    status = ", ".join(f"{snap.org.names[q]} {g[q]:g}/{F[q]:g}" for q in others)
-    head = (f"past its min_runtime; project {job.project} is below its {tn} floor after this "
-            f"({g[p]:g} of {F[p]:g} GPUs)")
-    if others and all(F[q] > g[q] + 1e-9 for q in others) and all(
-        int(snap.job_project[k]) != p for k in takers
-    ):
-        w = max(float(imp.job_weight[k]) for k in takers)
-        return (f"{head}, and so are the projects that need its GPUs ({status}): a floor GPU "
-                f"counts the same for both, so impact decides (fair-share weight "
-                f"{imp.job_weight[j]:.3f} vs {w:.3f})")
-    shape = SHAPE_NAMES[int(em.req.shape[j, t])]
-    return (f"{head}, yet the solver found no plan that keeps this {int(snap.job_gpus[j])}-GPU "
-            f"{shape} and meets as many floor GPUs in total: its GPUs meet more floor as the "
-            "jobs that take them" + (f" (their floors, got/floor: {status})" if status else ""))
+    own = [k for k in takers if int(snap.job_project[k]) == p]
+    if own and not [k for k in takers if int(snap.job_project[k]) != p]:
+        return (f"past its protection; a higher-priority job of project {job.project} takes "
+                f"its place (priority {int(snap.job_priority[own[0]])} > {job.priority})")
+    over = [o for o in path if got[o, t] >= em.target[o, t] - 1e-9]
+    head = f"past its protection; {_share_line(snap, em, got, over[0], t)}" if over else (
+        f"past its protection; project {job.project} holds {got[p, t]:g} of its "
+        f"{em.target[p, t]:g}-GPU target")
+    if got[p, t] < em.floor[p, t] - 1e-9:
+        shape = SHAPE_NAMES[int(em.req.shape[j, t])]
+        head += (f"; it stays below its floor ({got[p, t]:g} of {em.floor[p, t]:g}) because "
+                 f"this {int(snap.job_gpus[j])}-GPU {shape} cannot shrink and its GPUs meet "
+                 "more of the other projects' floors")
+    short = [k for k in takers if _below(em, got, k, t)]
+    if short:
+        k = short[0]
+        q = int(snap.job_project[k])
+        return (f"{head}; its GPUs go to {snap.org.names[q]} ({got[q, t]:g} of its "
+                f"{em.target[q, t]:g}-GPU target)")
+    return f"{head}; projects within their targets need its GPUs"
 
 
-def got_by_org(em: EpochModel, placed: Placed) -> np.ndarray:
-    """(O, T) tier-1 GPUs per org node and type after the plan."""
-    snap, req, imp = em.snap, em.req, em.imp
-    O, T = snap.org.n, len(snap.gpu_types)
-    leaf = np.zeros((O, T))
-    kj, kt = req.run_job[placed.kept], req.run_type[placed.kept]
-    c = np.flatnonzero(placed.started)
-    jobs = np.concatenate([kj, req.cand_job[c]])
-    types = np.concatenate([kt, req.cand_type[c]])
-    if len(jobs):
-        t1 = imp.tier[jobs, types] >= 1.0
-        np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
-    return snap.org.membership().astype(float) @ leaf
+def _below(em: EpochModel, got: np.ndarray, k: int, t: int) -> bool:
+    q = int(em.snap.job_project[k])
+    return bool(got[q, t] <= em.target[q, t] + 1e-9)
 
 
 def floor_violations(em: EpochModel, got: np.ndarray) -> tuple[FloorViolation, ...]:

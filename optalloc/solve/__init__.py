@@ -19,7 +19,7 @@ from optalloc.solve.base import Backend, SolveResult, relative_gap
 from optalloc.solve.cbc import CbcBackend
 from optalloc.solve.cpsat import CpSatBackend
 from optalloc.solve.highs import HighsBackend
-from optalloc.solve.lp import GlopLpBackend, LpBackend
+from optalloc.solve.lp import GlopLpBackend, LpBackend, relax_and_dive
 from optalloc.solve.scip import ScipBackend
 from optalloc.types import SolverSettings
 
@@ -52,13 +52,11 @@ def solve(lm: LinearModel, settings: SolverSettings, start=None) -> SolveResult:
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
                            message=f"backend {settings.backend!r} is not installed")
     try:
-        if start is not None and getattr(backend, "warm_start", False):
-            return backend.solve(lm, settings, start=start)
-        return backend.solve(lm, settings)
+        return backend.solve(lm, settings, start=start if backend.warm_start else None)
     except Exception as err:  # a solver crash must degrade the epoch, not kill cron
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
                            message=f"{type(err).__name__}: {err}")
 
 
 __all__ = ["BACKENDS", "LP_BACKENDS", "MIP_BACKENDS", "Backend", "SolveResult",
-           "available_backends", "relative_gap", "solve"]
+           "available_backends", "relative_gap", "relax_and_dive", "solve"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -50,14 +49,24 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     return abs(bound - objective) / max(1.0, abs(objective))
 
 
-class Backend(Protocol):
-    name: str
+class Backend:
+    """What the epoch loop may use of a backend; every backend subclasses this.
 
-    def available(self) -> bool: ...
+    Capabilities are declared here with their defaults, so the loop never probes for them:
+    `warm_start`: solve() takes `start=`, a feasible point of lm to begin from;
+    `relaxation`: the backend solves the LP relaxation only (its optimum is a bound; the
+    epoch rounds and places it and reports the placed plan's real gap)."""
 
-    def solve(
-        self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False
-    ) -> SolveResult: ...
+    name: str = ""
+    warm_start: bool = False
+    relaxation: bool = False
+
+    def available(self) -> bool:  # pragma: no cover - every backend overrides it
+        raise NotImplementedError
+
+    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False,
+              start: np.ndarray | None = None) -> SolveResult:  # pragma: no cover
+        raise NotImplementedError
 
 
 def finish(

@@ -13,11 +13,11 @@ import time
 import numpy as np
 
 from optalloc.model.matrix import LinearModel
-from optalloc.solve.base import SolveResult, finish
+from optalloc.solve.base import Backend, SolveResult, finish
 from optalloc.types import SolverSettings
 
 
-class CbcBackend:
+class CbcBackend(Backend):
     name = "cbc"
 
     def available(self) -> bool:
@@ -28,7 +28,8 @@ class CbcBackend:
         except Exception:
             return False
 
-    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False) -> SolveResult:
+    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False,
+              start=None) -> SolveResult:
         import pulp
 
         t0 = time.perf_counter()

@@ -17,19 +17,20 @@ import numpy as np
 
 from optalloc.model.matrix import LinearModel
 from optalloc.solve._ortools import mb_available, mb_solve
-from optalloc.solve.base import SolveResult, finish
+from optalloc.solve.base import Backend, SolveResult, finish
 from optalloc.types import SolverSettings
 
 SCALE = 1e9
 
 
-class CpSatBackend:
+class CpSatBackend(Backend):
     name = "cpsat"
 
     def available(self) -> bool:
         return mb_available("sat")
 
-    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False) -> SolveResult:
+    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False,
+              start=None) -> SolveResult:
         if relax:
             raise ValueError("cpsat solves integer models only; use the lp backend for relaxations")
         cmax = float(np.abs(lm.c).max()) if lm.n_vars else 1.0

@@ -9,11 +9,11 @@ import time
 import numpy as np
 
 from optalloc.model.matrix import LinearModel
-from optalloc.solve.base import SolveResult, finish
+from optalloc.solve.base import Backend, SolveResult, finish
 from optalloc.types import SolverSettings
 
 
-class HighsBackend:
+class HighsBackend(Backend):
     name = "highs"
 
     def available(self) -> bool:

@@ -9,29 +9,38 @@ from __future__ import annotations
 
 from optalloc.model.matrix import LinearModel
 from optalloc.solve._ortools import mb_available, mb_result
-from optalloc.solve.base import SolveResult
+from optalloc.solve.base import Backend, SolveResult
 from optalloc.solve.highs import HighsBackend
 from optalloc.types import SolverSettings
 
 
-class LpBackend:
+class LpBackend(Backend):
     name = "lp"
     relaxation = True
 
     def available(self) -> bool:
         return HighsBackend().available()
 
-    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = True) -> SolveResult:
+    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = True,
+              start=None) -> SolveResult:
         r = HighsBackend().solve(lm, settings, relax=True)
         return type(r)(**{**r.__dict__, "backend": self.name})
 
 
-class GlopLpBackend:
+class GlopLpBackend(Backend):
     name = "glop-lp"
     relaxation = True
 
     def available(self) -> bool:
         return mb_available("glop")
 
-    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = True) -> SolveResult:
+    def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = True,
+              start=None) -> SolveResult:
         return mb_result(self.name, "glop", lm, settings, "", True)
+
+
+def relax_and_dive(lm: LinearModel, settings: SolverSettings, cols, rounds: int = 8):
+    """The LP bound and a rounded-friendly LP point: HiGHS solves the relaxation (its optimum
+    is the returned result's bound), then forbids the columns of `cols` left fractional and
+    re-solves warm, `rounds` times. Returns (the first LP's result, the last LP's x)."""
+    return HighsBackend().dive(lm, settings, cols, rounds=rounds)

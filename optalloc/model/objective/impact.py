@@ -1,51 +1,33 @@
-"""Budget-weighted impact: what running a job is worth this epoch, and what preempting costs.
+"""Budget-weighted impact: the objective's coefficients, in four tiers that follow the scheme's
+order of goals (models/formulation.md, "Objective"):
 
-Fair-share weight (per org node o, computed down the tree; `r_o` = usage ratio of o):
+1. **floors**     every floor GPU met (up to the target: where protected jobs hold capacity,
+                  the targets already share the shortfall max-min, in proportion to floors,
+                  so it is not dumped on whoever is cheapest). One segment: halving weights
+                  per quarter of a floor (K = 4) were tried and rewarded a small project's
+                  first floor GPUs so much that a 16-GPU job of a project entitled to 3 kept
+                  its GPUs while a project entitled to 28 sat at 16;
+2. **targets**    every GPU up to an org node's fair-share target (optalloc.model.targets),
+                  worth W_T(o) = W_leaf * 2^(D - depth(o)): an ancestor's target counts more
+                  than a child's (Fair Tree: the order of subtrees comes first);
+3. **work**       every GPU that runs, per job: v = g * srel * (1 + ALPHA * order_p) *
+                  (1 + BETA_PRIORITY * prio_j + BETA_SUBMIT * submit_j) for allocated work,
+                  where srel = speed on t / the job's best speed, order_p = the project's
+                  Fair-Tree position (1 best), prio_j / submit_j = the job's place in its
+                  project's own order (1 first). Unallocated work (min_runtime 0, or a type
+                  where the project has no share) is worth eps_u times the same factors, so one
+                  allocated GPU outweighs a whole node of it;
+4. **churn**      a tie-breaker: EPS_CHURN * v * min(lost, H) / H paid when a running job is
+                  not kept (lost = work since its last checkpoint + restart overhead).
 
-    R_o = R_parent(o) + clip(r_o, 0, R_MAX) / 2**(depth(o) - 1)      (R_root = 0)
-    W_o = 2 ** -min(R_o, R_MAX)
+Each tier's unit is worth more than FOOTPRINT times the largest per-GPU value of every tier
+below it (a gang's node footprint can be about twice its GPUs; x2 margin).
 
-i.e. W is a product over the path of Slurm-style 2^(-U/S) factors (U/S = usage ratio), with
-the exponent halved at each level down. Why: Fair Tree compares siblings level by level, so an
-ancestor's over-use must weigh more than a leaf's; halving makes one unit of ratio at the
-program level worth two at the project level while keeping the weight smooth (a sort would be
-lexicographic, the ILP needs numbers). Capping R at R_MAX = 8 keeps W >= 2^-8 so the numeric
-range stays safe for MIP tolerances.
-
-Value of job j on type t (maximized):
-
-    v[j, t] = gpus_j * speed[j, t] * W_project(j) * f_j * tier[j, t]
-    f_j     = (1 + EPS_PRIORITY * rank_j) * a_j
-
-rank_j in (0, 1] orders a project's jobs by (priority desc, submit asc), ties equal: declared
-priority only matters inside the project. tier = 1 for allocated jobs of a project with a
-positive entitlement on t; tier = eps_u = W_MIN * s_min / (FOOTPRINT * max_node_gpus * s_max *
-(1 + EPS_PRIORITY)) (one allocated GPU outweighs a whole node of unallocated GPUs, with margin)
-for unallocated jobs and for projects with a zero share on t.
-
-Short jobs and aging (queued allocated jobs; a = 1 otherwise), see aging_boost():
-
-    a_j = s_j * min(1 + wait_j / tau_j, AGING_MAX),   tau_j = max(protection_j, 15 min),
-    s_j = clip(sqrt(min_runtime_cap / tau_j), 1, SHORT_MAX)
-
-A short protection is a small commitment, so a debug job is worth more per GPU from the start
-and starts ahead of its project's batch backlog; every job's value grows with its wait on its
-own time scale, so long-waiting gangs eventually clear whole nodes. A running allocated job gets
-the largest f of its project (per_gpu_factor()): no job is preempted to start one of its own
-project.
-
-Preemption (churn) cost of running job j, paid when it is not kept (a move is a preemption):
-
-    lost_j  = (now - last_checkpoint_j) + restart_overhead      (resumable)
-              (now - start_j) + restart_overhead                 (not resumable)
-    churn_j  = EPS_CHURN * v_j * min(lost_j, H) / H,        H = min_runtime_cap (>= 1 h)
-    margin_j = HYSTERESIS + min(lost_j, H) / H
-
-churn only breaks ties in the objective (it keeps the LP relaxation tight, so epochs stay fast);
-the margin is enforced as a hold rule (optalloc.model.constraints.contract.margin_hold): a
-running job past its min_runtime whose project and ancestors are at or below their floors is
-kept unless some queued job is worth more than (1 + margin_j) times its value per GPU. Floors dominate impact and churn: each floor
-GPU met is worth FLOOR_WEIGHT, FOOTPRINT times the largest per-GPU coefficient of any column.
+Holding rules in the work tier (no flip-flopping for leftovers): a running allocated job is
+worth its project's best Fair-Tree factor (1 + ALPHA) and the best submit score of its
+priority, so only a strictly higher declared priority of its own project, or a fair-share
+target of another, displaces it; a running unallocated job is worth at least the best queued
+unallocated job per GPU on its type (unallocated work never displaces unallocated work).
 """
 
 from __future__ import annotations
@@ -54,176 +36,110 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optalloc.model.order import order_score, priority_class, project_order
 from optalloc.snapshot import Snapshot
 
-R_MAX = 8.0
-EPS_PRIORITY = 0.01
-HYSTERESIS = 0.5  # a running job past min_runtime is worth 50% more than a newcomer
-EPS_CHURN = 1e-3  # churn in the objective: tie-breaking only (the margin is a hold rule)
+ALPHA = 0.5  # Fair-Tree order of the project, for GPUs beyond the targets
+BETA_PRIORITY = 0.2  # declared priority inside a project
+BETA_SUBMIT = 0.05  # submit order inside a priority
+EPS_CHURN = 1e-3  # churn: a tie-breaker only
 CHURN_MIN_HORIZON_S = 3600.0
-AGING_MIN_TAU_S = 15 * 60.0  # the aging time scale is the job's protection, at least this
-SHORT_MAX = 2.0  # short-job factor sqrt(cap / protection), at most this (4 made the LP loose)
-AGING_MAX = 4.0  # the aging factor is capped (numeric range; fair share still decides)
-W_MIN = 2.0**-R_MAX
-FOOTPRINT = 4.0  # safety factor: a gang's node footprint can be ~2x its GPUs; x2 margin
-
-
-def compound_ratio(snap: Snapshot) -> np.ndarray:
-    """(O,) R_o of every org node (root 0)."""
-    org = snap.org
-    r = np.nan_to_num(np.asarray(snap.usage_ratio, dtype=float), nan=R_MAX, posinf=R_MAX)
-    r = np.clip(r, 0.0, R_MAX)
-    R = np.zeros(org.n)
-    for o in np.argsort(org.depth, kind="stable")[1:]:
-        R[o] = R[org.parent[o]] + r[o] / 2.0 ** (org.depth[o] - 1)
-    return R
-
-
-def fairshare_weight(snap: Snapshot) -> np.ndarray:
-    """(O,) W_o = 2^-min(R_o, R_MAX) for every org node."""
-    return 2.0 ** -np.minimum(compound_ratio(snap), R_MAX)
-
-
-def project_rank(snap: Snapshot) -> np.ndarray:
-    """(J,) rank in (0, 1] within the job's project: 1 - (jobs of the project strictly ahead in
-    line) / (jobs of the project), where ahead = higher priority, or equal priority and earlier
-    submit. Equal (priority, submit) tie, so churn, not an id, decides between them."""
-    J = len(snap.jobs)
-    if J == 0:
-        return np.zeros(0)
-    prio, sub, proj = -snap.job_priority, snap.job_submit, snap.job_project
-    order = np.lexsort((sub, prio, proj))
-    p, a, b = proj[order], prio[order], sub[order]
-    start = np.r_[0, np.flatnonzero(np.diff(p)) + 1]
-    sizes = np.diff(np.r_[start, J])
-    first_of_project = np.repeat(start, sizes)
-    new_key = np.r_[True, (np.diff(p) != 0) | (np.diff(a) != 0) | (np.diff(b) != 0)]
-    key_start = np.maximum.accumulate(np.where(new_key, np.arange(J), 0))
-    ahead = key_start - first_of_project
-    rank = np.empty(J)
-    rank[order] = 1.0 - ahead / np.repeat(sizes, sizes)
-    return rank
-
-
-def aging_boost(snap: Snapshot) -> np.ndarray:
-    """(J,) factor >= 1 on the value of a queued allocated job: short jobs first, and a job's
-    value grows with its wait (see the module docstring); 1 for running and unallocated jobs."""
-    J = len(snap.jobs)
-    if J == 0:
-        return np.ones(0)
-    cap = float(snap.policy.min_runtime_cap_s)
-    mr = np.fromiter((j.min_runtime_s for j in snap.jobs), dtype=float, count=J)
-    protect = np.minimum(mr, cap) if cap > 0 else mr
-    tau = np.maximum(protect, AGING_MIN_TAU_S)
-    short = np.clip(np.sqrt(np.maximum(cap, tau) / tau), 1.0, SHORT_MAX)
-    wait = np.maximum(snap.now - snap.job_submit, 0.0)
-    boost = short * np.minimum(1.0 + wait / tau, AGING_MAX)
-    return np.where(snap.job_allocated & ~snap.job_running, boost, 1.0)
-
-
-def per_gpu_factor(snap: Snapshot, rank: np.ndarray, boost: np.ndarray) -> np.ndarray:
-    """(J,) the factor (1 + EPS_PRIORITY * rank) * boost of each job; a running allocated job
-    gets the largest factor of any allocated job of its project, so no queued job of the same
-    project is ever worth more per GPU than a running one (no preemption to start a job of the
-    same project; churn keeps the running one)."""
-    f = (1.0 + EPS_PRIORITY * rank) * boost
-    if not len(f):
-        return f
-    alloc = snap.job_allocated
-    best = np.zeros(snap.org.n)
-    np.maximum.at(best, snap.job_project[alloc], f[alloc])
-    run = alloc & snap.job_running
-    f = f.copy()
-    f[run] = best[snap.job_project[run]]
-    return f
-
-
-def keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier: np.ndarray) -> np.ndarray:
-    """(J, T) value with every running low-tier job (unallocated, or a zero share on the type)
-    worth per GPU at least what the best queued low-tier job allowed on that type is: a queued
-    unallocated job never preempts a running one (it only fills idle GPUs, as the published
-    system says), whatever their projects' fair-share weights. Only allocated demand displaces
-    unallocated work; churn breaks the remaining per-GPU ties in favour of the running job.
-    The raised values stay inside the range eps_unallocated was sized for (the best low-tier
-    per-GPU value of the epoch), so one allocated GPU still outweighs a node of them."""
-    low = tier < 1.0
-    if not value.size or not low.any():
-        return value
-    g = np.maximum(snap.job_gpus, 1).astype(float)[:, None]
-    queued = (~snap.job_running)[:, None] & snap.job_allowed & low
-    best = np.where(queued, value / g, 0.0).max(axis=0)  # (T,) best queued low-tier per GPU
-    run = snap.job_running[:, None] & low
-    return np.where(run, np.maximum(value, best[None, :] * g), value)
+FOOTPRINT = 4.0  # per-GPU dominance margin between tiers
+K_SEGMENTS = 1  # floor segments (equal weight per floor GPU; max-min comes from the targets)
+V_MAX = (1.0 + ALPHA) * (1.0 + BETA_PRIORITY + BETA_SUBMIT)  # largest work value per GPU
 
 
 @dataclass(frozen=True, eq=False)
 class Impact:
-    weight: np.ndarray  # (O,) fair-share weight per org node
-    job_weight: np.ndarray  # (J,) W of the job's project
-    rank: np.ndarray  # (J,) within-project rank
-    tier: np.ndarray  # (J, T) 1 or eps_unallocated
-    value: np.ndarray  # (J, T) v[j, t]
-    churn: np.ndarray  # (J,) cost of preempting (0 for queued)
-    lost_s: np.ndarray  # (J,) seconds of work a preemption loses (0 for queued)
+    value: np.ndarray  # (J, T) work-tier value of running job j on t (start or keep)
+    tier: np.ndarray  # (J, T) 1.0 for allocated work on t, eps_unallocated otherwise
+    churn: np.ndarray  # (J,) cost of not keeping a running job (0 for queued)
+    lost_s: np.ndarray  # (J,) seconds of work a preemption now loses (0 for queued)
+    order: np.ndarray  # (O,) Fair-Tree position score of each project, 1 = best
     eps_unallocated: float
-    floor_weight: float
-    boost: np.ndarray | None = None  # (J,) aging/short-job factor (1 for running jobs)
-    margin: np.ndarray | None = None  # (J,) preemption margin: HYSTERESIS + lost / horizon
+    target_weight: np.ndarray  # (O,) W_T per org node (0 at the root)
+    floor_weight: np.ndarray  # (K,) omega_k per floor segment, first segment first
+
+
+def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
+    """(target weight per org node (O,), floor segment weights (K,))."""
+    depth = snap.org.depth
+    D = int(depth.max(initial=1))
+    w_leaf = FOOTPRINT * V_MAX
+    wt = np.where(depth > 0, w_leaf * 2.0 ** (D - depth), 0.0)
+    path_total = w_leaf * (2.0**D - 1.0)  # a GPU's target weight summed over its path
+    omega_last = FOOTPRINT * (path_total + V_MAX)
+    omega = omega_last * 2.0 ** (K_SEGMENTS - 1 - np.arange(K_SEGMENTS))
+    return wt, omega
+
+
+def lost_work(snap: Snapshot) -> np.ndarray:
+    """(J,) seconds a preemption now loses: work since the last checkpoint (since the start if
+    not resumable) plus the restart overhead; 0 for queued jobs."""
+    pol = snap.policy
+    start = np.where(snap.job_running, np.nan_to_num(
+        np.array([j.start_time if j.start_time is not None else snap.now for j in snap.jobs],
+                 dtype=float), nan=snap.now), snap.now)
+    interval = np.array([j.checkpoint_interval_s or pol.checkpoint_interval_s for j in snap.jobs],
+                        dtype=float)
+    resumable = np.array([j.resumable for j in snap.jobs], dtype=bool)
+    ran = np.maximum(snap.now - start, 0.0)
+    since = np.where(resumable & (interval > 0), np.mod(ran, np.maximum(interval, 1e-9)), ran)
+    return np.where(snap.job_running, since + pol.restart_overhead_s, 0.0)
+
+
+def _rank_scores(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
+    """(prio score, submit score) in [0, 1] per job: 1 = first in its project's own order."""
+    J = len(snap.jobs)
+    pc, npc = priority_class(snap)
+    prio = 1.0 - pc / np.maximum(npc - 1, 1)
+    pos = project_order(snap)
+    size = np.bincount(snap.job_project, minlength=snap.org.n)[snap.job_project] if J else pos
+    submit = 1.0 - pos / np.maximum(size, 1)
+    return prio, submit
 
 
 def compute_impact(snap: Snapshot) -> Impact:
     J, T = snap.job_allowed.shape
-    W = fairshare_weight(snap)
-    jw = W[snap.job_project] if J else np.zeros(0)
-    rank = project_rank(snap)
-    boost = aging_boost(snap)
-    factor = per_gpu_factor(snap, rank, boost)
-    speed = np.where(snap.job_allowed, snap.job_speed, np.nan)
-    s_max = float(np.nanmax(speed)) if J and np.isfinite(speed).any() else 1.0
-    s_min = float(np.nanmin(speed)) if J and np.isfinite(speed).any() else 1.0
-    s_min = max(s_min, 1e-6)
-    prio_max = 1.0 + EPS_PRIORITY
-    # one allocated GPU must outweigh a whole node of unallocated GPUs (a 1-GPU job may need a
-    # node that unallocated jobs fill), with the gang-footprint margin on top
-    node_max = float(snap.node_gpus.max()) if len(snap.nodes) else 1.0
-    eps_u = W_MIN * s_min / (FOOTPRINT * node_max * s_max * prio_max)
-    leaf_ent = snap.org.entitlement[snap.job_project] if J else np.zeros((0, T))
-    tier = np.where(snap.job_allocated[:, None] & (leaf_ent > 0), 1.0, eps_u)
-    value = snap.job_gpus[:, None] * snap.job_speed * (jw * factor)[:, None] * tier
-    value = keep_low_tier_running(snap, value, tier)
-    # work lost by a preemption now
-    pol = snap.policy
-    start = np.array(
-        [j.start_time if (j.running and j.start_time is not None) else snap.now for j in snap.jobs],
-        dtype=float,
-    )
-    interval = np.array(
-        [j.checkpoint_interval_s or pol.checkpoint_interval_s for j in snap.jobs], dtype=float
-    )
-    resumable = np.array([j.resumable for j in snap.jobs], dtype=bool)
-    ran = np.maximum(snap.now - start, 0.0)
-    since_ckpt = np.where(resumable & (interval > 0), np.mod(ran, np.maximum(interval, 1e-9)), ran)
-    lost = np.where(snap.job_running, since_ckpt + pol.restart_overhead_s, 0.0)
-    # churn: a margin of the job's own value (hysteresis) plus its lost work amortized over the
-    # horizon a replacement would run protected
-    horizon = max(float(pol.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
-    own = (value.max(axis=1) if T else np.zeros(J)) * snap.job_running
-    margin = np.where(snap.job_running, HYSTERESIS + np.minimum(lost, horizon) / horizon, 0.0)
+    order = order_score(snap)
+    wt, omega = tier_weights(snap)
+    lost = lost_work(snap)
+    if J == 0:
+        z = np.zeros(0)
+        return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega)
+    speed = np.where(snap.job_allowed, snap.job_speed, 0.0)
+    best = speed.max(axis=1, keepdims=True)
+    srel = np.divide(speed, best, out=np.zeros_like(speed), where=best > 0)
+    srel_min = float(srel[srel > 0].min(initial=1.0))
+    g_max = float(snap.node_gpus.max(initial=1))
+    eps_u = srel_min / (FOOTPRINT * g_max * V_MAX * (1.0 + ALPHA))
+    prio, submit = _rank_scores(snap)
+    run = snap.job_running
+    o = order[snap.job_project]
+    fair = np.where(run, 1.0 + ALPHA, 1.0 + ALPHA * o)
+    rank = 1.0 + BETA_PRIORITY * prio + BETA_SUBMIT * np.where(run, 1.0, submit)
+    tier = np.where(snap.job_tier1, 1.0, eps_u)
+    low_fair = (1.0 + ALPHA * o)[:, None]
+    per_gpu = np.where(snap.job_tier1, srel * (fair * rank)[:, None],
+                       eps_u * srel * low_fair * rank[:, None])
+    g = snap.job_gpus.astype(float)[:, None]
+    value = g * per_gpu
+    value = _keep_low_tier_running(snap, value, snap.job_tier1)
+    own = np.where(run, value[np.arange(J), np.maximum(snap.job_run_type, 0)], 0.0)
+    horizon = max(float(snap.policy.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
-    # floors must outweigh the best per-GPU coefficient of any start or keep
-    per_gpu = (own + churn) / np.maximum(snap.job_gpus, 1) if J else np.zeros(0)
-    qv = value.max(axis=1) / np.maximum(snap.job_gpus, 1) if J and T else np.zeros(0)
-    best = max(s_max * prio_max, float(per_gpu.max(initial=0.0)), float(qv.max(initial=0.0)))
-    return Impact(
-        weight=W,
-        job_weight=jw,
-        rank=rank,
-        tier=tier,
-        value=value,
-        churn=churn,
-        lost_s=lost,
-        eps_unallocated=eps_u,
-        floor_weight=FOOTPRINT * best,
-        boost=boost,
-        margin=margin,
-    )
+    return Impact(value, tier, churn, lost, order, eps_u, wt, omega)
+
+
+def _keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier1: np.ndarray) -> np.ndarray:
+    """Running unallocated work is worth, per GPU, at least the best queued unallocated job
+    allowed on that type, times (1 + ALPHA): a queued unallocated job only fills idle GPUs
+    (the published rule); only allocated demand displaces running unallocated work."""
+    low = ~tier1
+    if not value.size or not low.any():
+        return value
+    g = np.maximum(snap.job_gpus, 1).astype(float)[:, None]
+    queued = (~snap.job_running)[:, None] & snap.job_allowed & low
+    best = np.where(queued, value / g, 0.0).max(axis=0)
+    run = snap.job_running[:, None] & low
+    return np.where(run, np.maximum(value, best[None, :] * g) * (1.0 + ALPHA), value)

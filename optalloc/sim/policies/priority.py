@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from optalloc.sim.policies.base import make_plan, pending_reasons, rank_pass
+from optalloc.plan.ranked import make_plan, pending_reasons, rank_pass
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan, ReasonCode
 

@@ -1,11 +1,6 @@
-"""GPU packing shared by the baseline policies: gang shapes, a mutable per-decision free map,
-best-fit node choice and static feasibility.
-
-Gang shape of a job on a gpu_type whose largest node has `size` GPUs:
-
-* `gpus_per_node = c` given: `gpus / c` distinct nodes with `c` free GPUs each.
-* not given, `gpus <= size`: one node.
-* not given, `gpus > size`: `gpus // size` whole nodes plus one node holding the remainder.
+"""GPU packing for the ranked (list-scheduling) pass: a mutable per-decision free map, best-fit
+node choice and static feasibility. Gang shapes follow the one rule of optalloc/shape.py
+(`gang_shape` is its chunk list).
 
 Best fit: every chunk goes to the candidate node with the fewest free GPUs that still holds
 it (ties: lowest node index), so partly used nodes fill first and whole nodes stay free for
@@ -19,23 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from optalloc.shape import chunks
 from optalloc.snapshot import Snapshot
 from optalloc.types import Job, NodeAlloc, Placement
 
 
 def gang_shape(gpus: int, gpus_per_node: int | None, size: int) -> list[int] | None:
     """GPUs per node for a job on nodes of `size` GPUs, largest chunk first; None if the job
-    cannot take that shape (a chunk larger than a node, or gpus not divisible)."""
-    if gpus <= 0 or size <= 0:
-        return None
-    if gpus_per_node:
-        if gpus % gpus_per_node or gpus_per_node > size:
-            return None
-        return [gpus_per_node] * (gpus // gpus_per_node)
-    if gpus <= size:
-        return [gpus]
-    full, rem = divmod(gpus, size)
-    return [size] * full + ([rem] if rem else [])
+    cannot take that shape (optalloc.shape.chunks)."""
+    return chunks(gpus, gpus_per_node, size)
 
 
 @dataclass
@@ -52,6 +39,8 @@ class FreeMap:
     node_names: tuple[str, ...]
     type_names: tuple[str, ...]
     node_index: dict
+    tier1: np.ndarray | None = None  # (J, T) allocated work per type (snapshot's job_tier1)
+    job_index: object = None  # job id -> row of tier1
     _sizes: dict | None = None  # (gpu_type, present) -> largest node size (states are fixed)
     _orders: dict | None = None  # (allowed, speed) bytes -> type order
 
@@ -70,6 +59,8 @@ class FreeMap:
             node_names=tuple(n.name for n in snap.nodes),
             type_names=snap.type_names,
             node_index=dict(snap.node_index),
+            tier1=snap.job_tier1,
+            job_index=snap.job_index,
         )
 
     # ------------------------------------------------------------------ bookkeeping
@@ -166,7 +157,9 @@ class FreeMap:
         for n, c in chunks:
             idx = np.flatnonzero(~self.used[n])[:c]
             allocs.append(NodeAlloc(self.node_names[n], tuple(int(i) for i in idx)))
-        pl = Placement(job.id, self.type_names[t], tuple(allocs), allocated=job.allocated)
+        k = self.job_index.get(job.id) if self.job_index is not None else None
+        alloc = job.allocated if k is None else bool(self.tier1[k, t])
+        pl = Placement(job.id, self.type_names[t], tuple(allocs), allocated=alloc)
         self.take(pl)
         return pl
 

@@ -1,0 +1,88 @@
+"""Hierarchical share floors and fair-share targets (soft), the scheme's first two goals.
+
+For every org node o (programs and projects, not the root) and gpu_type t with a target
+T[o,t] > 0 (optalloc.model.targets: floor F <= target T, whole GPUs):
+
+Variables  m[o,t,s] >= 0 integer, one per tier s of o's share on t:
+             s = 0..K-1  the K segments of the floor (F split into K near-equal whole parts),
+                         objective omega_s (K = 1 today: one floor tier, see impact.py);
+             s = K       the target above the floor, ub T - F, objective W_T(o).
+A floor above the target counts only up to the target (tier_bounds).
+Family `share[o,t]`:  sum_s m[o,t,s] - sum_{c on t, tier 1, project under o} g_c x[c]
+                                     - sum_{i kept, on t, tier 1, under o} g_i k[i] <= 0
+
+A plan's floor and target GPUs are min(got, bound) per tier, filled in tier order (the best
+m for a plan); unmet floor F - got is reported as a FloorViolation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.context import BuildContext
+from optalloc.model.objective.impact import K_SEGMENTS
+
+
+def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """(..., K+1) whole-GPU bound of each tier: K floor segments, then target - floor. A floor
+    above the target (the target is cut where protected jobs hold the capacity) counts only
+    up to the target: the targets already share such a shortfall in proportion to floors."""
+    F = np.minimum(np.asarray(floor), np.asarray(target)).astype(np.int64)
+    base, extra = F // K_SEGMENTS, F % K_SEGMENTS
+    seg = base[..., None] + (np.arange(K_SEGMENTS) < extra[..., None])
+    top = np.maximum(np.asarray(target) - F, 0)
+    return np.concatenate([seg, top[..., None]], axis=-1).astype(float)
+
+
+def tier_values(imp, org_idx: np.ndarray) -> np.ndarray:
+    """(n, K+1) objective per GPU of each tier for org nodes `org_idx`."""
+    seg = np.broadcast_to(imp.floor_weight, (len(org_idx), K_SEGMENTS))
+    return np.concatenate([seg, imp.target_weight[org_idx][:, None]], axis=1)
+
+
+def met_value(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> float:
+    """Objective of the share tiers for a plan that gives `got` (O, T) tier-1 GPUs."""
+    O, T = floor.shape
+    bounds = tier_bounds(floor[1:], target[1:])  # (O-1, T, K+1)
+    lo = np.concatenate([np.zeros(bounds.shape[:-1] + (1,)), np.cumsum(bounds, -1)[..., :-1]],
+                        axis=-1)
+    met = np.clip(got[1:, :, None] - lo, 0, bounds)
+    vals = tier_values(imp, np.arange(1, O))[:, None, :]
+    return float((met * vals).sum())
+
+
+def define_shares(ctx: BuildContext) -> None:
+    snap, req, imp, tg, b = ctx.snap, ctx.req, ctx.imp, ctx.tg, ctx.b
+    F, T = tg.floor, tg.target
+    mo, mt = np.nonzero(T > 0)
+    keep = mo > 0
+    mo, mt = mo[keep], mt[keep]
+    if not len(mo):
+        return
+    bounds = tier_bounds(F[mo, mt], T[mo, mt])  # (R, K+1)
+    vals = tier_values(imp, mo)
+    r_idx, s_idx = np.nonzero(bounds > 0)
+    ctx.m_org, ctx.m_type, ctx.m_seg = mo[r_idx], mt[r_idx], s_idx
+    ctx.m = b.add_vars("m", len(r_idx), 0, bounds[r_idx, s_idx], vals[r_idx, s_idx])
+    O, Tn = F.shape
+    row_of = np.full((O, Tn), -1)
+    row_of[mo, mt] = np.arange(len(mo))
+    M = snap.org.membership()
+    jobs = np.concatenate([req.cand_job, req.run_job])
+    types = np.concatenate([req.cand_type, req.run_type])
+    cols = np.concatenate([ctx.x, ctx.k])
+    t1 = snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
+    anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
+    r = row_of[anc, types[e]]
+    ok = r >= 0
+    rows = np.concatenate([r_idx, r[ok]])
+    allc = np.concatenate([ctx.m, cols[e[ok]]])
+    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float)])
+    order = np.argsort(rows, kind="stable")
+    rows, allc, coef = rows[order], allc[order], coef[order]
+    bnd = np.searchsorted(rows, np.arange(len(mo) + 1))
+    names, tnames = snap.org.names, snap.type_names
+    for i in range(len(mo)):
+        a, z = bnd[i], bnd[i + 1]
+        b.add_rows(f"share[{names[mo[i]]},{tnames[mt[i]]}]", 1, np.zeros(z - a), allc[a:z],
+                   coef[a:z], -np.inf, 0.0)

@@ -1,0 +1,246 @@
+"""Share floors and fair-share targets per org node and gpu_type: what the scheme says each
+subtree should hold after this epoch (models/formulation.md, "Floors and targets").
+
+Demand D[o,t]: GPUs of allocated work (tier 1: min_runtime > 0, project share on t > 0) under
+o that may run on t this epoch: running jobs that may stay on their type (a job past its
+protection on a drain node leaves, so it is not demand this epoch), and startable jobs split
+across their allowed types in proportion to the project's entitled GPUs there.
+
+Floor F[o,t] = floor(min(D, ent[o,t] * cap_t)): whole GPUs o is entitled to and wants.
+
+Target T[o,t], by hierarchical water-filling top-down (Fair Tree, rule 1 and 2 of DESIGN.md
+section 8): a parent's target A is split among its children c so that
+
+    a_c = clip(kappa_c * (lambda - rho_c), L_c, U_c),    sum_c a_c = min(A, sum_c U_c)
+
+with L_c = max(protected GPUs, F_c) (protected jobs stay; floors first), U_c = D_c, and
+rho_c = r_c * (1 - H/W) the child's usage ratio r decayed over the horizon H, kappa_c =
+ent[c,t] * cap_t * W / H the GPUs that move its projected ratio by one: the equal-level lambda
+is the projected usage ratio all receiving siblings reach after H at those allocations. So the
+spare goes to the lowest-ratio subtree first, is shared among (near-)tied siblings in
+proportion to their shares, and a subtree's rank comes before anything inside it. W = the
+lookback window (decay mode: half-life / ln 2), H = max(min_runtime cap, epoch): the time a
+start commits GPUs for.
+
+In-order caps: a project's jobs take its target in the project's own order (priority, then
+running, then submit; protected jobs first), skipping a job that does not fit what is left
+(backfill). When that realizes a whole GPU less than the target, the project is capped there
+and the water-filling runs again, so the rest flows to siblings instead of to the project's
+lower-priority jobs (at most three passes). Not when the first job in line does not fit at
+all: a head-of-line gang may be worth overshooting the target for (its floor), which the
+model decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from optalloc.model.order import project_order
+from optalloc.model.requirements import Requirements
+from optalloc.snapshot import Snapshot
+from optalloc.types import UsageMode
+
+R_MAX = 8.0  # usage ratios are clipped to [0, R_MAX] (numerically safe, order preserved)
+PASSES = 3
+
+
+@dataclass(frozen=True, eq=False)
+class Targets:
+    floor: np.ndarray  # (O, T) whole GPUs
+    target: np.ndarray  # (O, T) GPUs (fractional), >= floor where capacity allows
+    demand: np.ndarray  # (O, T) tier-1 GPUs that may run on t
+    protected: np.ndarray  # (O, T) tier-1 GPUs held by protected jobs
+    capacity: np.ndarray  # (T,) GPUs the targets share (up nodes + protected on drain)
+    cand_share: np.ndarray  # (C,) fraction of a candidate's GPUs counted as demand on its type
+    horizon_s: float
+    window_s: float
+
+
+def horizons(snap: Snapshot) -> tuple[float, float]:
+    pol = snap.policy
+    window = pol.lookback_s if pol.usage_mode is UsageMode.WINDOW else pol.half_life_s / np.log(2)
+    horizon = max(float(pol.min_runtime_cap_s), float(pol.epoch_s), 1.0)
+    return float(window), min(horizon, float(window))
+
+
+def counted_running(snap: Snapshot, req: Requirements) -> np.ndarray:
+    """(K,) bool: running tier-1 jobs that may stay on their type this epoch."""
+    rj, rt = req.run_job, req.run_type
+    if not len(rj):
+        return np.zeros(0, dtype=bool)
+    return snap.job_tier1[rj, rt] & (~snap.job_on_drain[rj] | snap.job_protected[rj])
+
+
+def _demand(snap: Snapshot, req: Requirements, cap_up: np.ndarray):
+    O, T = snap.org.n, len(snap.gpu_types)
+    leaf = np.zeros((O, T))
+    prot = np.zeros((O, T))
+    rj, rt = req.run_job, req.run_type
+    keep = counted_running(snap, req)
+    np.add.at(leaf, (snap.job_project[rj[keep]], rt[keep]), snap.job_gpus[rj[keep]])
+    pr = keep & snap.job_protected[rj]
+    np.add.at(prot, (snap.job_project[rj[pr]], rt[pr]), snap.job_gpus[rj[pr]])
+    cj, ct = req.cand_job, req.cand_type
+    ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
+    w = np.where(ok, snap.org.entitlement[snap.job_project[cj], ct] * cap_up[ct], 0.0)
+    tot = np.bincount(cj, weights=w, minlength=len(snap.jobs))
+    share = np.divide(w, tot[cj], out=np.zeros_like(w), where=tot[cj] > 0)
+    np.add.at(leaf, (snap.job_project[cj], ct), snap.job_gpus[cj] * share)
+    return leaf, prot, share
+
+
+def waterfill(A, L, U, rho, kappa, P=None) -> np.ndarray:
+    """Split A (T,) among m children: a = clip(kappa (lambda - rho), L, U) with sum a =
+    min(A, sum U), exactly (the sum is piecewise linear in lambda). L, U, kappa (m, T), rho
+    (m,). When the lower bounds alone exceed A, the protected GPUs P (<= L) are given first and
+    the rest of L is scaled down proportionally."""
+    L = np.minimum(L, U)
+    P = np.zeros_like(L) if P is None else np.minimum(P, L)
+    A = np.minimum(A, U.sum(axis=0))
+    out = np.empty_like(L)
+    short = L.sum(axis=0) >= A - 1e-12
+    if short.any():
+        p, extra = P[:, short], (L - P)[:, short]
+        left = np.maximum(A[short] - p.sum(axis=0), 0.0)
+        s = extra.sum(axis=0)
+        scale = np.divide(left, s, out=np.zeros_like(s), where=s > 0)
+        out[:, short] = p + extra * np.minimum(scale, 1.0)
+    t = np.flatnonzero(~short)
+    if len(t):
+        k = np.maximum(kappa[:, t], 1e-12)
+        r = rho[:, None]
+        bp = np.concatenate([r + L[:, t] / k, r + U[:, t] / k])  # (2m, t)
+        bp = np.sort(bp, axis=0)
+        S = np.clip(k[None] * (bp[:, None, :] - r[None]), L[None, :, t], U[None, :, t]).sum(1)
+        i = np.maximum((S < A[t][None, :] - 1e-12).sum(axis=0), 1)  # first bp with S >= A
+        i = np.minimum(i, len(bp) - 1)
+        cols = np.arange(len(t))
+        b0, b1, s0, s1 = bp[i - 1, cols], bp[i, cols], S[i - 1, cols], S[i, cols]
+        lam = b0 + np.divide((A[t] - s0) * (b1 - b0), s1 - s0, out=np.zeros_like(b0),
+                             where=s1 > s0)
+        out[:, t] = np.clip(k * (lam[None, :] - r), L[:, t], U[:, t])
+    return out
+
+
+def _fill_tree(snap, cap, floor, prot, upper, rho, kappa) -> np.ndarray:
+    org = snap.org
+    O, T = floor.shape
+    target = np.zeros((O, T))
+    target[0] = np.minimum(cap, upper[0])
+    children: dict[int, list[int]] = {}
+    for v in np.argsort(org.depth, kind="stable")[1:]:
+        children.setdefault(int(org.parent[v]), []).append(int(v))
+    for o in np.argsort(org.depth, kind="stable"):
+        ch = children.get(int(o))
+        if not ch:
+            continue
+        ch = np.asarray(ch)
+        low = np.maximum(prot[ch], floor[ch])
+        target[ch] = waterfill(target[o], low, upper[ch], rho[ch], kappa[ch], prot[ch])
+    return target
+
+
+def _inorder_fill(snap: Snapshot, req: Requirements, budget: np.ndarray) -> np.ndarray:
+    """(O,) GPUs each project's own order realizes of `budget` (O,) GPUs (leaves only), or the
+    whole budget where the project's first job in line beyond its protected ones does not fit
+    at all (a head-of-line gang needs more than the budget: floors and targets decide in the
+    model whether it is worth the overshoot, so the budget is not given away)."""
+    rj = req.run_job[counted_running(snap, req)]
+    cj = np.unique(req.cand_job[snap.job_tier1[req.cand_job, req.cand_type]]) \
+        if len(req.cand_job) else np.zeros(0, np.int64)
+    jobs = np.unique(np.concatenate([rj, cj])).astype(np.int64)
+    out = np.zeros(snap.org.n)
+    if not len(jobs):
+        return out
+    proj = snap.job_project[jobs]
+    g = snap.job_gpus[jobs].astype(float)
+    total = np.bincount(proj, weights=g, minlength=snap.org.n)
+    need = np.flatnonzero(total > budget + 1e-9)
+    out[:] = np.minimum(total, budget)
+    if not len(need):
+        return out
+    pos = project_order(snap)[jobs]
+    prot = snap.job_protected[jobs]
+    order = np.lexsort((pos, ~prot, proj))
+    sel = np.isin(proj[order], need)
+    for p, gpus, fixed in _groups(proj[order][sel], g[order][sel], prot[order][sel]):
+        used, b, taken = 0.0, budget[p] + 1e-9, False
+        for x, f in zip(gpus, fixed):
+            if f or used + x <= b:
+                used += x
+                taken |= not f
+        if taken:
+            out[p] = used
+    return out
+
+
+def _groups(keys: np.ndarray, vals: np.ndarray, flags: np.ndarray):
+    if not len(keys):
+        return
+    cut = np.r_[0, np.flatnonzero(np.diff(keys)) + 1, len(keys)]
+    for a, b in zip(cut[:-1], cut[1:]):
+        yield int(keys[a]), vals[a:b].tolist(), flags[a:b].tolist()
+
+
+def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
+    org = snap.org
+    O, T = org.n, len(snap.gpu_types)
+    cap_up = snap.capacity_by_type(up_only=True).astype(float)
+    leaf, prot_leaf, share = _demand(snap, req, cap_up)
+    M = org.membership().astype(float)
+    D, P = M @ leaf, M @ prot_leaf
+    # protected jobs on drain nodes hold GPUs outside the up capacity: they still count
+    rj, rt = req.run_job, req.run_type
+    on_drain = snap.job_on_drain[rj] & snap.job_protected[rj] if len(rj) else np.zeros(0, bool)
+    drain_held = np.bincount(rt[on_drain], weights=snap.job_gpus[rj[on_drain]], minlength=T)
+    cap = cap_up + drain_held
+    ent_gpus = org.entitlement * cap_up[None, :]
+    F = np.floor(np.minimum(D, ent_gpus) + 1e-9)
+    F[0] = 0.0
+    window, horizon = horizons(snap)
+    r = np.clip(np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=R_MAX, posinf=R_MAX),
+                0.0, R_MAX)
+    rho = r * (1.0 - horizon / window)
+    kappa = org.entitlement * cap[None, :] * (window / horizon)
+    upper = D.copy()
+    target = _fill_tree(snap, cap, F, P, upper, rho, kappa)
+    leaves = org.is_leaf
+    for _ in range(PASSES - 1):
+        budget = target.sum(axis=1)
+        filled = _inorder_fill(snap, req, budget)
+        capped = leaves & (filled < budget - 1.0 + 1e-6)  # a whole GPU lost, not rounding
+        if not capped.any():
+            break
+        scale = np.divide(filled, budget, out=np.zeros(O), where=budget > 0)
+        leaf_upper = np.where(capped[:, None], target * scale[:, None], upper * leaves[:, None])
+        leaf_upper = np.where(leaves[:, None], np.minimum(leaf_upper, upper), 0.0)
+        upper = M @ leaf_upper
+        target = _fill_tree(snap, cap, np.minimum(F, upper), P, upper, rho, kappa)
+    target = _integerize(snap, np.maximum(target, 0.0), upper)
+    return Targets(F, target, D, P, cap, share, horizon, window)
+
+
+def _integerize(snap: Snapshot, target: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Whole-GPU targets, consistent down the tree: each parent's whole target is split among
+    its children by largest remainder (a child never above ceil(its upper bound))."""
+    org = snap.org
+    out = np.zeros_like(target)
+    out[0] = np.floor(target[0] + 1e-9)
+    children: dict[int, list[int]] = {}
+    for v in np.argsort(org.depth, kind="stable")[1:]:
+        children.setdefault(int(org.parent[v]), []).append(int(v))
+    for o in np.argsort(org.depth, kind="stable"):
+        ch = children.get(int(o))
+        if not ch:
+            continue
+        ch = np.asarray(ch)
+        base = np.floor(target[ch] + 1e-9)
+        room = np.ceil(upper[ch] - 1e-9) - base
+        frac = np.where(room >= 1, target[ch] - base, -1.0)
+        short = np.clip(out[o] - base.sum(axis=0), 0, None).astype(np.int64)  # (T,)
+        rank = np.argsort(np.argsort(-frac, axis=0, kind="stable"), axis=0)
+        base += (rank < short[None, :]) & (frac >= 0)
+        out[ch] = base
+    return out

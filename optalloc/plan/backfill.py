@@ -1,0 +1,138 @@
+"""Placement step 5: restore + backfill (lazy greedy in marginal objective per GPU)."""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fairshare import tier_bounds, tier_values
+from optalloc.plan.fit import alloc, chunks, nodes_for
+
+
+class ShareGain:
+    """Marginal share-tier objective (floor segments, then target) of adding a job's GPUs to
+    its project's path, as placements fill the tiers (optalloc.model.constraints.fairshare)."""
+
+    def __init__(self, em: EpochModel):
+        snap, imp, tg = em.snap, em.imp, em.tg
+        O, T = snap.org.n, len(snap.gpu_types)
+        M = snap.org.membership()
+        self.anc = [np.flatnonzero(M[1:, p]) + 1 for p in range(O)]  # root excluded
+        self.bounds = tier_bounds(tg.floor, tg.target)  # (O, T, K+1)
+        self.vals = tier_values(imp, np.arange(O))  # (O, K+1)
+        self.got = np.zeros((O, T))
+        self.snap = snap
+
+    def _value(self, orgs: np.ndarray, t: int, got: np.ndarray) -> float:
+        b = self.bounds[orgs, t]  # (n, K+1)
+        lo = np.concatenate([np.zeros((len(orgs), 1)), np.cumsum(b, axis=1)[:, :-1]], axis=1)
+        return float((np.clip(got[:, None] - lo, 0, b) * self.vals[orgs]).sum())
+
+    def gain(self, j: int, t: int) -> float:
+        if not self.snap.job_tier1[j, t]:
+            return 0.0
+        a = self.anc[self.snap.job_project[j]]
+        g = float(self.snap.job_gpus[j])
+        cur = self.got[a, t]
+        return self._value(a, t, cur + g) - self._value(a, t, cur)
+
+    def add(self, j: int, t: int, sign: float = 1.0) -> None:
+        if self.snap.job_tier1[j, t]:
+            self.got[self.anc[self.snap.job_project[j]], t] += sign * self.snap.job_gpus[j]
+
+
+def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started, placements,
+                          cand_of, backfilled, value, restorable) -> None:
+    """Lazy greedy in descending marginal objective per GPU over (a) preempted running jobs
+    whose GPUs are still free (and that may stay: not a drain leaver) and (b) waiting jobs that
+    fit. A job's marginal objective is its work value plus what its GPUs add to the share tiers
+    on its path, re-evaluated when popped (tiers fill as jobs start). A tier-1 (allocated) job
+    may evict unallocated holders; evicted jobs go back into the queue. A job whose `order`
+    predecessor (a job of its project ahead of it that fits its place) waits is not started."""
+    snap, req, imp = em.snap, em.req, em.imp
+    sg = ShareGain(em)
+    for i in np.flatnonzero(kept):
+        sg.add(int(req.run_job[i]), int(req.run_type[i]))
+    for j, c in cand_of.items():
+        sg.add(j, int(req.cand_type[c]))
+    preds: dict[int, list[int]] = {}
+    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
+        preds.setdefault(b, []).append(a)
+
+    by_job: dict[int, list[int]] = {}
+    for c in np.argsort(-value, kind="stable"):
+        by_job.setdefault(int(req.cand_job[c]), []).append(int(c))
+
+    def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)
+        if kind == 0:
+            j, t = int(req.run_job[idx]), int(req.run_type[idx])
+            return (float(imp.value[j, t] + imp.churn[j]) + sg.gain(j, t)) / snap.job_gpus[j]
+        g = snap.job_gpus[idx]
+        return max(float(value[c]) + sg.gain(idx, int(req.cand_type[c])) for c in by_job[idx]) / g
+
+    heap: list[tuple[float, int, int]] = []  # (-priority, kind 0=restore 1=start, index)
+    for i in np.flatnonzero(~kept & restorable):
+        heap.append((-prio(0, int(i)), 0, int(i)))
+    for j in by_job:
+        if j not in placements:
+            heap.append((-prio(1, j), 1, j))
+    heapq.heapify(heap)
+
+    def evicted_back(jobs: list[int]) -> None:
+        for e in jobs:
+            if e in placements:  # a start of this epoch: undo it, it may start elsewhere
+                del placements[e]
+                c = cand_of.pop(e)
+                started[c] = False
+                backfilled[e] = False
+                sg.add(e, int(req.cand_type[c]), -1.0)
+                heapq.heappush(heap, (-prio(1, e), 1, e))
+            else:  # a running job: preempted after all
+                i = run_of_job[e]
+                kept[i] = False
+                restored[i] = False
+                sg.add(e, int(req.run_type[i]), -1.0)
+
+    while heap:
+        neg, kind, idx = heapq.heappop(heap)
+        if kind == 1 and idx in placements:
+            continue
+        cur = prio(kind, idx)
+        if heap and cur < -neg - 1e-9 and -cur > heap[0][0]:  # stale: tiers filled since
+            heapq.heappush(heap, (-cur, kind, idx))
+            continue
+        if kind == 0:
+            holds = run_nodes[idx]
+            if all(pool.is_free(n, g) for n, g in holds):
+                for n, g in holds:
+                    pool.hold(n, g, int(req.run_job[idx]))
+                restored[idx] = True
+                sg.add(int(req.run_job[idx]), int(req.run_type[idx]))
+            continue
+        j = idx
+        if any(a not in placements for a in preds.get(j, ())):
+            continue  # its project's job ahead of it waits: the order rows forbid this start
+        may_evict = not pool.evictable[j]
+        cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
+        for c in cands:
+            t = int(req.cand_type[c])
+            sel = pool.accept & (snap.node_type == t)
+            if int(pool.room(may_evict)[sel].sum()) < snap.job_gpus[j]:
+                continue
+            nodes = nodes_for(pool, em, c, [], {}, evict=False)
+            if nodes is None and may_evict:
+                nodes = nodes_for(pool, em, c, [], {}, evict=True)
+                if nodes is not None:
+                    out = []
+                    for n, g in zip(nodes, chunks(req, j, t)):
+                        out += pool.make_room(n, g)
+                    evicted_back(out)
+            if nodes is not None:
+                placements[j] = alloc(pool, em, j, t, nodes)
+                started[c] = True
+                cand_of[j] = c
+                backfilled[j] = True
+                sg.add(j, t)
+                break

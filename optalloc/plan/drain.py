@@ -1,0 +1,41 @@
+"""Drain progress after a plan (DESIGN.md section 8, rule 5): a drain node takes nothing new,
+each job on it leaves as soon as its protection ends, and an empty drain node is ready for
+repair."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.plan.place import Placed
+from optalloc.types import DrainStatus
+
+
+def drain_status(em: EpochModel, placed: Placed) -> tuple[DrainStatus, ...]:
+    snap, req = em.snap, em.req
+    drains = np.flatnonzero(snap.node_drain)
+    if not len(drains):
+        return ()
+    names = [snap.nodes[n].name for n in drains]
+    staying: dict[str, list[str]] = {n: [] for n in names}
+    leaving: dict[str, list[str]] = {n: [] for n in names}
+    until: dict[str, float] = {}
+    grace_end = snap.now + snap.policy.grace_s
+    for i, j in enumerate(req.run_job):
+        job = snap.jobs[j]
+        on = [a.node for a in job.placement.nodes if a.node in staying]
+        if not on:
+            continue
+        for n in on:
+            if placed.kept[i]:
+                staying[n].append(job.id)
+                end = float(snap.job_protect_end[j])
+                until[n] = max(until.get(n, snap.now), end if np.isfinite(end) else snap.now)
+            else:
+                leaving[n].append(job.id)
+                until[n] = max(until.get(n, snap.now), grace_end)
+    return tuple(
+        DrainStatus(node=n, staying=tuple(sorted(staying[n])), leaving=tuple(sorted(leaving[n])),
+                    empty_at=until.get(n, snap.now), ready=not staying[n] and not leaving[n])
+        for n in names
+    )

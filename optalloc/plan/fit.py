@@ -1,0 +1,70 @@
+"""Node choice for one job's shape during placement: which nodes, how many GPUs on each."""
+
+from __future__ import annotations
+
+from optalloc.model.build import EpochModel
+from optalloc.model.requirements import PIECES, WHOLE
+from optalloc.plan.nodepool import NodePool
+from optalloc.types import NodeAlloc, Placement
+
+
+def chunks(req, j: int, t: int) -> list[int]:
+    """GPUs per node of job j's shape on t, in the order `nodes_for` returns nodes."""
+    size, pieces, rem = int(req.size[j, t]), int(req.pieces[j, t]), int(req.rem[j, t])
+    return [size] * pieces + ([rem] if rem else [])
+
+
+def alloc(pool: NodePool, em: EpochModel, j: int, t: int, nodes: list[int]) -> Placement:
+    snap = em.snap
+    allocs = [NodeAlloc(snap.nodes[n].name, pool.take(n, g, j))
+              for n, g in zip(nodes, chunks(em.req, j, t))]
+    return Placement(snap.jobs[j].id, snap.type_names[t], tuple(allocs),
+                     bool(snap.job_tier1[j, t]))
+
+
+def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
+               evict: bool, pick: dict | None = None) -> list[int] | None:
+    """Nodes for candidate c (whole nodes + remainder node, distinct pieces, or one node), in
+    the order of `chunks`, or None. `prefer`: reserved whole nodes (z); `slots`: the model's
+    per-(type, size) packing; `pick`: the model's nodes for per-node gang pieces (y)."""
+    req = em.req
+    j, t = int(req.cand_job[c]), int(req.cand_type[c])
+    shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
+    chosen: list[int] = []
+    if shape == WHOLE:
+        free = pool.whole_free(t, size, evict)
+        free_set = set(free.tolist())
+        pref = [n for n in prefer if n in free_set]
+        rest = [int(n) for n in free if n not in set(pref)]
+        chosen = (pref + rest)[:pieces]
+        if len(chosen) < pieces:
+            return None
+        rem = int(req.rem[j, t])
+        if not rem:
+            return chosen
+        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict)
+        return None if n < 0 else chosen + [n]
+    room = pool.room(evict)
+    if shape == PIECES and pick:
+        for n in pick.get(c, []):
+            if len(chosen) < pieces and room[n] >= size and pool.accept[n] and n not in chosen:
+                chosen.append(n)
+    while len(chosen) < pieces:
+        n = slot_or_best_fit(pool, t, size, chosen, slots, evict)
+        if n < 0:
+            return None
+        chosen.append(n)
+    return chosen
+
+
+def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: dict,
+                      evict: bool) -> int:
+    """A node for one chunk: where the model's packing put one of that size, else best fit;
+    the packing slot is consumed. -1 when none holds it."""
+    room = pool.room(evict)
+    lst = slots.get((t, size), [])
+    for i, m in enumerate(lst):
+        if m not in exclude and room[m] >= size and pool.accept[m]:
+            del lst[i]
+            return m
+    return pool.best_fit(t, size, exclude=exclude, evict=evict)

@@ -1,0 +1,39 @@
+"""The greedy baseline's plan in the model's coordinates, so the optimizer can score it, start
+from it and never return anything worse on its own objective (epoch phase 3b)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.plan.place import Placed
+from optalloc.plan.ranked import greedy_pass
+
+
+def greedy_placed(em: EpochModel) -> Placed | None:
+    """The ranked pass of the published greedy system as a Placed, or None when one of its
+    placements has no counterpart in the model (then it is not a candidate)."""
+    snap, req = em.snap, em.req
+    res = greedy_pass(snap)
+    C, K, J = len(req.cand_job), len(req.run_job), len(snap.jobs)
+    cand = {(int(j), int(t)): c for c, (j, t) in enumerate(zip(req.cand_job, req.cand_type))}
+    run_of = {int(j): i for i, j in enumerate(req.run_job)}
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    started = np.zeros(C, bool)
+    kept = np.zeros(K, bool)
+    placements = {}
+    for pl in res.placements:
+        j = snap.job_index[pl.job_id]
+        job = snap.jobs[j]
+        if job.running and job.placement == pl and j in run_of:
+            kept[run_of[j]] = True
+            continue
+        c = cand.get((j, tidx[pl.gpu_type]))
+        if c is None:
+            return None
+        started[c] = True
+        placements[j] = pl
+    fm = res.free
+    free = np.where(fm.accepts, fm.free, 0)
+    return Placed(started, kept, np.zeros(J, bool), placements, np.zeros(J, bool),
+                  np.zeros(K, bool), free)

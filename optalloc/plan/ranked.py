@@ -1,0 +1,249 @@
+"""The ranked pass the list-scheduling baselines share (greedy, priority), also the greedy
+incumbent the epoch optimizer must never lose to.
+
+The ranked pass (`rank_pass`) is the whole of a list scheduler:
+
+1. Running jobs on down nodes are preempted (their node is gone). Running jobs that are not
+   `fixed` and sit on a drained node are preempted (PreemptedNodeDrain) so the node empties.
+2. Every other running job holds its GPUs. `fixed` ones can never be touched; the rest are
+   *tentative*: possible victims.
+3. Jobs are walked in rank order. A tentative running job that is reached is kept (everything
+   ranked above it has been served). A queued job is placed best-fit in free GPUs; if it does
+   not fit and `may_preempt[j]`, tentative jobs are released lowest-ranked first until it
+   fits, then released victims that turn out unnecessary are taken back; if even all
+   candidates do not make room, nothing is preempted. A job that does not fit does not block
+   the ones after it (backfill).
+4. Every queued job left gets a reason.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from optalloc.plan.freemap import FreeMap, static_fit
+from optalloc.snapshot import Snapshot
+from optalloc.types import PendingReason, Placement, Plan, Preemption, ReasonCode, SolveReport
+
+
+@dataclass
+class PassResult:
+    placements: list[Placement] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    pending: list[int] = field(default_factory=list)  # job indices, in rank order
+    free: FreeMap | None = None
+
+
+def rank_pass(
+    snap: Snapshot,
+    order: np.ndarray,
+    fixed: np.ndarray,
+    may_preempt: np.ndarray,
+    victim_code: Callable[[int], ReasonCode],
+) -> PassResult:
+    """Run the ranked pass described in the module docstring. `order`: job indices best first
+    (every job, running and queued); `fixed`, `may_preempt`: (J,) bool."""
+    jobs = snap.jobs
+    fm = FreeMap.empty(snap)
+    out = PassResult(free=fm)
+    grace = snap.policy.grace_s
+    T = len(snap.gpu_types)
+    placed: dict[int, Placement] = {}
+    tentative = np.zeros(len(jobs), dtype=bool)
+    rank = np.empty(len(jobs), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+
+    for j in np.flatnonzero(snap.job_running):
+        job = jobs[j]
+        pl = job.placement
+        nodes = [fm.node_index.get(a.node) for a in pl.nodes] if pl else [None]
+        if pl is None or any(n is None or not fm.present[n] for n in nodes):
+            out.preemptions.append(
+                Preemption(job.id, ReasonCode.PREEMPTED_NODE_DRAIN, "its node is down", 0.0)
+            )
+            continue
+        if not fixed[j] and not all(fm.accepts[n] for n in nodes):
+            out.preemptions.append(
+                Preemption(
+                    job.id,
+                    ReasonCode.PREEMPTED_NODE_DRAIN,
+                    f"node {pl.nodes[0].node} is draining and the job is past its protection",
+                    grace,
+                )
+            )
+            continue
+        placed[j] = pl
+        tentative[j] = not fixed[j]
+    fm.take_many(placed.values())
+
+    # victim pool: tentative jobs lowest-ranked first; GPUs per type they hold
+    pool = sorted(np.flatnonzero(tentative).tolist(), key=lambda j: -rank[j])
+    tidx = {t: i for i, t in enumerate(snap.type_names)}
+    job_type = {j: tidx[placed[j].gpu_type] for j in pool}
+    pool_t = np.zeros(T, dtype=np.int64)
+    for j in pool:
+        pool_t[job_type[j]] += snap.job_gpus[j]
+    free_t = fm.free_by_type()
+    in_pool = tentative.copy()
+
+    for j in order:
+        j = int(j)
+        if snap.job_running[j]:
+            if in_pool[j]:
+                in_pool[j] = False
+                pool_t[job_type[j]] -= snap.job_gpus[j]
+            continue
+        job = jobs[j]
+        allowed = snap.job_allowed[j]
+        need = snap.job_gpus[j]
+        avail = int(free_t[allowed].sum())
+        if avail >= need:
+            fit = fm.fit(job, allowed, snap.job_speed[j])
+            if fit is not None:
+                pl = fm.place(job, *fit)
+                placed[j] = pl
+                free_t[fit[0]] -= need
+                continue
+        if may_preempt[j] and avail + int(pool_t[allowed].sum()) >= need:
+            victims = _make_room(fm, j, snap, pool, in_pool, allowed, job_type)
+            if victims is not None:
+                for v in victims:
+                    in_pool[v] = False
+                    pool_t[job_type[v]] -= snap.job_gpus[v]
+                    del placed[v]
+                    out.preemptions.append(
+                        Preemption(
+                            jobs[v].id,
+                            victim_code(v),
+                            f"{job.id} (ranked higher) needs its GPUs",
+                            grace,
+                            needed_by=(job.id,),
+                        )
+                    )
+                fit = fm.fit(job, allowed, snap.job_speed[j])
+                pl = fm.place(job, *fit)
+                placed[j] = pl
+                free_t = fm.free_by_type()
+                continue
+        out.pending.append(j)
+
+    out.placements = [placed[j] for j in sorted(placed, key=lambda j: rank[j])]
+    return out
+
+
+def _make_room(fm, j, snap, pool, in_pool, allowed, job_type) -> list[int] | None:
+    """Release candidate victims (lowest-ranked first) until job j fits; then take back the
+    ones not needed. Returns the victims (fm left with them released) or None (fm unchanged)."""
+    job = snap.jobs[j]
+    need = int(snap.job_gpus[j])
+    free = int(fm.free_by_type()[allowed].sum())
+    released: list[int] = []
+    for v in pool:
+        if not in_pool[v] or not allowed[job_type[v]]:
+            continue
+        fm.release(snap.jobs[v].placement)
+        released.append(v)
+        free += int(snap.job_gpus[v])
+        if free >= need and fm.fit(job, allowed, snap.job_speed[j]) is not None:
+            break
+    else:
+        for v in released:
+            fm.take(snap.jobs[v].placement)
+        return None
+    # take back victims whose GPUs are not needed, highest-ranked (latest released) first
+    for v in reversed(released[:-1]):
+        fm.take(snap.jobs[v].placement)
+        if fm.fit(job, allowed, snap.job_speed[j]) is None:
+            fm.release(snap.jobs[v].placement)
+        else:
+            released.remove(v)
+    return released
+
+
+# --------------------------------------------------------------------------- pending reasons
+
+
+def pending_reasons(
+    snap: Snapshot,
+    res: PassResult,
+    explain: Callable[[int], tuple[ReasonCode, str]],
+) -> list[PendingReason]:
+    """A reason for every pending job: static shape problems and unallocated yielding first,
+    then a gang that has GPUs but not in the right nodes, then the policy's own `explain`."""
+    fm = res.free
+    free_t = fm.free_by_type()
+    cache: dict = {}
+    out = []
+    for j in res.pending:
+        job = snap.jobs[j]
+        allowed = snap.job_allowed[j]
+        key = (job.gpus, job.gpus_per_node, allowed.tobytes())
+        if key not in cache:
+            cache[key] = static_fit(fm, job, allowed)
+        fit = cache[key]
+        if fit == "never":
+            code, msg = (
+                ReasonCode.NO_MATCHING_GPU_TYPE,
+                f"no node of an allowed gpu_type can hold {job.gpus} GPUs in this gang shape",
+            )
+        elif fit == "draining":
+            code, msg = ReasonCode.NODE_DRAINING, "the nodes that can hold this gang are drained"
+        elif not job.allocated:
+            code, msg = ReasonCode.UNALLOCATED_YIELDS, "unallocated jobs wait for idle GPUs"
+        elif int(free_t[allowed].sum()) >= job.gpus:
+            code, msg = (
+                ReasonCode.GANG_DOES_NOT_FIT,
+                f"{int(free_t[allowed].sum())} GPUs are free but not on enough whole nodes",
+            )
+        else:
+            code, msg = explain(j)
+        out.append(PendingReason(job.id, code, msg))
+    return out
+
+
+def make_plan(snap: Snapshot, name: str, res: PassResult, reasons, t0: float) -> Plan:
+    return Plan(
+        now=snap.now,
+        placements=tuple(res.placements),
+        preemptions=tuple(res.preemptions),
+        pending=tuple(reasons),
+        report=SolveReport(
+            backend=name, status="heuristic", solve_s=time.perf_counter() - t0
+        ),
+    )
+
+
+# --------------------------------------------------------------------------- the greedy order
+
+
+def greedy_order(snap: Snapshot) -> np.ndarray:
+    """Job indices best first, as the published greedy system sorts them: allocated work
+    before unallocated, projects in Fair-Tree order (optalloc.model.order), then each
+    project's own order (priority, running before queued, submit, id)."""
+    from optalloc.model.order import fair_tree_rank, project_order
+
+    if not snap.jobs:
+        return np.zeros(0, dtype=np.int64)
+    prank = fair_tree_rank(snap)[snap.job_project]
+    alloc = snap.job_tier1.any(axis=1)
+    return np.lexsort((project_order(snap), prank, ~alloc))
+
+
+def greedy_pass(snap: Snapshot) -> PassResult:
+    """The greedy baseline's ranked pass: protected runs are fixed; a queued allocated job may
+    preempt lower-ranked unprotected runs; unallocated work only fills (models/greedy.md)."""
+    rt = np.maximum(snap.job_run_type, 0)
+    J = len(snap.jobs)
+    run_tier1 = snap.job_tier1[np.arange(J), rt] & (snap.job_run_type >= 0)
+    return rank_pass(
+        snap,
+        greedy_order(snap),
+        fixed=snap.job_protected,
+        may_preempt=snap.job_tier1.any(axis=1) & ~snap.job_running,
+        victim_code=lambda v: (
+            ReasonCode.PREEMPTED_FAIR_SHARE if run_tier1[v] else ReasonCode.PREEMPTED_UNALLOCATED
+        ),
+    )

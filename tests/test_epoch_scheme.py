@@ -1,0 +1,258 @@
+"""Epoch decisions that follow the published scheme exactly (DESIGN.md section 8): one table of
+hand-written clusters, each with the whole expected plan (GPUs per running job, preemptions
+with their codes and takers, pending codes), named like the sentence it checks. The cases are
+the eight failures an operator reported (drain, spare sharing, program order, priority inside a
+project, zero shares, unallocated swaps, per-node gang pieces, floor shortfalls)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from optalloc.epoch import run_epoch
+from optalloc.types import Job, NodeState, OrgNode
+
+from test_epoch_toy import H, flat_org, nodes_of, pending_codes, preempted, queued, running
+from test_epoch_toy import snapshot
+
+M = 60.0
+NOW = 10 * H
+
+
+@dataclass
+class Case:
+    name: str
+    snap: object
+    placed: dict  # job id -> GPUs, every job running after the epoch (or project -> GPUs)
+    preempted: dict = field(default_factory=dict)
+    pending: dict | None = None  # job id -> code; None: not checked
+    by_project: bool = False
+
+
+def _placed(snap, plan, by_project: bool) -> dict:
+    out: dict = {}
+    for p in plan.placements:
+        key = snap.jobs[snap.job_index[p.job_id]].project if by_project else p.job_id
+        out[key] = out.get(key, 0) + p.gpus
+    return out
+
+
+def _drain_cases() -> list[Case]:
+    nodes = nodes_of(1, 8) + nodes_of(1, 8, prefix="d", state=NodeState.DRAIN)
+    jobs = [running("P", "A", "h100", [("d00", [0, 1])], start=NOW - 10 * M),
+            running("E", "A", "h100", [("d00", [2, 3])], start=NOW - 5 * H),
+            running("U", "B", "h100", [("d00", [4, 5])], start=NOW - 10 * M, min_runtime_s=0),
+            Job("Q", "B", 4, min_runtime_s=H)]
+    return [
+        Case("a drain node keeps a protected job, its job past protection and its unallocated "
+             "job leave with PreemptedNodeDrain, and nothing new lands there",
+             snapshot(nodes, flat_org({"A": 1, "B": 1}), jobs, now=NOW),
+             {"P": 2, "Q": 4},
+             preempted={"E": ("PreemptedNodeDrain", ()), "U": ("PreemptedNodeDrain", ())},
+             pending={}),
+    ]
+
+
+def _share_cases() -> list[Case]:
+    org = flat_org({"A": 40, "B": 30, "C": 20, "D": 10})
+    jobs = [j for p in "BCD" for j in queued(p, 60, 1)]
+    return [
+        Case("the spare of an idle project is shared by tied projects in proportion to their "
+             "shares, not given to one",
+             snapshot(nodes_of(25, 4), org, jobs), {"B": 50, "C": 33, "D": 17}, by_project=True),
+        Case("the spare goes to the lowest-ratio project first",
+             snapshot(nodes_of(25, 4), org, jobs, usage={"B": 1.2, "C": 1.18, "D": 0.72}),
+             {"B": 30, "C": 20, "D": 50}, by_project=True),
+    ]
+
+
+def _program_cases() -> list[Case]:
+    org = OrgNode("root", children=(
+        OrgNode("A", children=(OrgNode("A1"),)), OrgNode("B", children=(OrgNode("B1"),)),
+        OrgNode("C", children=(OrgNode("C1"),))))
+    jobs = queued("A1", 100, 1) + queued("B1", 100, 1)
+    return [
+        Case("a program's order comes before its projects' order: the lower-ratio program's "
+             "project gets the spare although its own ratio is higher",
+             snapshot(nodes_of(25, 4), org, jobs, usage={"A": 1.0, "A1": 0.0, "B": 0.6,
+                                                          "B1": 1.2}),
+             {"A1": 33, "B1": 67}, by_project=True),
+    ]
+
+
+def _priority_cases() -> list[Case]:
+    jobs = [Job("a-old", "A", 2, min_runtime_s=8 * H, submit_time=NOW - 2 * H),
+            Job("a-new", "A", 2, min_runtime_s=8 * H, submit_time=NOW - 5 * M),
+            Job("a-short", "A", 2, min_runtime_s=30 * M, submit_time=NOW - 5 * M),
+            Job("a-hi", "A", 2, min_runtime_s=8 * H, priority=100, submit_time=NOW)]
+    many = [Job(f"lo{i}", "A", 1, min_runtime_s=8 * H, submit_time=NOW - H + i)
+            for i in range(6)] + [Job(f"hi{i}", "A", 1, min_runtime_s=8 * H, priority=100,
+                                      submit_time=NOW) for i in range(2)]
+    lower = [running("A-run", "A", "h100", [("n00", range(8))], start=NOW - 5 * H,
+                     min_runtime_s=2 * H),
+             Job("A-urgent", "A", 8, min_runtime_s=2 * H, priority=5, submit_time=0.0)]
+    equal = [running("A-run", "A", "h100", [("n00", range(8))], start=NOW - 5 * H,
+                     min_runtime_s=2 * H),
+             Job("A-old", "A", 8, min_runtime_s=2 * H, submit_time=0.0)]
+    return [
+        Case("a project's priority-100 job starts before its earlier priority-0 jobs, a "
+             "30-minute job does not jump the line, and the others say LowerPriorityInProject",
+             snapshot(nodes_of(1, 4), flat_org({"A": 1}), jobs, now=NOW),
+             {"a-hi": 2, "a-old": 2},
+             pending={"a-new": "LowerPriorityInProject", "a-short": "LowerPriorityInProject"}),
+        Case("inside its share a project runs its priority-100 jobs, then its oldest",
+             snapshot(nodes_of(1, 4), flat_org({"A": 1, "B": 1}),
+                      many + queued("B", 4, 1), now=NOW),
+             {"hi0": 1, "hi1": 1, "B00": 1, "B01": 1}, pending=None),
+        Case("a running job past its protection yields to a higher-priority job of its project",
+             snapshot(nodes_of(1, 8), flat_org({"A": 1}), lower, now=NOW),
+             {"A-urgent": 8}, preempted={"A-run": ("PreemptedForFairShare", ("A-urgent",))},
+             pending={}),
+        Case("an equal-priority job submitted earlier never displaces a running one",
+             snapshot(nodes_of(1, 8), flat_org({"A": 1}), equal, now=NOW),
+             {"A-run": 8}, pending={"A-old": "WaitingForCapacity"}),
+    ]
+
+
+def _zero_share_cases() -> list[Case]:
+    org = OrgNode("root", children=(OrgNode("X", share_by_type={"b200": 0.0}),
+                                    OrgNode("Y", share_by_type={"h100": 0.0})))
+    nodes = nodes_of(1, 8, gpu_type="b200", prefix="b")
+    x_run = running("X-b200", "X", "b200", [("b00", range(8))], start=NOW - H,
+                    min_runtime_s=8 * H)
+    return [
+        Case("a job where its project has no share is never protected and yields to the "
+             "entitled project at once",
+             snapshot(nodes, org, [x_run, Job("Y-q", "Y", 8, min_runtime_s=H)], now=NOW,
+                      types=("h100", "b200")),
+             {"Y-q": 8}, preempted={"X-b200": ("PreemptedUnallocated", ("Y-q",))}, pending={}),
+    ]
+
+
+def _unallocated_cases() -> list[Case]:
+    org = flat_org({"A": 1, "B": 1})
+    base = [running("A-prot", "A", "h100", [("n00", range(4))], start=NOW - 10 * M),
+            running("A-unal", "A", "h100", [("n00", range(4, 8))], start=NOW - H,
+                    min_runtime_s=0.0)]
+    pick = [running("P", "A", "h100", [("n00", [0])], start=NOW - 10 * M),
+            running("U4", "A", "h100", [("n00", [1, 2, 3, 4])], start=NOW - H, min_runtime_s=0),
+            running("U2", "A", "h100", [("n00", [5, 6])], start=NOW - H, min_runtime_s=0),
+            Job("Q", "B", 3, min_runtime_s=H)]
+    return [
+        Case("a running unallocated job is not preempted to start a queued unallocated job of "
+             "the same size, even of a project that used less",
+             snapshot(nodes_of(1, 8), org,
+                      base + [Job("B-unal", "B", 4, min_runtime_s=0.0, submit_time=NOW - H)],
+                      now=NOW, usage={"A": 1.5, "B": 0.0}),
+             {"A-prot": 4, "A-unal": 4}, pending={"B-unal": "UnallocatedYields"}),
+        Case("allocated demand preempts the smallest unallocated job that makes room and "
+             "leaves no GPU idle",
+             snapshot(nodes_of(1, 8), org, pick, now=NOW),
+             {"P": 1, "U4": 4, "Q": 3}, preempted={"U2": ("PreemptedUnallocated", ("Q",))},
+             pending={}),
+    ]
+
+
+def _gang_cases() -> list[Case]:
+    held = [running("R", "B", "h100", [("n00", range(4))], start=NOW - 10 * M)]
+    return [
+        Case("the pieces of a per-node gang start on distinct nodes",
+             snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}),
+                      held + [Job("G", "A", 8, gpus_per_node=4, min_runtime_s=H)], now=NOW),
+             {"R": 4, "G": 8}, pending={}),
+        Case("a 20-GPU job on 8-GPU nodes runs as 8 + 8 + 4 and leaves the rest of the third "
+             "node to others",
+             snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}),
+                      [Job("G", "A", 20, min_runtime_s=H), Job("S", "B", 4, min_runtime_s=H)],
+                      now=NOW),
+             {"G": 20, "S": 4}, pending={}),
+    ]
+
+
+def _floor_cases() -> list[Case]:
+    org = flat_org({"A": 1, "B": 1, "C": 1, "D": 1})
+    prot = [running(f"A{i}", "A", "h100", [(f"n{i:02d}", range(8))], start=NOW - 10 * M)
+            for i in range(5)]
+    jobs = prot + [j for p in "BCD" for j in queued(p, 16, 1)]
+    return [
+        Case("a floor shortfall is shared by the projects below their floors, not dumped on one",
+             snapshot(nodes_of(8, 8), org, jobs, now=NOW),
+             {"A": 40, "B": 8, "C": 8, "D": 8}, by_project=True),
+    ]
+
+
+CASES = (_drain_cases() + _share_cases() + _program_cases() + _priority_cases()
+         + _zero_share_cases() + _unallocated_cases() + _gang_cases() + _floor_cases())
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_scheme_case(case: Case):
+    plan = run_epoch(case.snap)
+    assert plan.degraded is None
+    assert _placed(case.snap, plan, case.by_project) == case.placed
+    assert preempted(plan) == case.preempted
+    if case.pending is not None:
+        assert pending_codes(plan) == case.pending
+
+
+def test_a_drain_node_reports_who_stays_who_leaves_and_when_it_is_empty():
+    case = _drain_cases()[0]
+    plan = run_epoch(case.snap)
+    (d,) = plan.drains
+    assert (d.node, d.staying, d.leaving, d.ready) == ("d00", ("P",), ("E", "U"), False)
+    assert d.empty_at == pytest.approx(NOW - 10 * M + H)  # P's protection ends
+
+
+def test_an_empty_drain_node_is_ready_for_repair():
+    nodes = nodes_of(1, 8) + nodes_of(1, 8, prefix="d", state=NodeState.DRAIN)
+    plan = run_epoch(snapshot(nodes, flat_org({"A": 1}), queued("A", 2, 4), now=NOW))
+    assert [(d.node, d.ready, d.staying, d.leaving) for d in plan.drains] == [
+        ("d00", True, (), ())]
+
+
+def test_a_drain_node_empties_over_epochs_as_protections_end():
+    nodes = nodes_of(1, 8) + nodes_of(1, 8, prefix="d", state=NodeState.DRAIN)
+    job = running("P", "A", "h100", [("d00", [0, 1])], start=NOW - 10 * M)
+    ready = []
+    for now in (NOW, NOW + 49 * M, NOW + 51 * M):
+        plan = run_epoch(snapshot(nodes, flat_org({"A": 1}), [job], now=now))
+        (d,) = plan.drains
+        ready.append((d.staying, d.leaving))
+    assert ready == [(("P",), ()), (("P",), ()), ((), ("P",))]
+
+
+def test_a_zero_share_run_is_not_charged():
+    org = OrgNode("root", children=(OrgNode("X", share_by_type={"b200": 0.0}),
+                                    OrgNode("Y", share_by_type={"h100": 0.0})))
+    x_run = running("X-b200", "X", "b200", [("b00", range(8))], start=NOW - H,
+                    min_runtime_s=8 * H)
+    snap = snapshot(nodes_of(1, 8, gpu_type="b200", prefix="b"), org, [x_run], now=NOW,
+                    types=("h100", "b200"))
+    assert not snap.job_protected[0]
+    plan = run_epoch(snap)
+    assert [(p.job_id, p.allocated) for p in plan.placements] == [("X-b200", False)]
+
+
+def test_an_over_share_message_names_the_target_and_who_gets_the_rest():
+    case = _share_cases()[0]
+    plan = run_epoch(case.snap)
+    msg = {r.job_id: r for r in plan.pending}["B59"]
+    assert msg.code.value == "OverShare"
+    assert "B holds 50 h100 GPUs, its fair-share target this epoch is 50" in msg.message
+    assert "C (usage ratio 0.00, holds 33 of target 33)" in msg.message
+
+
+def test_the_lp_backend_reports_its_real_gap():
+    # two 12-GPU gangs on 3 nodes: the LP starts both by halves, the plan only one
+    snap = snapshot(nodes_of(3, 8), flat_org({"A": 1}),
+                    [Job("G1", "A", 12, min_runtime_s=H), Job("G2", "A", 12, min_runtime_s=H)])
+    from optalloc.types import SolverSettings
+
+    plan = run_epoch(snap, SolverSettings(backend="lp"))
+    rep = plan.report
+    assert rep.bound >= rep.objective
+    if rep.gap > 0.005:
+        assert rep.status == "feasible"
+    else:
+        assert rep.status == "optimal"
