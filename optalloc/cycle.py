@@ -66,7 +66,7 @@ def _interval(job: Job, end: float) -> Interval | None:
         gpus=job.placement.gpus,
         start=job.start_time,
         end=end,
-        allocated=job.allocated,
+        allocated=job.placement.allocated,  # unallocated work, or no share on the type
     )
 
 

@@ -33,6 +33,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from optalloc.ledger import Ledger
+from optalloc.contract import protection_s
 from optalloc.org import OrgTree
 from optalloc.runners.base import EventKind, JobEvent
 from optalloc.sim.clock import SimClock
@@ -241,7 +242,7 @@ class _Simulation:
     def _decide(self, now: float) -> None:
         """snapshot -> decide -> (check) -> apply, then handle the transitions at apply."""
         open_ivs = [
-            Interval(jid, job.project, pl.gpu_type, job.gpus, start, now, job.allocated)
+            Interval(jid, job.project, pl.gpu_type, job.gpus, start, now, pl.allocated)
             for jid, (job, pl, start) in self.open.items()
             if start < now
         ]
@@ -287,9 +288,10 @@ class _Simulation:
                 self.n_queued -= 1
                 if rec.first_start is None:
                     rec.first_start = ev.time
-                if job.allocated:
+                if ev.placement.allocated:  # unallocated runs have no protection to expire
                     heapq.heappush(
-                        self.expiries, (ev.time + min(job.min_runtime_s, self.cap_rt), job.id, ev.time)
+                        self.expiries, (ev.time + protection_s(job.min_runtime_s, self.cap_rt),
+                                        job.id, ev.time)
                     )
                 continue
             self._close(ev.job_id, ev.time)
@@ -311,7 +313,7 @@ class _Simulation:
     def _close(self, jid: str, t: float) -> None:
         job, pl, start = self.open.pop(jid)
         if t > start:
-            iv = Interval(jid, job.project, pl.gpu_type, job.gpus, start, t, job.allocated)
+            iv = Interval(jid, job.project, pl.gpu_type, job.gpus, start, t, pl.allocated)
             self.intervals.append(iv)
             self.ledger.record_interval(iv)
         elif self.recs[jid].first_start == start and self.runner.stats[jid].runs == 1:
@@ -390,10 +392,9 @@ class _Simulation:
     def _result(self, t_end: float) -> SimResult:
         end = t_end
         # the cluster's own count of allocated GPU-seconds, runs still open counted to the end
-        ran_s = sum(
-            st.ran_gpu_s for jid, st in self.runner.stats.items() if self.recs[jid].job.allocated
-        ) + sum(
-            (end - start) * job.gpus for job, _, start in self.open.values() if job.allocated and end > start
+        ran_s = sum(st.charged_gpu_s for st in self.runner.stats.values()) + sum(
+            (end - start) * job.gpus for job, pl, start in self.open.values()
+            if pl.allocated and end > start
         )
         for jid in list(self.open):
             self._close(jid, end)

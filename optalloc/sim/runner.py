@@ -54,6 +54,7 @@ class JobStats:
     preemptions: int = 0
     lost_gpu_s: float = 0.0
     ran_gpu_s: float = 0.0  # GPU-seconds of finished runs (the cluster's own count)
+    charged_gpu_s: float = 0.0  # of which as allocated work (Placement.allocated)
     completed: bool = False
 
 
@@ -207,6 +208,8 @@ class SimulatedRunner:
         job = run.job
         elapsed = max(0.0, t - run.start)
         st.ran_gpu_s += elapsed * job.gpus
+        if run.placement.allocated:
+            st.charged_gpu_s += elapsed * job.gpus
         if completed:
             st.remaining = 0.0
             st.completed = True
