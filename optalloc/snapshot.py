@@ -54,10 +54,7 @@ class Snapshot:
     job_submit: np.ndarray  # (J,) float
     job_index: Mapping[str, int]
     node_index: Mapping[str, int]
-
-    @property
-    def type_names(self) -> tuple[str, ...]:
-        return tuple(g.name for g in self.gpu_types)
+    type_names: tuple[str, ...] = ()  # gpu_types' names, in order
 
     def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
         """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
@@ -163,5 +160,6 @@ def build_snapshot(
         jobs=jobs,
         job_index=MappingProxyType({j.id: k for k, j in enumerate(jobs)}),
         node_index=MappingProxyType(node_index),
+        type_names=tuple(tnames),
         **arrays,
     )

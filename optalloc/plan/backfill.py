@@ -12,35 +12,45 @@ from optalloc.plan.fit import alloc, chunks, nodes_for
 
 
 class ShareGain:
-    """Marginal share-tier objective (floor segments, then target) of adding a job's GPUs to
-    its project's path, as placements fill the tiers (optalloc.model.constraints.fairshare)."""
+    """Marginal share-tier objective (floor, then target) of adding a job's GPUs to its
+    project's path, as placements fill the tiers (optalloc.model.constraints.fairshare).
+    Plain Python on short paths: called for every heap entry of the backfill."""
 
     def __init__(self, em: EpochModel):
         snap, imp, tg = em.snap, em.imp, em.tg
         O, T = snap.org.n, len(snap.gpu_types)
         M = snap.org.membership()
-        self.anc = [np.flatnonzero(M[1:, p]) + 1 for p in range(O)]  # root excluded
-        self.bounds = tier_bounds(tg.floor, tg.target)  # (O, T, K+1)
-        self.vals = tier_values(imp, np.arange(O))  # (O, K+1)
-        self.got = np.zeros((O, T))
-        self.snap = snap
-
-    def _value(self, orgs: np.ndarray, t: int, got: np.ndarray) -> float:
-        b = self.bounds[orgs, t]  # (n, K+1)
-        lo = np.concatenate([np.zeros((len(orgs), 1)), np.cumsum(b, axis=1)[:, :-1]], axis=1)
-        return float((np.clip(got[:, None] - lo, 0, b) * self.vals[orgs]).sum())
+        self.anc = [(np.flatnonzero(M[1:, p]) + 1).tolist() for p in range(O)]  # root excluded
+        b = tier_bounds(tg.floor, tg.target)  # (O, T, K+1)
+        hi = np.cumsum(b, axis=-1)
+        lo = hi - b
+        vals = tier_values(imp, np.arange(O))  # (O, K+1)
+        # per (o, t): [(lo, hi, weight), ...] of its non-empty tiers
+        self.tiers = [[[(float(lo[o, t, s]), float(hi[o, t, s]), float(vals[o, s]))
+                        for s in range(b.shape[-1]) if b[o, t, s] > 0] for t in range(T)]
+                      for o in range(O)]
+        self.got = np.zeros((O, T)).tolist()
+        self.tier1 = snap.job_tier1
+        self.project = snap.job_project.tolist()
+        self.gpus = snap.job_gpus.astype(float).tolist()
 
     def gain(self, j: int, t: int) -> float:
-        if not self.snap.job_tier1[j, t]:
+        if not self.tier1[j, t]:
             return 0.0
-        a = self.anc[self.snap.job_project[j]]
-        g = float(self.snap.job_gpus[j])
-        cur = self.got[a, t]
-        return self._value(a, t, cur + g) - self._value(a, t, cur)
+        g, out = self.gpus[j], 0.0
+        for o in self.anc[self.project[j]]:
+            cur = self.got[o][t]
+            for lo, hi, w in self.tiers[o][t]:
+                a, b = max(lo, cur), min(hi, cur + g)
+                if b > a:
+                    out += (b - a) * w
+        return out
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:
-        if self.snap.job_tier1[j, t]:
-            self.got[self.anc[self.snap.job_project[j]], t] += sign * self.snap.job_gpus[j]
+        if self.tier1[j, t]:
+            g = sign * self.gpus[j]
+            for o in self.anc[self.project[j]]:
+                self.got[o][t] += g
 
 
 def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started, placements,

@@ -26,7 +26,7 @@ from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import tier_bounds
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
 from optalloc.plan.backfill import restore_and_backfill
-from optalloc.plan.fit import alloc, nodes_for
+from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.nodepool import NodePool
 from optalloc.snapshot import Snapshot
 from optalloc.types import Placement
@@ -70,7 +70,12 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     pool = NodePool(snap, evictable_jobs(snap))
     run_nodes = _running_holds(snap, req)
     run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
-    kept = kept.copy()
+    # running unallocated work stays unless a start below needs its GPUs: the solver's
+    # preemption of it is advisory (within its gap it is indifferent to a few unallocated GPUs,
+    # and evicting work a free GPU could have spared is a needless preemption)
+    rj = req.run_job
+    low = (~snap.job_tier1[rj, req.run_type] if K else np.zeros(0, bool)) & (k_ub > 0)
+    kept = kept | low
     for i in np.flatnonzero(kept):
         for n, gpus in run_nodes[i]:
             pool.hold(n, gpus, int(req.run_job[i]))
@@ -82,10 +87,13 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     shape = req.shape[req.cand_job, req.cand_type] if C else np.zeros(0, np.int64)
     value = imp.value[req.cand_job, req.cand_type] if C else np.zeros(0)
     ch = np.flatnonzero(chosen)
-    # whole-node gangs (largest first), then pieces, then single-node jobs (largest first)
+    tier1 = snap.job_tier1[req.cand_job, req.cand_type] if C else np.zeros(0, bool)
+    # allocated work first (it may evict unallocated work), then whole-node gangs (largest
+    # first), then pieces, then single-node jobs (largest first)
     order = sorted(
         ch.tolist(),
         key=lambda c: (
+            not tier1[c],
             {WHOLE: 0, PIECES: 1, SMALL: 2}[int(shape[c])],
             -int(snap.job_gpus[req.cand_job[c]]),
             -value[c],
@@ -96,6 +104,12 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
         if j in placements:  # the one-choice row makes this impossible for integral x
             continue
         nodes = nodes_for(pool, em, c, reserved, slots, evict=False, pick=pick)
+        if nodes is None and tier1[c]:
+            nodes = nodes_for(pool, em, c, reserved, {}, evict=True, pick=pick)
+            if nodes is not None:
+                for n, g in zip(nodes, chunks(req, j, int(req.cand_type[c]))):
+                    for e in pool.make_room(n, g):
+                        kept[run_of_job[e]] = False
         if nodes is None:
             failed[j] = True
         else:
