@@ -5,7 +5,7 @@ protection, every job accounted for).
 Rows that bypass run_epoch (a MIP backend alone, the naive PuLP model) have starts and keeps
 but no reasons; `plan_of` turns them into a Plan with the minimal reasons check_plan needs
 (a running job not kept is preempted, Moved when it starts again elsewhere; a queued job not
-started is pending).
+started is pending; a kept job keeps its placement exactly as the snapshot has it).
 """
 
 from __future__ import annotations
@@ -19,12 +19,7 @@ def plan_of(snap: Snapshot, kept_jobs, starts: dict[int, Placement]) -> Plan:
     """`kept_jobs`: job indices of running jobs that keep their GPUs; `starts`: job index ->
     new Placement."""
     kept = {int(j) for j in kept_jobs}
-    placements = []
-    for j in sorted(kept):
-        p = snap.jobs[j].placement
-        alloc = bool(snap.job_allocated[j])
-        placements.append(p if p.allocated == alloc else Placement(p.job_id, p.gpu_type, p.nodes,
-                                                                   alloc))
+    placements = [snap.jobs[j].placement for j in sorted(kept)]  # kept as they are
     placements += [starts[j] for j in sorted(starts)]
     pre, pending = [], []
     for j, job in enumerate(snap.jobs):

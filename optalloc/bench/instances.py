@@ -10,8 +10,9 @@ The keyword-only options (all off by default, so the reference instances behind 
 stay as they were) add what the scaling benchmark needs; they draw from a second generator
 seeded `[seed, 1]`, so the default stream is untouched:
   * `divisions`: an org level above the programs (root -> division -> program -> project);
-  * `per_node_gang_frac`: that share of multi-GPU jobs asks `gpus_per_node` 1, 2 or 4 (a
-    per-node gang: pieces on distinct nodes), queued and running;
+  * `per_node_gang_frac`: that share of multi-GPU jobs asks `gpus_per_node` 1, 2 or 4 that
+    divides its GPUs, at most 16 pieces (a per-node gang: pieces on distinct nodes), queued
+    and running;
   * `busy_drained_nodes` / `down_nodes`: nodes holding running jobs set to drain (the jobs may
     stay) or down (the jobs are displaced and may restart elsewhere), after packing;
   * `zero_share_project`: the last project has a zero share on the last gpu_type.
@@ -116,7 +117,8 @@ def make_instance(
         speed = frozen_map({n: float(s * rng.uniform(0.9, 1.1)) for n, _, s in types[1:]})
         gpn = None
         if per_node_gang_frac > 0 and g >= 2 and extra.random() < per_node_gang_frac:
-            opts = [p for p in (1, 2, 4) if p < min(g, gpus_per_node) and g // p <= 16]
+            opts = [p for p in (1, 2, 4)
+                    if p < min(g, gpus_per_node) and g % p == 0 and g // p <= 16]
             gpn = int(extra.choice(opts)) if opts else None
         common = dict(
             id=f"j{k:05d}", project=leaves[int(rng.integers(len(leaves)))], gpus=g,

@@ -25,17 +25,22 @@ import time
 import traceback
 
 
+def _peak_mb() -> float:
+    scale = 1024.0 if sys.platform != "darwin" else 1024.0**2  # ru_maxrss: KiB (macOS: bytes)
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale
+    return own + kids
+
+
 def _child(conn, target: str, kwargs: dict) -> None:
     try:
         mod, fn = target.split(":")
         func = getattr(importlib.import_module(mod), fn)
         row = func(progress=lambda d: conn.send(("info", dict(d))), **kwargs)
-        scale = 1024.0 if sys.platform != "darwin" else 1024.0**2  # ru_maxrss: KiB (macOS: B)
-        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
-        kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale
-        conn.send(("done", {**row, "peak_rss_mb": own + kids}))
+        conn.send(("done", {**row, "peak_rss_mb": _peak_mb()}))
     except Exception as err:  # the parent reports it as the row's status
-        conn.send(("error", f"{type(err).__name__}: {err}\n{traceback.format_exc()}"))
+        conn.send(("error", {"status": "error", "note": f"{type(err).__name__}: {err}",
+                             "traceback": traceback.format_exc(), "peak_rss_mb": _peak_mb()}))
     finally:
         conn.close()
 
@@ -107,8 +112,7 @@ def run_isolated(target: str, kwargs: dict, *, wall_s: float = 600.0,
                 elif kind == "done":
                     result = payload
                 else:
-                    last = payload.strip().splitlines()
-                    result = {"status": "error", "note": last[0], "traceback": payload}
+                    result = payload
                 continue
             pids = tree(proc.pid)
             now_mb = rss_mb(pids)
@@ -118,7 +122,7 @@ def run_isolated(target: str, kwargs: dict, *, wall_s: float = 600.0,
             if now_mb > rss_limit_mb:
                 why = f"RSS {now_mb:.0f} MB passed the {rss_limit_mb:.0f} MB limit after {elapsed:.0f} s"
             elif elapsed > wall_s:
-                why = f"ran past the {wall_s:.0f} s wall limit"
+                why = f"ran past the {wall_s:g} s wall limit"
             elif not proc.is_alive() and not recv.poll(0):
                 why = f"row process died (exit {proc.exitcode})"
             if why:

@@ -193,7 +193,9 @@ def solve_naive(em: EpochModel, *, time_limit_s: float, mip_gap: float, threads:
     got = got_by_org(em, Placed(started, kept, np.zeros(len(em.snap.jobs), bool)))
     obj = em.plan_objective(started, kept, got)
     t3 = time.perf_counter()
-    return NaiveResult(status, started, kept, placements, obj, float(nm.prob.objective.value()),
+    value = nm.prob.objective.value()  # None when the model has no variable
+    return NaiveResult(status, started, kept, placements, obj,
+                       float(value) if value is not None else float(em.lm.obj_offset),
                        t1 - t0, t2 - t1, t3 - t2, nm.n_vars, nm.n_cons,
                        f"CBC {'optimal within gapRel' if status == 'optimal' else 'time limit'}")
 

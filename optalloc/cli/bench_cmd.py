@@ -61,7 +61,7 @@ def _suites(args) -> tuple[str, ...]:
     names = SUITES if args.suite == "all" else tuple(s.strip() for s in args.suite.split(",") if s.strip())
     unknown = [n for n in names if n not in SUITES]
     if unknown or not names:
-        raise OptallocError(f"--suite: unknown {unknown or args.suite!r}; choose among "
+        raise OptallocError(f"--suite: unknown {', '.join(unknown) or repr(args.suite)}; choose among "
                             f"{', '.join(SUITES)} or 'all'")
     return names
 
