@@ -7,7 +7,9 @@ Sizes (optalloc.bench.instances.SCALES): S 88 GPUs / 200 jobs, M 1,024 / 2,000, 
 per-node gangs, an empty and busy drained nodes, a down node with running jobs.
 
 Rows per size, each in its own process (optalloc.bench.isolate; see optalloc.bench.scale_rows):
-`lp`, `epoch`, `mip/<backend>` per requested backend, `naive/cbc` (sizes in `naive_sizes`).
+`lp`, `epoch` (run_epoch with production's solver settings: 10 s, 0.5%, one thread),
+`mip/<backend>` per requested backend (`time_limit_s`), `naive/cbc` (sizes in `naive_sizes`,
+build + CBC within `naive_time_limit_s`).
 Columns: times in seconds (medians over `repeat`, naive always once), `peak_rss_mb` (the row's
 process + its solver subprocess), model size, `objective` of the placed plan, the row's own
 `bound` and `gap`, `gap_lp` = (LP bound - objective) / max(1, |objective|) (certified: the LP
@@ -83,6 +85,7 @@ def run(
                             f"{', '.join(b for b in MIP_BACKENDS if b in have)}")
     log = log or (lambda s: None)
     settings = SolverSettings(time_limit_s=time_limit_s, mip_gap=mip_gap, threads=1)
+    epoch_settings = SolverSettings(mip_gap=mip_gap, threads=1)  # production's time limit
     rows = []
     with tempfile.TemporaryDirectory(prefix="optalloc-bench-") as tmp:
         for size in sizes:
@@ -94,7 +97,7 @@ def run(
                 _export(snap, size, seed, out or ".")
             del snap
             plan = [("lp", "lp_row", dict(settings=settings, repeat=repeat)),
-                    ("epoch", "epoch_row", dict(settings=settings, repeat=repeat))]
+                    ("epoch", "epoch_row", dict(settings=epoch_settings, repeat=repeat))]
             plan += [(f"mip/{b}", "mip_row", dict(settings=_with(settings, b), repeat=repeat))
                      for b in backends]
             if size in naive_sizes:
@@ -103,7 +106,8 @@ def run(
             size_rows = []
             for name, fn, kw in plan:
                 log(f"{size} {name} ...")
-                wall = naive_time_limit_s + 60 if fn == "naive_row" else 60 + 4 * repeat * time_limit_s
+                wall = (naive_time_limit_s + 60 if fn == "naive_row"
+                        else 120 + 3 * repeat * max(time_limit_s, epoch_settings.time_limit_s))
                 r = run_isolated(f"{ROWS}:{fn}", {"snap_path": path, **kw}, wall_s=wall,
                                  rss_limit_mb=rss_limit_mb)
                 size_rows.append({**head, "row": name, **r})
