@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lock demo test test-fast bench bench-sim clean
+.PHONY: venv lock demo test test-fast bench bench-scale bench-sim clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
@@ -47,9 +47,17 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not slurm"
 
-## bench: ledger and epoch-solver benchmarks (tables + JSON under bench-results/, a few minutes)
+## bench: ledger and scaling benchmarks, S, M and L (tables + JSON under bench-results/, about
+## 10 minutes: the naive PuLP + CBC row takes most of it on M)
 bench: $(STAMP)
 	$(BIN)/optalloc bench --out bench-results
+
+## bench-scale: every size S..XXL (epoch, LP relaxation, HiGHS alone; naive PuLP + CBC on S, M,
+## L and XL, killed past 5 GB or 10 minutes), each instance exported as MPS (about 40 minutes;
+## XXL takes ~2 GB)
+bench-scale: $(STAMP)
+	nice -n 10 $(BIN)/optalloc bench --sizes S,M,L,XL,XXL --naive-sizes S,M,L,XL --repeat 3 \
+	    --export --out bench-results
 
 ## bench-sim: ITP cluster04 (60 days, 480 GPUs) through greedy and ilp (about 10 minutes)
 bench-sim: $(STAMP)

@@ -3,6 +3,10 @@
 Each suite is a module `optalloc.bench.<name>_bench` with `run(quick: bool = False) ->
 list[dict]` (one row per size/backend). Numbers are wall seconds measured in one run on the
 machine at hand: compare ratios within a table, not absolute values across machines.
+
+`--sizes S,M,L,XL,XXL` runs the scaling suite (`scale`, optalloc.bench.scale_bench): per size,
+optalloc's epoch, its LP relaxation, each `--backends` MIP alone and the naive PuLP + CBC
+formulation, each row in its own process; `--export` also writes each instance as MPS.
 """
 
 from __future__ import annotations
@@ -16,8 +20,8 @@ import time
 
 from optalloc.bench.table import markdown_table
 
-SUITES = ("ledger", "epoch", "sim")
-DEFAULT_SUITES = ("ledger", "epoch")
+SUITES = ("ledger", "epoch", "scale", "sim")
+DEFAULT_SUITES = ("ledger", "scale")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,20 +29,72 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default="bench-results", help="output directory")
     p.add_argument(
         "--suite",
-        default=",".join(DEFAULT_SUITES),
-        help=f"comma-separated suites among {', '.join(SUITES)} (default: %(default)s; 'all')",
+        default=None,
+        help=f"comma-separated suites among {', '.join(SUITES)} (default: "
+        f"{','.join(DEFAULT_SUITES)}, or scale alone with --sizes; 'all')",
     )
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    g = p.add_argument_group("scale suite")
+    g.add_argument("--sizes", help="comma-separated among S,M,L,XL,XXL (default: S,M,L)")
+    g.add_argument("--backends", default="highs",
+                   help="MIP backends run alone on optalloc's model (default: %(default)s; 'none')")
+    g.add_argument("--naive-sizes", default="S,M",
+                   help="sizes that also get the naive PuLP + CBC row (default: %(default)s; "
+                   "'none', 'all')")
+    g.add_argument("--repeat", type=int, default=1, help="repeats per row, medians (naive: once)")
+    g.add_argument("--seed", type=int, default=0, help="instance seed (default: %(default)s)")
+    g.add_argument("--time-limit", type=float, default=60.0,
+                   help="MIP time limit per solve, seconds (default: %(default)s)")
+    g.add_argument("--naive-time-limit", type=float, default=600.0,
+                   help="naive row: build + CBC, seconds (default: %(default)s)")
+    g.add_argument("--rss-limit-mb", type=float, default=5000.0,
+                   help="kill a row whose process tree passes this RSS (default: %(default)s)")
+    g.add_argument("--export", action="store_true", help="write each instance as OUT/instances/SIZE-seedN.mps")
     p.set_defaults(func=cmd_bench)
 
 
-def cmd_bench(args) -> int:
+def _suites(args) -> tuple[str, ...]:
     from optalloc.errors import OptallocError
 
+    if args.suite is None:
+        return ("scale",) if args.sizes else DEFAULT_SUITES
     names = SUITES if args.suite == "all" else tuple(s.strip() for s in args.suite.split(",") if s.strip())
     unknown = [n for n in names if n not in SUITES]
-    if unknown:
-        raise OptallocError(f"--suite: unknown {unknown}; choose among {', '.join(SUITES)} or 'all'")
+    if unknown or not names:
+        raise OptallocError(f"--suite: unknown {', '.join(unknown) or repr(args.suite)}; choose among "
+                            f"{', '.join(SUITES)} or 'all'")
+    return names
+
+
+def _scale_kwargs(args) -> dict:
+    from optalloc.bench.instances import SCALES
+    from optalloc.bench.scale_bench import parse_list
+    from optalloc.errors import OptallocError
+    from optalloc.solve import MIP_BACKENDS, available_backends
+
+    for flag, value in (("--repeat", args.repeat), ("--time-limit", args.time_limit),
+                        ("--naive-time-limit", args.naive_time_limit),
+                        ("--rss-limit-mb", args.rss_limit_mb)):
+        if not value > 0:
+            raise OptallocError(f"{flag}: must be positive, got {value}")
+    backends = parse_list(args.backends, MIP_BACKENDS, "--backends")
+    have = available_backends()
+    if [b for b in backends if b not in have]:
+        raise OptallocError(f"--backends: {', '.join(b for b in backends if b not in have)} not "
+                            f"installed here; available: {', '.join(b for b in MIP_BACKENDS if b in have)}")
+    return dict(
+        sizes=parse_list(args.sizes, tuple(SCALES), "--sizes") if args.sizes else None,
+        backends=backends,
+        naive_sizes=parse_list(args.naive_sizes, tuple(SCALES), "--naive-sizes"),
+        repeat=args.repeat, seed=args.seed, out=args.out, export=args.export,
+        time_limit_s=args.time_limit, naive_time_limit_s=args.naive_time_limit,
+        rss_limit_mb=args.rss_limit_mb, log=lambda s: print(f"   {s}", flush=True),
+    )
+
+
+def cmd_bench(args) -> int:
+    names = _suites(args)
+    scale_kw = _scale_kwargs(args) if "scale" in names else {}  # bad flags fail before any run
     os.makedirs(args.out, exist_ok=True)
     header = (
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
@@ -48,10 +104,11 @@ def cmd_bench(args) -> int:
     for name in names:
         mod = importlib.import_module(f"optalloc.bench.{name}_bench")
         print(f"== {name} ...", flush=True)
-        rows = mod.run(quick=args.quick)
+        rows = mod.run(quick=args.quick, **(scale_kw if name == "scale" else {}))
         with open(os.path.join(args.out, f"{name}.json"), "w") as fh:
             json.dump({"machine": header, "rows": rows}, fh, indent=1, default=str)
-        table = markdown_table(rows)
+        shown = mod.table_rows(rows) if hasattr(mod, "table_rows") else rows
+        table = markdown_table(shown)
         print(table, flush=True)
         md.append(f"## {name}\n\n{table}")
     with open(os.path.join(args.out, "bench.md"), "w") as fh:
