@@ -88,19 +88,19 @@ COLUMNS
     x23 r12 4.0
     x24 r7 1.0
     x24 r12 8.0
-    x25 obj 97.5
+    x25 obj 390.0
     x25 r13 1.0
     x26 obj 15.0
     x26 r13 1.0
-    x27 obj 97.5
+    x27 obj 390.0
     x27 r14 1.0
     x28 obj 7.5
     x28 r14 1.0
-    x29 obj 97.5
+    x29 obj 390.0
     x29 r15 1.0
-    x30 obj 97.5
+    x30 obj 390.0
     x30 r16 1.0
-    x31 obj 97.5
+    x31 obj 390.0
     x31 r17 1.0
     x32 obj 15.0
     x32 r17 1.0

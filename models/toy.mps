@@ -316,13 +316,13 @@ COLUMNS
     x56 r9 5.0
     x57 r0 1.0
     x57 r10 5.0
-    x58 obj 37.5
+    x58 obj 187.5
     x58 r11 1.0
-    x59 obj 37.5
+    x59 obj 187.5
     x59 r12 1.0
-    x60 obj 37.5
+    x60 obj 187.5
     x60 r13 1.0
-    x61 obj 37.5
+    x61 obj 187.5
     x61 r14 1.0
     MARKER 'MARKER' 'INTEND'
 RHS

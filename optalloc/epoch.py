@@ -35,6 +35,7 @@ from optalloc.plan.drain import drain_status
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.place import Placed, as_solution, got_by_org, place
 from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
+from optalloc.plan.score import placed_score
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, relative_gap, relax_and_dive, solve
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
@@ -54,6 +55,8 @@ class Outcome:
     place_s: float = 0.0
     message: str = ""
     model_point: bool = True  # the placed plan satisfies every row of the model
+    tiers: tuple = ()  # (floors, targets, work): the objective by the scheme's order
+    score: tuple = ()  # optalloc.plan.score: the scheme's order, compared lexicographically
 
 
 def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Plan:
@@ -116,14 +119,19 @@ def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
 
 
 def _scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
-    obj = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
+    tiers = em.plan_tiers(placed.started, placed.kept, got_by_org(em, placed))
     point = em.lm.violation(as_solution(em, placed)) <= 1e-6 if em.lm.n_vars else True
-    return Outcome(placed, obj, source, model_point=point, **kw)
+    return Outcome(placed, sum(tiers), source, model_point=point, tiers=tiers,
+                   score=placed_score(em, placed), **kw)
 
 
 def _best(plans: list[Outcome]) -> Outcome:
-    """The highest objective; among equals, a plan that is a point of the model."""
-    return max(plans, key=lambda o: (o.objective, o.model_point))
+    """The best plan by the scheme's order (optalloc.plan.score: floors met, targets met, the
+    teams' own order, GPUs busy, less work lost), compared lexicographically, then by the
+    objective: no finite weights make the objective lexicographic (a 1-GPU floor job can block
+    a 512-GPU gang), so among the candidates the scheme's order decides; among equals, a plan
+    that is a point of the model."""
+    return max(plans, key=lambda o: (o.score, o.objective, o.model_point))
 
 
 def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:

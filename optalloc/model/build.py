@@ -14,9 +14,9 @@ import numpy as np
 
 from optalloc.model.constraints.capacity import define_node_capacity, define_packing, define_pieces
 from optalloc.model.constraints.contract import define_decisions, define_one_choice
-from optalloc.model.constraints.fairshare import define_shares, met_value
+from optalloc.model.constraints.fairshare import define_shares, met_tiers
 from optalloc.model.constraints.gang import define_whole_node_gangs
-from optalloc.model.constraints.precedence import define_precedence
+from optalloc.model.constraints.precedence import define_no_self_displacement, define_precedence
 from optalloc.model.context import BuildContext
 from optalloc.model.matrix import LinearModel
 from optalloc.model.objective.impact import Impact, compute_impact
@@ -34,6 +34,7 @@ DEFINES = (
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
     define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
     define_precedence,  # order (a project's own order)                -- precedence.py
+    define_no_self_displacement,  # s, self (equal priority never displaces) -- precedence.py
 )
 
 
@@ -80,9 +81,15 @@ class EpochModel:
         """Objective of a concrete plan: `started` (C,) bool candidates placed, `kept` (K,) bool
         running jobs kept, `got` (O, T) tier-1 GPUs per org node and type. Share tiers met are
         filled in order up to their bounds (the best m for that plan); z, u, y carry none."""
+        return sum(self.plan_tiers(started, kept, got))
+
+    def plan_tiers(self, started: np.ndarray, kept: np.ndarray, got: np.ndarray) -> tuple:
+        """The plan's objective split by the scheme's order: (floors, targets, work + churn);
+        compared lexicographically when the epoch chooses among candidate plans."""
         c = self.lm.c
-        val = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
-        return val + met_value(self.imp, self.tg.floor, self.tg.target, got)
+        work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
+        floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got)
+        return floors, targets, work
 
 
 def build_model(

@@ -99,11 +99,21 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
             -value[c],
         ),
     )
+    others: dict[int, list[int]] = {}
+    for c in np.argsort(-value, kind="stable"):
+        others.setdefault(int(req.cand_job[c]), []).append(int(c))
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
             continue
         nodes = nodes_for(pool, em, c, reserved, slots, evict=False, pick=pick)
+        if nodes is None:  # free GPUs of another allowed type before evicting anyone
+            for c2 in others[j]:
+                if c2 != c and tier1[c2] == tier1[c]:
+                    nodes = nodes_for(pool, em, c2, reserved, {}, evict=False)
+                    if nodes is not None:
+                        c = c2
+                        break
         if nodes is None and tier1[c]:
             nodes = nodes_for(pool, em, c, reserved, {}, evict=True, pick=pick)
             if nodes is not None:

@@ -1,6 +1,6 @@
 """A plan scored on the scheme's own order of goals, lexicographically (DESIGN.md section 8):
 
-    (floors met, fair-share targets met, GPUs busy, -work lost to preemption)
+    (floors met, fair-share targets met, teams' own order, GPUs busy, -work lost to preemption)
 
 floors met = sum over org nodes and types of the floor GPUs met, each of the K segments of a
 floor weighted omega_k (halving: a project's first quarter counts more than anyone's last, so
@@ -18,32 +18,50 @@ import numpy as np
 from optalloc.model.build import EpochModel, build_model
 from optalloc.model.constraints.fairshare import tier_bounds
 from optalloc.model.objective.impact import K_SEGMENTS
+from optalloc.model.order import priority_class
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan
 
 
-def plan_got(snap: Snapshot, plan: Plan) -> np.ndarray:
-    """(O, T) allocated (tier-1) GPUs per org node and type that the plan runs."""
+def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.ndarray) -> tuple:
+    """The score of a plan that runs jobs[i] on types[i] (kept and started) and preempts the
+    jobs `preempted` (moves included)."""
+    snap = em.snap
+    jobs, types = np.asarray(jobs, np.int64), np.asarray(types, np.int64)
     O, T = snap.org.n, len(snap.gpu_types)
+    t1 = snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
     leaf = np.zeros((O, T))
-    tidx = {n: i for i, n in enumerate(snap.type_names)}
-    for pl in plan.placements:
-        j, t = snap.job_index[pl.job_id], tidx[pl.gpu_type]
-        if snap.job_tier1[j, t]:
-            leaf[snap.job_project[j], t] += pl.gpus
-    return snap.org.membership().astype(float) @ leaf
-
-
-def plan_score(snap: Snapshot, plan: Plan, em: EpochModel | None = None) -> tuple:
-    em = build_model(snap) if em is None else em
-    got = plan_got(snap, plan)
+    np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
+    got = snap.org.membership().astype(float) @ leaf
     b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
     lo = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(b, -1)[..., :-1]], -1)
     met = np.clip(got[:, :, None] - lo, 0, b)[1:]  # the root has no share tiers
     floors = float((met[..., :K_SEGMENTS] * em.imp.floor_weight).sum())
     targets = float((met[..., K_SEGMENTS] * em.imp.target_weight[1:, None]).sum())
-    busy = int(sum(pl.gpus for pl in plan.placements))
-    lost = em.imp.lost_s
-    churn = float(sum(lost[snap.job_index[p.job_id]] * snap.job_gpus[snap.job_index[p.job_id]]
-                      for p in plan.preemptions))
-    return (round(floors, 6), round(targets, 6), busy, -round(churn, 3))
+    pc, npc = priority_class(snap)
+    prio = 1.0 - pc / np.maximum(npc - 1, 1)
+    order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())
+    busy = int(snap.job_gpus[jobs].sum())
+    pre = np.asarray(preempted, np.int64)
+    churn = float((em.imp.lost_s[pre] * snap.job_gpus[pre]).sum())
+    return (round(floors, 6), round(targets, 6), round(order, 6), busy, -round(churn, 3))
+
+
+def placed_score(em: EpochModel, placed) -> tuple:
+    """The score of a placement step's outcome (optalloc.plan.place.Placed)."""
+    req = em.req
+    c = np.flatnonzero(placed.started)
+    jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
+    types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
+    pre = np.concatenate([req.run_job[~placed.kept], np.flatnonzero(req.displaced)])
+    return score(em, jobs, types, pre)
+
+
+def plan_score(snap: Snapshot, plan: Plan, em: EpochModel | None = None) -> tuple:
+    """The score of any policy's Plan."""
+    em = build_model(snap) if em is None else em
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    jobs = [snap.job_index[p.job_id] for p in plan.placements]
+    types = [tidx[p.gpu_type] for p in plan.placements]
+    pre = [snap.job_index[p.job_id] for p in plan.preemptions]
+    return score(em, jobs, types, pre)

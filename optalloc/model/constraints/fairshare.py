@@ -40,15 +40,22 @@ def tier_values(imp, org_idx: np.ndarray) -> np.ndarray:
     return np.concatenate([seg, imp.target_weight[org_idx][:, None]], axis=1)
 
 
-def met_value(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> float:
-    """Objective of the share tiers for a plan that gives `got` (O, T) tier-1 GPUs."""
+def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> tuple:
+    """(floor value, target value): the share tiers' objective for a plan that gives `got`
+    (O, T) tier-1 GPUs, split by tier (floor segments, target)."""
     O, T = floor.shape
     bounds = tier_bounds(floor[1:], target[1:])  # (O-1, T, K+1)
     lo = np.concatenate([np.zeros(bounds.shape[:-1] + (1,)), np.cumsum(bounds, -1)[..., :-1]],
                         axis=-1)
     met = np.clip(got[1:, :, None] - lo, 0, bounds)
     vals = tier_values(imp, np.arange(1, O))[:, None, :]
-    return float((met * vals).sum())
+    v = met * vals
+    return float(v[..., :-1].sum()), float(v[..., -1].sum())
+
+
+def met_value(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> float:
+    """Objective of the share tiers for a plan that gives `got` (O, T) tier-1 GPUs."""
+    return sum(met_tiers(imp, floor, target, got))
 
 
 def define_shares(ctx: BuildContext) -> None:

@@ -1,10 +1,10 @@
 """A team's own order as a hard rule: a queued job never starts while a job of its own project
 ahead of it in line, that could take its place, waits (DESIGN.md section 8, rule 3).
 
-For queued allocated jobs a and b of one project with the same candidate gpu_types, the same
-shape on each (single-node, whole-node gang, per-node gang of the same gpus_per_node) and
-g_a <= g_b, where a is ahead of b in the project's order (priority, then submit): a fits
-wherever b would go, so
+For queued allocated jobs a and b of one project with the same candidate gpu_types, where a
+is ahead of b in the project's order (priority, then submit) and a fits in b's place (a
+single-node job no larger than b's per-node chunk, a whole-node gang no larger than b's, a
+per-node gang of b's gpus_per_node with no more pieces): a fits wherever b would go, so
 
 Family `order[project]`:  sum_t x[b,t] - sum_t x[a,t] <= 0
 
@@ -18,50 +18,77 @@ from __future__ import annotations
 
 import numpy as np
 
+from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
 from optalloc.model.order import project_order
-from optalloc.model.requirements import PIECES
+from optalloc.model.requirements import PIECES, SMALL, WHOLE
 
 
 def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b) job index pairs: a ahead of b, a must start if b does."""
+    """(a, b) job index pairs: a ahead of b in its project's order, a must start if b does.
+
+    a "fits in b's place" on every candidate type of the pair (the same type set): a
+    single-node a no larger than b's per-node chunk (b's GPUs on one node, a whole node, or
+    its gpus_per_node), a whole-node gang a no larger than a whole-node gang b, a per-node
+    gang a of b's gpus_per_node with no more pieces."""
     snap = ctx_snap
     cj, ct = req.cand_job, req.cand_type
+    empty = np.zeros(0, np.int64)
     if not len(cj):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ok = snap.job_tier1[cj, ct] & ~snap.job_running[cj]
+        return empty, empty
+    ok = snap.job_tier1[cj, ct]  # queued, or displaced from a down node (queued again)
     J, T = snap.job_allowed.shape
     mask = np.zeros((J, T), dtype=bool)
     mask[cj[ok], ct[ok]] = True
     jobs = np.flatnonzero(mask.any(axis=1))
     if len(jobs) < 2:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    shape_sig = np.where(mask[jobs], req.shape[jobs], -1)
-    gpn = np.where((req.shape[jobs] == PIECES).any(axis=1), snap.job_gpn[jobs], 0)
-    sig = np.concatenate([snap.job_project[jobs][:, None], mask[jobs].astype(np.int64),
-                          shape_sig, gpn[:, None]], axis=1)
-    _, group = np.unique(sig, axis=0, return_inverse=True)
-    group = np.asarray(group).reshape(-1)
-    pos = project_order(snap)[jobs]
+        return empty, empty
+    m = mask[jobs]
+    big = np.iinfo(np.int64).max
+    shape = np.where(m, req.shape[jobs], -1)
+    # the job's shape class if it is the same on all its types, else -1 (no pairs)
+    lo = np.where(m, shape, big).min(axis=1)
+    hi = np.where(m, shape, -1).max(axis=1)
+    cls = np.where(lo == hi, lo, -1)
+    chunk = np.where(m, req.size[jobs], big).min(axis=1)  # smallest per-node chunk
+    gpn = snap.job_gpn[jobs]
     g = snap.job_gpus[jobs]
+    pos = project_order(snap)[jobs]
+    key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
+    _, group = np.unique(key, axis=0, return_inverse=True)
+    group = np.asarray(group).reshape(-1)
     A, B = [], []
     order = np.lexsort((pos, group))
     cut = np.r_[0, np.flatnonzero(np.diff(group[order])) + 1, len(order)]
-    for lo, hi in zip(cut[:-1], cut[1:]):
-        if hi - lo < 2:
+    for lo_, hi_ in zip(cut[:-1], cut[1:]):
+        if hi_ - lo_ < 2:
             continue
-        idx = order[lo:hi]  # one group, in project order
-        gi, pi = g[idx], pos[idx]
-        for s in np.unique(gi):
-            have = np.flatnonzero(gi == s)  # members of size s, in order
-            cand = np.flatnonzero(gi >= s)
-            k = np.searchsorted(pi[have], pi[cand], side="left") - 1  # latest a of size s ahead
-            sel = k >= 0
-            A.append(jobs[idx[have[k[sel]]]])
-            B.append(jobs[idx[cand[sel]]])
+        idx = order[lo_:hi_]  # one group, in project order
+        ci, gi, pi, ki, ni = cls[idx], g[idx], pos[idx], chunk[idx], gpn[idx]
+        for s in np.unique(gi[ci == SMALL]):  # single-node a of size s
+            have = np.flatnonzero((ci == SMALL) & (gi == s))
+            fits = np.flatnonzero((ci >= 0) & (gi >= s) & (ki >= s))
+            _link(A, B, jobs, idx, pi, have, fits)
+        for s in np.unique(gi[ci == WHOLE]):  # whole-node gang a of s GPUs
+            have = np.flatnonzero((ci == WHOLE) & (gi == s))
+            _link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == WHOLE) & (gi >= s)))
+        for s, q in set(zip(gi[ci == PIECES].tolist(), ni[ci == PIECES].tolist())):
+            have = np.flatnonzero((ci == PIECES) & (gi == s) & (ni == q))
+            _link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == PIECES) & (gi >= s) & (ni == q)))
     if not A:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return np.concatenate(A), np.concatenate(B)
+        return empty, empty
+    a, b = np.concatenate(A), np.concatenate(B)
+    keep = a != b
+    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
+    return pairs[:, 0], pairs[:, 1]
+
+
+def _link(A: list, B: list, jobs, idx, pi, have, cand) -> None:
+    """Link each job in `cand` to the latest job of `have` ahead of it."""
+    k = np.searchsorted(pi[have], pi[cand], side="left") - 1
+    sel = k >= 0
+    A.append(jobs[idx[have[k[sel]]]])
+    B.append(jobs[idx[cand[sel]]])
 
 
 def define_precedence(ctx: BuildContext) -> None:
@@ -71,7 +98,7 @@ def define_precedence(ctx: BuildContext) -> None:
     if not len(a):
         return
     cj = req.cand_job
-    ok = snap.job_tier1[cj, req.cand_type] & ~snap.job_running[cj]
+    ok = snap.job_tier1[cj, req.cand_type]
     by_job: dict[int, np.ndarray] = {}
     sel = np.flatnonzero(ok)
     order = np.argsort(cj[sel], kind="stable")
@@ -87,3 +114,70 @@ def define_precedence(ctx: BuildContext) -> None:
         vals += [1.0] * len(xb) + [-1.0] * len(xa)
     b.add_rows("order", len(a), np.asarray(rows), np.asarray(cols), np.asarray(vals), -np.inf,
                0.0)
+
+
+def define_no_self_displacement(ctx: BuildContext) -> None:
+    """Equal priority never displaces a started job: a project does not preempt one of its
+    own running jobs on a type and start a job of the same or lower priority there in the same
+    epoch (that only moves the project's GPUs around and loses work). For each project p, type
+    t and priority level c of p's preemptible running jobs on t:
+
+        s[p,t,c] in {0,1}       some running job of p on t with priority >= c is preempted
+        (1 - k[b]) - s <= 0     for every such running b            (`self[p,t]` rows)
+        x[a,t] + s <= 1         for every queued a of p on t whose priority is <= c and
+                                above the next lower level (so a is blocked exactly when a
+                                running job of at least its priority is preempted)
+
+    A strictly higher priority may still displace (its own level has no preempted job ahead).
+    Protected jobs (always kept) and jobs leaving a drain node (never kept) are not counted."""
+    snap, req, b = ctx.snap, ctx.req, ctx.b
+    rj, rt = req.run_job, req.run_type
+    if not len(rj) or not len(req.cand_job):
+        return
+    klb, kub = keep_bounds(ctx)
+    movable = (klb < 0.5) & (kub > 0.5) & snap.job_tier1[rj, rt]
+    if not movable.any():
+        return
+    cj, ct = req.cand_job, req.cand_type
+    queued = snap.job_tier1[cj, ct]  # candidates: queued or displaced jobs
+    # levels: (project, type, priority) of movable running jobs
+    run_keys: dict[tuple[int, int], list[int]] = {}
+    for i in np.flatnonzero(movable):
+        run_keys.setdefault((int(snap.job_project[rj[i]]), int(rt[i])), []).append(int(i))
+    cand_by: dict[tuple[int, int], list[int]] = {}
+    for c in np.flatnonzero(queued):
+        cand_by.setdefault((int(snap.job_project[cj[c]]), int(ct[c])), []).append(int(c))
+    rows_r, rows_c, rows_v, lo, hi, n = [], [], [], [], [], 0
+    s_levels = []
+    for key, runs in run_keys.items():
+        cands = cand_by.get(key)
+        if not cands:
+            continue
+        prios = sorted({int(snap.job_priority[rj[i]]) for i in runs})
+        for lvl in prios:
+            blocked = [c for c in cands if snap.job_priority[cj[c]] <= lvl
+                       and (lvl == prios[0] or snap.job_priority[cj[c]] > prios[prios.index(lvl) - 1])]
+            if not blocked:
+                continue
+            s_levels.append((key, lvl, [i for i in runs if snap.job_priority[rj[i]] >= lvl],
+                             blocked))
+    if not s_levels:
+        return
+    s = b.add_vars("s", len(s_levels), 0, 1, 0.0)
+    for (key, lvl, runs, blocked), sv in zip(s_levels, s):
+        for i in runs:  # 1 - k_b - s <= 0  <=>  -k_b - s <= -1
+            rows_r += [n, n]
+            rows_c += [int(ctx.k[i]), int(sv)]
+            rows_v += [-1.0, -1.0]
+            lo.append(-np.inf)
+            hi.append(-1.0)
+            n += 1
+        for c in blocked:  # x_a + s <= 1
+            rows_r += [n, n]
+            rows_c += [int(ctx.x[c]), int(sv)]
+            rows_v += [1.0, 1.0]
+            lo.append(-np.inf)
+            hi.append(1.0)
+            n += 1
+    b.add_rows("self", n, np.asarray(rows_r), np.asarray(rows_c), np.asarray(rows_v),
+               np.asarray(lo), np.asarray(hi))

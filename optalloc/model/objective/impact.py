@@ -21,7 +21,10 @@ order of goals (models/formulation.md, "Objective"):
                   not kept (lost = work since its last checkpoint + restart overhead).
 
 Each tier's unit is worth more than FOOTPRINT times the largest per-GPU value of every tier
-below it (a gang's node footprint can be about twice its GPUs; x2 margin).
+below it (a gang's node footprint can be about twice its GPUs; x2 margin), the floor tier
+2 x the largest node size times (a 1-GPU floor job can block two whole nodes of a gang). The
+epoch also compares its candidate plans lexicographically by tier (optalloc/epoch.py), since
+no finite weight covers every footprint.
 
 Holding rules in the work tier (no flip-flopping for leftovers): a running allocated job is
 worth its project's best Fair-Tree factor (1 + ALPHA) and the best submit score of its
@@ -68,7 +71,9 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     w_leaf = FOOTPRINT * V_MAX
     wt = np.where(depth > 0, w_leaf * 2.0 ** (D - depth), 0.0)
     path_total = w_leaf * (2.0**D - 1.0)  # a GPU's target weight summed over its path
-    omega_last = FOOTPRINT * (path_total + V_MAX)
+    # a floor GPU outweighs what a small job blocks: up to two whole nodes of a gang
+    g_max = float(snap.node_gpus.max(initial=1))
+    omega_last = max(FOOTPRINT, 2.0 * g_max) * (path_total + V_MAX)
     omega = omega_last * 2.0 ** (K_SEGMENTS - 1 - np.arange(K_SEGMENTS))
     return wt, omega
 
