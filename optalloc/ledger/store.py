@@ -11,6 +11,11 @@ StateError rather than misread.
 
 Recording an interval with the same (job_id, start) again replaces it, so a retried epoch does
 not charge twice.
+
+The file is created mode 0600 (job argv and plans are in it) and only at a path that
+`optalloc.statefile.check_state_path` accepts; a SQLite file made by another program is refused
+(PRAGMA application_id marks optalloc's). Full plans are kept for the last STORED_PLANS epochs;
+older epochs keep their time, solver report and degraded note.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
+from urllib.parse import quote
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -28,9 +34,18 @@ from optalloc.codec import job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
 from optalloc.ledger.memory import Ledger
 from optalloc.org import OrgTree
+from optalloc.statefile import (
+    APPLICATION_ID,
+    check_state_path,
+    claim_sqlite,
+    create_private_file,
+    refuse_foreign,
+    sqlite_header,
+)
 from optalloc.types import GpuType, Interval, Job, Policy
 
 SCHEMA_VERSION = 1
+STORED_PLANS = 288  # full plan documents kept: one day of 5-minute epochs
 FINISH_STATUSES = ("finished", "failed", "cancelled")
 
 _SCHEMA = """
@@ -80,27 +95,87 @@ CREATE INDEX events_job ON events(job_id, id);
 """
 
 
+def check_state_file(path: str | os.PathLike) -> str:
+    """Everything that can be known about a state path without writing anything (so the CLI
+    refuses a bad --state before it even takes the lock): check_state_path, then for an
+    existing file: a SQLite file, not another program's, a schema version this optalloc reads.
+    Returns the absolute path; StateError otherwise."""
+    full = check_state_path(path)
+    text = os.fspath(path)
+    head = sqlite_header(full)
+    if head is None:
+        return full
+    is_sqlite, app_id = head
+    if not is_sqlite:
+        raise StateError(
+            f"state DB {text} is not a usable SQLite database (it does not start with the "
+            "SQLite header); point --state at an optalloc state file or a new path")
+    refuse_foreign(text, app_id, ())
+    if app_id == APPLICATION_ID:
+        return full  # ours; its schema version is checked once opened
+    # an unmarked SQLite file: optalloc's from before the mark, or another program's. Look
+    # inside without writing a byte (immutable: no locks, no -wal/-shm files)
+    try:
+        conn = sqlite3.connect(f"file:{quote(full)}?mode=ro&immutable=1", uri=True)
+    except sqlite3.Error:
+        return full  # checked again once opened, under the lock
+    try:
+        tables = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        refuse_foreign(text, app_id, tables)
+        if "meta" in tables:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is not None:
+                _schema_version(text, row[0])
+    except sqlite3.Error:
+        pass  # e.g. a WAL file that cannot be read without writing: checked once opened
+    finally:
+        conn.close()
+    return full
+
+
+def _schema_version(path: str, value: Any) -> int:
+    try:
+        version = int(value)
+    except (TypeError, ValueError):
+        raise StateError(
+            f"state DB {path} has schema_version {str(value)[:40]!r}, which is not an integer: "
+            "the file is damaged or was not written by optalloc; restore it from a backup or "
+            "use another --state file"
+        ) from None
+    if version > SCHEMA_VERSION:
+        raise StateError(
+            f"state DB {path} has schema version {version}, newer than this optalloc "
+            f"understands ({SCHEMA_VERSION}); upgrade optalloc, or use another --state file"
+        )
+    return version
+
+
 class StateStore:
     """Open (creating if needed) the state DB at `path`."""
 
     def __init__(self, path: str | os.PathLike, *, busy_timeout_s: float = 30.0):
         self.path = os.fspath(path)
-        parent = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(parent):
-            raise StateError(f"state DB {self.path}: directory {parent} does not exist; create it first")
+        full = check_state_file(self.path)
         self.busy_timeout_s = float(busy_timeout_s)
         self._depth = 0
         self._name_ids: dict[tuple[str, str], int] = {}
         try:
-            self._conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+            create_private_file(full)  # 0600 from the start: SQLite would use the umask
+        except OSError as err:
+            raise StateError(f"state DB {self.path}: cannot create it ({err.strerror})") from None
+        try:
+            self._conn = sqlite3.connect(full, timeout=self.busy_timeout_s, isolation_level=None)
         except sqlite3.Error as err:
             raise StateError(f"state DB {self.path}: cannot open ({err})") from err
         try:
             with self._sqlite_errors():
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            # ownership first (another program's file is refused before anything is written to
+            # it, WAL mode included), then WAL
+            self._retry_locked(self._init_schema)
+            with self._sqlite_errors():
                 self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode = WAL"))
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._retry_locked(self._init_schema)
         except BaseException:
             self._conn.close()
             raise
@@ -190,6 +265,7 @@ class StateStore:
 
     def _init_schema(self) -> None:
         with self.transaction():
+            claim_sqlite(self._conn, self.path)
             self._conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
@@ -200,12 +276,7 @@ class StateStore:
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
                 return
-            version = int(row[0])
-            if version > SCHEMA_VERSION:
-                raise StateError(
-                    f"state DB {self.path} has schema version {version}, newer than this optalloc "
-                    f"understands ({SCHEMA_VERSION}); upgrade optalloc, or use another --state file"
-                )
+            _schema_version(self.path, row[0])
 
     def schema_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])
@@ -436,12 +507,24 @@ class StateStore:
     def record_epoch(
         self, now: float, plan: Mapping[str, Any], report: Mapping[str, Any] | None, degraded: str | None
     ) -> int:
+        """Record an epoch; the plans of epochs older than the last STORED_PLANS are emptied
+        (`{}`), so the file grows by a report per epoch, not by a plan."""
         with self.transaction():
             cur = self._conn.execute(
                 "INSERT INTO epochs (time, plan, report, degraded) VALUES (?, ?, ?, ?)",
                 (float(now), json.dumps(plan), None if report is None else json.dumps(report), degraded),
             )
-            return int(cur.lastrowid)
+            new_id = int(cur.lastrowid)
+            self._conn.execute(
+                "UPDATE epochs SET plan = '{}' WHERE id <= ? AND plan != '{}'",
+                (new_id - STORED_PLANS,),
+            )
+            return new_id
+
+    def last_epoch_time(self) -> float | None:
+        """The latest time an epoch was recorded at (None before the first)."""
+        (t,) = self._read("SELECT MAX(time) FROM epochs")[0]
+        return None if t is None else float(t)
 
     @staticmethod
     def _epoch_dict(row: tuple) -> dict:
@@ -471,6 +554,17 @@ class StateStore:
                 "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, ?, ?)",
                 (float(time), job_id, str(kind), str(message)),
             )
+
+    def record_event_once(self, time: float, job_id: str | None, kind: str, message: str = "") -> None:
+        """record_event, unless this job already has an event of this kind at this time (a
+        runner event repeated after a crash)."""
+        with self.transaction():
+            seen = self._conn.execute(
+                "SELECT 1 FROM events WHERE job_id IS ? AND kind = ? AND time = ? LIMIT 1",
+                (job_id, str(kind), float(time)),
+            ).fetchone()
+            if seen is None:
+                self.record_event(time, job_id, kind, message)
 
     def events(self, job_id: str | None = None, limit: int = 100) -> list[dict]:
         """The latest `limit` events (of one job, or all), oldest first:
