@@ -121,9 +121,11 @@ def read_env(marks, jid) -> dict[str, str]:
 
 
 def ended(runner, now, jid):
-    """Observe until the runner reports the end of `jid`'s run; return that event."""
+    """Observe (acknowledging what is seen) until the runner reports the end of `jid`'s run;
+    return that event."""
     def look():
         evs = [e for e in runner.observe(now).events if e.job_id == jid]
+        runner.ack_events()
         return evs[0] if evs else None
     return wait_until(look)
 
@@ -457,6 +459,7 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
             for j in res.started:
                 history[j].append(EventKind.STARTED)
             obs = r.observe(now)
+            r.ack_events()
             assert not ({e.kind for e in obs.events} - ends)
             for e in obs.events:
                 history[e.job_id].append(e.kind)
@@ -475,9 +478,15 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
         r.close()
 
 
-def test_events_are_delivered_once(make_runner, scripts, marks):
+def test_events_are_repeated_until_acknowledged_and_then_never_again(make_runner, scripts, marks):
     r = make_runner()
     r.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["exits"], marks, "0")}, T0)
     (marks / "j.go").touch()
-    assert [e.kind for e in [ended(r, T0 + 5, "j")]] == [EventKind.FINISHED]
-    assert r.observe(T0 + 6).events == ()
+    first = wait_until(lambda: r.observe(T0 + 5).events)
+    assert [e.kind for e in first] == [EventKind.FINISHED]
+    assert r.observe(T0 + 6).events == first  # not acknowledged: the caller crashed, say
+    restarted = make_runner()  # a new optalloc process sees them too
+    assert restarted.observe(T0 + 7).events == first
+    restarted.ack_events()
+    assert restarted.observe(T0 + 8).events == ()
+    assert r.observe(T0 + 9).events == ()
