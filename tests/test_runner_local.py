@@ -34,17 +34,19 @@ from tests.conftest import FakeGpu, wait_until
 NODE = Node("box", "h100", 4)
 T0 = 1_000_000.0
 
-# Records its environment, then idles; on the notice signal writes a marker and exits 0.
+# Records its environment, then idles; on the notice signal writes a marker and exits 0 (the
+# trap comes first, so a notice right after the .env file appears is caught).
 POLITE = """
-env | grep -E '^(CUDA_VISIBLE_DEVICES|OPTALLOC_[A-Z_]+)=' | sort > "$1/$OPTALLOC_JOB_ID.env"
-echo started >> "$1/$OPTALLOC_JOB_ID.starts"
 trap 'echo TERM > "$1/$OPTALLOC_JOB_ID.term"; exit 0' TERM
+echo started >> "$1/$OPTALLOC_JOB_ID.starts"
+env | grep -E '^(CUDA_VISIBLE_DEVICES|OPTALLOC_[A-Z_]+)=' | sort > "$1/$OPTALLOC_JOB_ID.env.tmp"
+mv "$1/$OPTALLOC_JOB_ID.env.tmp" "$1/$OPTALLOC_JOB_ID.env"
 while :; do sleep 0.05; done
 """
 # Notes the notice but keeps running: only SIGKILL stops it.
 STUBBORN = """
-echo started >> "$1/$OPTALLOC_JOB_ID.starts"
 trap 'echo TERM > "$1/$OPTALLOC_JOB_ID.term"' TERM
+echo started >> "$1/$OPTALLOC_JOB_ID.starts"
 while :; do sleep 0.05; done
 """
 # Exits with the code given as $2 once the file $1/<job>.go exists.
@@ -362,7 +364,7 @@ def test_two_runners_applying_the_same_plan_at_once_start_the_job_once(
     for t in threads:
         t.join()
     assert sorted(res.started for res in results) == [(), ("j",)]
-    read_env(marks, "j")
+    read_env(marks, "j")  # the one job is up (it writes .starts before .env)
     assert (marks / "j.starts").read_text() == "started\n"
 
 
