@@ -492,3 +492,102 @@ def test_events_are_repeated_until_acknowledged_and_then_never_again(make_runner
     restarted.ack_events()
     assert restarted.observe(T0 + 8).events == ()
     assert r.observe(T0 + 9).events == ()
+
+
+# ---------------------------------------------------------------------- intent first
+
+
+class Crash(BaseException):
+    """Stands in for kill -9 at a fault point: nothing after it in that call runs."""
+
+
+def crash_at(monkeypatch, point):
+    import optalloc.runners.local as local_mod
+    import optalloc.runners.local_start as start_mod
+
+    def fault(name):
+        if name == point:
+            raise Crash(name)
+
+    monkeypatch.setattr(local_mod, "fault_point", fault)
+    monkeypatch.setattr(start_mod, "fault_point", fault)
+
+
+def test_a_start_whose_pid_was_never_recorded_is_adopted_and_not_started_again(
+        make_runner, scripts, marks, monkeypatch):
+    crash_at(monkeypatch, "runner.after_spawn")
+    first = make_runner()
+    jobs = {"j": job("j", scripts["polite"], marks)}
+    with pytest.raises(Crash):
+        first.apply(plan(T0, place("j", 1)), jobs, T0)
+    read_env(marks, "j")  # the process runs; the runner's row still says 'starting'
+    monkeypatch.undo()
+    second = make_runner()
+    assert second.observe(T0 + 60).running == {"j": (place("j", 1), T0)}
+    assert second.apply(plan(T0 + 60, place("j", 1)), jobs, T0 + 60) == ApplyResult()
+    assert (marks / "j.starts").read_text() == "started\n"
+    second.apply(plan(T0 + 70, preempt=["j"]), {}, T0 + 70)  # and it is ours to stop
+    assert ended(second, T0 + 80, "j").kind is EventKind.REQUEUED
+
+
+def test_a_start_intent_that_never_became_a_process_is_dropped_and_the_job_can_start(
+        make_runner, scripts, marks, monkeypatch):
+    crash_at(monkeypatch, "runner.after_intent")
+    first = make_runner()
+    jobs = {"j": job("j", scripts["polite"], marks)}
+    with pytest.raises(Crash):
+        first.apply(plan(T0, place("j", 0)), jobs, T0)
+    monkeypatch.undo()
+    second = make_runner(start_settle_s=0.2)
+    obs = second.observe(T0 + 60)
+    assert (obs.running, obs.events) == ({}, ())  # nothing ran: nothing to report or charge
+    assert second.apply(plan(T0 + 60, place("j", 0)), jobs, T0 + 60).started == ("j",)
+    read_env(marks, "j")
+    assert (marks / "j.starts").read_text() == "started\n"
+    assert [r[0] for r in second.conn.execute(
+        "SELECT state FROM runner_local_runs ORDER BY run_id")] == ["ended", "running"]
+
+
+def test_a_committed_notice_that_was_never_sent_is_sent_by_the_next_runner(
+        make_runner, scripts, marks, monkeypatch):
+    first = make_runner()
+    first.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["polite"], marks)}, T0)
+    read_env(marks, "j")
+    crash_at(monkeypatch, "runner.after_notice_intent")
+    with pytest.raises(Crash):
+        first.apply(plan(T0 + 600, preempt=["j"]), {}, T0 + 600)
+    assert not (marks / "j.term").exists()
+    monkeypatch.undo()
+    second = make_runner()
+    second.observe(T0 + 601)  # sends it
+    assert wait_until(lambda: (marks / "j.term").exists())
+    ev = ended(second, T0 + 610, "j")
+    assert (ev.kind, ev.run_start) == (EventKind.REQUEUED, T0)  # preempted, not "finished"
+
+
+def test_a_runs_table_from_before_start_intents_is_migrated(tmp_path):
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.executescript("""
+        CREATE TABLE runner_local_runs (
+            run_id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, node TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('running', 'stopping', 'ended')),
+            pid INTEGER NOT NULL, proc_start INTEGER, start_time REAL NOT NULL, end_time REAL,
+            placement TEXT NOT NULL, resumable INTEGER NOT NULL, log_path TEXT NOT NULL,
+            exit_path TEXT NOT NULL, notice_time REAL, kill_deadline REAL, kill_time REAL,
+            preempt_code TEXT, exit_code INTEGER);
+        INSERT INTO runner_local_runs (job_id, node, state, pid, start_time, end_time, placement,
+            resumable, log_path, exit_path, exit_code) VALUES ('old', 'box', 'ended', 1, 5.0,
+            9.0, '{"job_id": "old", "gpu_type": "h100", "nodes": []}', 1, 'l', 'e', 0);
+    """)
+    conn.close()
+    r = LocalRunner(tmp_path / "state.db", NODE, run_dir=tmp_path / "runs")
+    try:
+        assert r.conn.execute("SELECT job_id, state, pid, end_time, notice_sent FROM "
+                              "runner_local_runs").fetchall() == [("old", "ended", 1, 9.0, 0)]
+        r.conn.execute("INSERT INTO runner_local_runs (job_id, node, state, start_time, "
+                       "placement, resumable, log_path, exit_path) VALUES ('new', 'box', "
+                       "'starting', 1, '{}', 1, '', '')")  # the new state is allowed now
+    finally:
+        r.close()
