@@ -72,15 +72,19 @@ def test_every_file_optalloc_creates_is_private_even_under_umask_000(lab, umask_
     assert main(["epoch", "--config", "cfg.yaml", "--state", "st.db", "--runner", "local",
                  "--out", "plan.json", "--now", "1060"]) == 0
     capsys.readouterr()
-    made = {str(p.relative_to(lab)): mode(p) for p in lab.rglob("*") if p.name != "cfg.yaml"}
+    with StateStore(lab / "st.db") as store:  # an open writer: the WAL files exist
+        store.record_event(1100.0, None, "look")
+        made = {str(p.relative_to(lab)): mode(p) for p in lab.rglob("*") if p.name != "cfg.yaml"}
     assert made == {
         "st.db": 0o600,
+        "st.db-wal": 0o600,
+        "st.db-shm": 0o600,
         "st.db.lock": 0o600,
         "plan.json": 0o600,
         "runs": 0o700,
         "runs/tok.1.log": 0o600,
         "runs/tok.1.exit": 0o600,
-    } | {k: 0o600 for k in made if k.startswith("st.db-")}  # WAL files, while they exist
+    }
     assert "secret-token-in-argv" in (lab / "runs" / "tok.1.log").read_text()
 
 
