@@ -25,6 +25,7 @@ With `dry_run`, phases 6-7 are skipped: nothing is written, started or acknowled
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -132,13 +133,17 @@ class _Transitions:
                 store.record_event_once(ev.time, ev.job_id, ev.kind.value, ev.message)
 
 
+STALE_RUN_S = 60.0  # an end event of a run that started this much before the job's current
+# run is a repeat (runs of one job are epochs apart); less is the runner's clock vs ours
+
+
 def _run_of(job: Job, ev: JobEvent) -> Job | None:
     """The job as it ran in the run `ev` ends; None if that run ended before the job's
     current run began (a repeated event). A run the DB never saw start (a crash after the
     runner started it, before the start was recorded) is taken from the runner's record."""
     if ev.run_start is None:
         return job
-    if job.running and job.start_time is not None and ev.run_start < job.start_time:
+    if job.running and job.start_time is not None and ev.run_start < job.start_time - STALE_RUN_S:
         return None
     placement = ev.placement or (job.placement if job.running else None)
     if placement is None:
@@ -161,9 +166,7 @@ def refuse_time_travel(store, now: float) -> None:
 
 
 def _when(t: float) -> str:
-    import time as _time
-
-    return f"{t:.0f} = {_time.strftime('%Y-%m-%dT%H:%M:%SZ', _time.gmtime(t))}"
+    return f"{t:.0f} = {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(t))}"
 
 
 def gather_queue(config: Config, store, discovered: Iterable[Job] = ()) -> dict[str, Job]:

@@ -469,7 +469,7 @@ def _command(d: Mapping, loc: Loc, problems: Problems) -> tuple | Any:
     if size > MAX_ARGV_BYTES:
         problems.add(cl, f"the command is {size} bytes long, more than {MAX_ARGV_BYTES}",
                      "put long inputs in a file and pass its path (the command is stored with "
-                     "the job and in every epoch's record)")
+                     "the job and passed to exec, which limits it too)")
         return MISSING
     return tuple(out)
 
