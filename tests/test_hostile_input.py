@@ -202,6 +202,12 @@ CASES = [
     ("whatif --set share=1e300 is refused like the YAML path", file("sc.yaml", SCENARIO),
      ["whatif", "--scenario", "sc.yaml", "--set", "org.A1.share=1e300", "--no-progress"],
      ["--set: org.A1.share=1e300: must be <= 1e+09"]),
+    ("a config that is /dev/zero is refused instead of read forever",
+     None, ["epoch", "--config", "/dev/zero", "--state", "st.db"],
+     ["/dev/zero: is not a regular file (a device, FIFO or directory)"]),
+    ("a job file that is a FIFO is refused instead of blocking",
+     lambda lab: os.mkfifo(lab / "jobs.yaml"), SUBMIT + ["jobs.yaml"],
+     ["jobs.yaml: is not a regular file (a device, FIFO or directory)"]),
     ("a recursive YAML alias is a located problem, not a RecursionError",
      file("r.yaml", "gpu_types: &a [*a]\n"), ["validate", "r.yaml"],
      ["r.yaml: line 1: an alias there refers to a value that contains it"]),
@@ -228,6 +234,8 @@ def tree(root: Path) -> dict[str, tuple[str, str]]:
                 out[rel] = ("link", os.readlink(p))
             elif p.is_dir():
                 out[rel] = ("dir", "")
+            elif not p.is_file():
+                out[rel] = ("special", "")
             else:
                 out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest())
     return out

@@ -122,7 +122,11 @@ def cmd_epoch(args) -> int:
         doc = plan_to_dict(result.plan)
         fault_point("epoch.before_plan_write")
         if args.out:
-            write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            try:
+                write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            except OSError as err:
+                raise OptallocError(f"--out {args.out}: cannot write the plan ({err.strerror}); "
+                                    "the epoch itself is recorded in the state DB") from None
     if args.json:
         json.dump(doc, sys.stdout, indent=1, sort_keys=True)
         print()

@@ -6,6 +6,7 @@ All problems are collected and raised together as one ConfigError.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -62,10 +63,23 @@ class _Loader(_BaseLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_YAML_BYTES = 64 * 1024 * 1024
+
+
 def read_yaml(path: str | os.PathLike, problems: Problems, source: str | None = None) -> Any:
-    """The YAML value of one file, or MISSING (problem recorded: unreadable, syntax, empty)."""
+    """The YAML value of one file, or MISSING (problem recorded: unreadable, syntax, empty,
+    not a regular file such as /dev/zero or a FIFO, larger than MAX_YAML_BYTES)."""
     source = source or str(path)
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            problems.add(Loc(source), "is not a regular file (a device, FIFO or directory)",
+                         "point at a YAML file")
+            return MISSING
+        if st.st_size > MAX_YAML_BYTES:
+            problems.add(Loc(source), f"the file is {st.st_size} bytes, more than "
+                         f"{MAX_YAML_BYTES}", "a config or job file is small; check the path")
+            return MISSING
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         problems.add(Loc(source), f"cannot read the file ({err.__class__.__name__}: {err})", "check the path and permissions")
