@@ -260,10 +260,11 @@ def cmd_explain(args) -> int:
             f"job {args.job!r} was not in the last epoch's queue{extra}; "
             "`optalloc jobs --state DB --all` lists known jobs"
         )
+    types = {g.name for g in config.gpu_types}
     nodes = tuple(
         Node(d["name"], d["gpu_type"], int(d["gpus"]), NodeState(d["state"]))
         for d in inputs["nodes"]
-        if d["gpu_type"] in {g.name for g in config.gpu_types}
+        if d["gpu_type"] in types
     )
     ratios = {k: (float("inf") if v is None else v) for k, v in inputs["usage_ratio"].items()}
     snap = build_snapshot(holds.config, float(plan_doc["now"]), jobs=holds.jobs,

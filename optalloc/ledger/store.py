@@ -515,9 +515,10 @@ class StateStore:
                 (float(now), json.dumps(plan), None if report is None else json.dumps(report), degraded),
             )
             new_id = int(cur.lastrowid)
+            cutoff = new_id - STORED_PLANS  # a bounded primary-key range: O(1) per epoch
             self._conn.execute(
-                "UPDATE epochs SET plan = '{}' WHERE id <= ? AND plan != '{}'",
-                (new_id - STORED_PLANS,),
+                "UPDATE epochs SET plan = '{}' WHERE id > ? AND id <= ? AND plan != '{}'",
+                (cutoff - 1000, cutoff),
             )
             return new_id
 
