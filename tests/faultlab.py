@@ -22,6 +22,8 @@ Invariants checked after every run (`check_run`):
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import random
@@ -174,14 +176,11 @@ def _setup(root: Path) -> None:
     (root / "marks").mkdir(mode=0o700, exist_ok=True)
     (root / "job.sh").write_text(JOB)
     (root / "cfg.yaml").write_text(CONFIG.format(alice=1, grace=GRACE))
-    import contextlib
-    import io
-
     from optalloc.cli import main
 
     for jid, project in JOBS:
         with contextlib.redirect_stdout(io.StringIO()):
-                code = main(["submit", "--config", str(root / "cfg.yaml"), "--state",
+            code = main(["submit", "--config", str(root / "cfg.yaml"), "--state",
                          str(root / "state.db"), "--project", project, "--gpus", "2",
                          "--min-runtime", "60s", "--id", jid, "--now", str(T0 - 10), "--",
                          "sh", str(root / "job.sh"), str(root / "marks")])
@@ -379,8 +378,8 @@ def kill_leftovers(root: Path) -> None:
             os.killpg(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    for exit_file in (root / "state.db").parent.glob("runs/*.log"):
-        pid = find_wrapper(str(exit_file)[: -len(".log")] + ".exit")
+    for log in (root / "runs").glob("*.log"):  # starts whose pid was never recorded
+        pid = find_wrapper(str(log.with_suffix(".exit")))
         if pid:
             os.killpg(pid, signal.SIGKILL)
 

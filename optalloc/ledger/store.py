@@ -25,7 +25,6 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
-from urllib.parse import quote
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -33,18 +32,12 @@ import numpy as np
 from optalloc.codec import job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
 from optalloc.ledger.memory import Ledger
+from optalloc.ledger.state_check import SCHEMA_VERSION, check_state_file, schema_version_of
 from optalloc.org import OrgTree
-from optalloc.statefile import (
-    APPLICATION_ID,
-    check_state_path,
-    claim_sqlite,
-    create_private_file,
-    refuse_foreign,
-    sqlite_header,
-)
+from optalloc.statefile import claim_sqlite, create_private_file
 from optalloc.types import GpuType, Interval, Job, Policy
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "STORED_PLANS", "StateStore", "check_state_file"]
 STORED_PLANS = 288  # full plan documents kept: one day of 5-minute epochs
 FINISH_STATUSES = ("finished", "failed", "cancelled")
 
@@ -93,61 +86,6 @@ CREATE TABLE events (
 );
 CREATE INDEX events_job ON events(job_id, id);
 """
-
-
-def check_state_file(path: str | os.PathLike) -> str:
-    """Everything that can be known about a state path without writing anything (so the CLI
-    refuses a bad --state before it even takes the lock): check_state_path, then for an
-    existing file: a SQLite file, not another program's, a schema version this optalloc reads.
-    Returns the absolute path; StateError otherwise."""
-    full = check_state_path(path)
-    text = os.fspath(path)
-    head = sqlite_header(full)
-    if head is None:
-        return full
-    is_sqlite, app_id = head
-    if not is_sqlite:
-        raise StateError(
-            f"state DB {text} is not a usable SQLite database (it does not start with the "
-            "SQLite header); point --state at an optalloc state file or a new path")
-    refuse_foreign(text, app_id, ())
-    if app_id == APPLICATION_ID:
-        return full  # ours; its schema version is checked once opened
-    # an unmarked SQLite file: optalloc's from before the mark, or another program's. Look
-    # inside without writing a byte (immutable: no locks, no -wal/-shm files)
-    try:
-        conn = sqlite3.connect(f"file:{quote(full)}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error:
-        return full  # checked again once opened, under the lock
-    try:
-        tables = [n for (n,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        refuse_foreign(text, app_id, tables)
-        if "meta" in tables:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is not None:
-                _schema_version(text, row[0])
-    except sqlite3.Error:
-        pass  # e.g. a WAL file that cannot be read without writing: checked once opened
-    finally:
-        conn.close()
-    return full
-
-
-def _schema_version(path: str, value: Any) -> int:
-    try:
-        version = int(value)
-    except (TypeError, ValueError):
-        raise StateError(
-            f"state DB {path} has schema_version {str(value)[:40]!r}, which is not an integer: "
-            "the file is damaged or was not written by optalloc; restore it from a backup or "
-            "use another --state file"
-        ) from None
-    if version > SCHEMA_VERSION:
-        raise StateError(
-            f"state DB {path} has schema version {version}, newer than this optalloc "
-            f"understands ({SCHEMA_VERSION}); upgrade optalloc, or use another --state file"
-        )
-    return version
 
 
 class StateStore:
@@ -276,7 +214,7 @@ class StateStore:
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
                 return
-            _schema_version(self.path, row[0])
+            schema_version_of(self.path, row[0])
 
     def schema_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])
