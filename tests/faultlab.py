@@ -44,11 +44,12 @@ org: {{name: lab, children: [{{name: alice, share: {alice}}}, {{name: bob, share
 policy: {{epoch: 1m, grace: {grace}s, min_runtime_cap: 1h}}
 """
 
-# Logs its start (pid and GPUs) and end; stops at the notice (exit 0: preempted, so requeued)
-# or once the lab says go.
+# Logs its start (its pid, its wrapper's pid, which the runner records, and its GPUs) and end; stops at the notice (exit 0: preempted, so requeued)
+# or once the lab says go. The trap comes first: epochs follow each other within milliseconds,
+# so the notice can arrive while the job is still starting.
 JOB = """
-echo "start $$ $CUDA_VISIBLE_DEVICES" >> "$1/$OPTALLOC_JOB_ID.runs"
 trap 'echo "end $$" >> "$1/$OPTALLOC_JOB_ID.runs"; exit 0' TERM
+echo "start $$ $PPID $CUDA_VISIBLE_DEVICES" >> "$1/$OPTALLOC_JOB_ID.runs"
 while [ ! -e "$1/go" ]; do sleep 0.02; done
 echo "end $$" >> "$1/$OPTALLOC_JOB_ID.runs"
 """
@@ -281,7 +282,7 @@ def check_run(root: Path, res: RunResult) -> None:
         status = dict(conn.execute("SELECT id, status FROM jobs"))
         intervals = conn.execute("SELECT job_id, start, end, gpus FROM intervals "
                                  "ORDER BY job_id, start").fetchall()
-        runs = conn.execute("SELECT job_id, state, pid, start_time, end_time FROM "
+        runs = conn.execute("SELECT job_id, state, pid, start_time, end_time, kill_time FROM "
                             "runner_local_runs ORDER BY run_id").fetchall()
         ends = conn.execute("SELECT job_id, COUNT(*) FROM events WHERE kind IN ('finished', "
                             "'failed', 'cancelled') GROUP BY job_id").fetchall()
@@ -292,7 +293,7 @@ def check_run(root: Path, res: RunResult) -> None:
     for jid, _ in JOBS:
         if status.get(jid) != "finished":
             p.append(f"job {jid} is {status.get(jid) or 'missing'} at the end, not finished")
-    for jid, state, pid, _s, _e in runs:
+    for jid, state, pid, _s, _e, _k in runs:
         if state != "ended":
             p.append(f"run of {jid} (pid {pid}) is still {state} at the end")
         if pid and process_start_ticks(pid) is not None and state == "ended":
@@ -300,24 +301,30 @@ def check_run(root: Path, res: RunResult) -> None:
     for jid, n in ends:
         if n != 1:
             p.append(f"job {jid} has {n} end events, not 1")
-    # no job started twice: each job's own log (appends, so in the order they happened)
+    # no job started twice: each job's own log (appends, so in the order they happened). A
+    # run the runner killed after its grace period (SIGKILL: no trap runs) logs no end; it
+    # counts as ended once the runner recorded its end and its process is gone.
+    killed = {str(pid) for _j, _st, pid, _s, _e, kt in runs if kt is not None and pid
+              and process_start_ticks(pid) is None}
     starts: dict[str, int] = {}
     for jid, _ in JOBS:
         f = marks / f"{jid}.runs"
-        live: set[str] = set()
+        live: dict[str, str] = {}  # job pid -> its wrapper's pid
         for line in (f.read_text().splitlines() if f.exists() else ()):
-            word, pid = line.split()[:2]
+            word, pid, *rest = line.split()
             if word == "start":
                 starts[jid] = starts.get(jid, 0) + 1
-                live.add(pid)
+                live = {k: w for k, w in live.items() if w not in killed}
+                live[pid] = rest[0] if rest else ""
                 if len(live) > 1:
                     p.append(f"job {jid} ran twice at once (pids {', '.join(sorted(live))})")
             else:
-                live.discard(pid)
+                live.pop(pid, None)
+        live = {k: w for k, w in live.items() if w not in killed}
         if live:
             p.append(f"job {jid}: process(es) {', '.join(sorted(live))} never logged an end")
     # runs that really started = intervals charged, one each, no overlaps
-    spawned = [(j, s, e) for j, _st, pid, s, e in runs if pid]
+    spawned = [(j, s, e) for j, _st, pid, s, e, _k in runs if pid]
     charged = [(j, s, e) for j, s, e, _g in intervals]
     for jid, _ in JOBS:
         n_spawned = sum(1 for j, _, _ in spawned if j == jid)
@@ -339,7 +346,7 @@ def check_run(root: Path, res: RunResult) -> None:
                 p.append(f"job {j}: charged intervals overlap ({s1}-{e1} and from {s2})")
     # no GPU held by two live runs at once (the runner's own record of each run's span)
     spans = [(j, s, e if e is not None else float("inf"))
-             for j, _st, pid, s, e in runs if pid]
+             for j, _st, pid, s, e, _k in runs if pid]
     for i, (j1, s1, e1) in enumerate(spans):
         for j2, s2, e2 in spans[i + 1:]:
             if j1 != j2 and s1 < e2 and s2 < e1:
@@ -358,30 +365,61 @@ def _gpus_of(root: Path, job_id: str, start: float) -> set[int]:
     return {g for a in json.loads(pl)["nodes"] for g in a["gpus"]}
 
 
+def diagnose(root: Path) -> str:
+    """What a failed run leaves to read: each job's log, the runner's runs and events, the
+    epochs' output."""
+    out = []
+    for f in sorted((root / "marks").glob("*.runs")):
+        out.append(f"{f.name}: {f.read_text()!r}")
+    db = root / "state.db"
+    if db.exists():
+        conn = sqlite3.connect(db)
+        try:
+            out += [repr(r) for r in conn.execute(
+                "SELECT run_id, job_id, state, pid, start_time, end_time, notice_time, "
+                "notice_sent, kill_time, exit_code FROM runner_local_runs")]
+            out += [repr(r) for r in conn.execute(
+                "SELECT seq, job_id, kind, time, run_start, delivered, message "
+                "FROM runner_local_events")]
+        except sqlite3.OperationalError:
+            pass
+        finally:
+            conn.close()
+    log = root / "epochs.log"
+    if log.exists():
+        out.append(log.read_text()[-6000:])
+    return "\n".join(out)
+
+
 def kill_leftovers(root: Path) -> None:
-    """Never leave a lab process behind (a failed run may have)."""
+    """Never leave a lab process behind (a failed run may have): the process group of every
+    run whose process is still the one the runner started (pid and kernel start time, so a
+    pid reused by someone else's process is never signalled), and wrappers of starts whose
+    pid was never recorded."""
+    from optalloc.runners.local_proc import find_wrapper, process_start_ticks
+
     db = root / "state.db"
     if not db.exists():
         return
     conn = sqlite3.connect(db)
     try:
-        pids = [p for (p,) in conn.execute("SELECT pid FROM runner_local_runs WHERE pid IS "
-                                           "NOT NULL")]
+        runs = conn.execute("SELECT pid, proc_start FROM runner_local_runs WHERE pid IS NOT "
+                            "NULL").fetchall()
     except sqlite3.OperationalError:
-        pids = []
+        runs = []
     finally:
         conn.close()
-    from optalloc.runners.local_proc import find_wrapper
-
-    for pid in pids:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    pgids = {pid for pid, ticks in runs
+             if ticks is not None and process_start_ticks(pid) == ticks}
     for log in (root / "runs").glob("*.log"):  # starts whose pid was never recorded
         pid = find_wrapper(str(log.with_suffix(".exit")))
         if pid:
-            os.killpg(pid, signal.SIGKILL)
+            pgids.add(pid)
+    for pgid in pgids:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 # ---------------------------------------------------------------------- the campaign

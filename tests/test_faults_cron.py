@@ -25,7 +25,10 @@ SLOW_RUNS = 4
 def _run(tmp_path: Path, point: str | None, seed: int) -> faultlab.RunResult:
     root = tmp_path / "lab"
     try:
-        return faultlab.run_once(root, point, seed)
+        res = faultlab.run_once(root, point, seed)
+        if res.problems:
+            res.problems.append(faultlab.diagnose(root))
+        return res
     finally:
         faultlab.kill_leftovers(root)
 
@@ -59,7 +62,7 @@ def test_the_invariant_check_sees_a_job_started_twice_and_a_missing_interval(tmp
     assert res.problems == []
     root = tmp_path / "lab"
     runs = (root / "marks" / "a1.runs").read_text()
-    (root / "marks" / "a1.runs").write_text("start 1 0,1\n" + runs + "end 1\n")
+    (root / "marks" / "a1.runs").write_text("start 1 1 0,1\n" + runs + "end 1\n")
     import sqlite3
 
     conn = sqlite3.connect(root / "state.db")
@@ -98,3 +101,26 @@ def test_the_environment_variable_kills_a_real_epoch_where_it_says_and_the_next_
     again = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
     assert (again.returncode, again.stderr) == (0, "")
     assert out.exists()
+
+
+def test_a_run_killed_after_its_grace_period_may_lack_an_end_line_but_no_other_run_may(tmp_path):
+    import sqlite3
+
+    res = _run(tmp_path, None, 0)
+    assert res.problems == []
+    root = tmp_path / "lab"
+    log = root / "marks" / "b1.runs"  # b1: preempted once (its trap logged the end), then ran
+    lines = log.read_text().splitlines()
+    first_end = next(i for i, line in enumerate(lines) if line.startswith("end "))
+    log.write_text("\n".join(lines[:first_end] + lines[first_end + 1:]) + "\n")
+    unkilled = faultlab.RunResult(None, 1, None)
+    faultlab.check_run(root, unkilled)
+    assert any(p.startswith("job b1 ran twice at once") for p in unkilled.problems)
+    conn = sqlite3.connect(root / "state.db")
+    conn.execute("UPDATE runner_local_runs SET kill_time = end_time WHERE run_id = (SELECT "
+                 "MIN(run_id) FROM runner_local_runs WHERE job_id = 'b1')")
+    conn.commit()
+    conn.close()
+    killed = faultlab.RunResult(None, 1, None)
+    faultlab.check_run(root, killed)
+    assert killed.problems == []
