@@ -171,6 +171,9 @@ class ReasonCode(str, Enum):
     PREEMPTED_UNALLOCATED = "PreemptedUnallocated"  # unallocated, allocated demand needs it
     PREEMPTED_NODE_DRAIN = "PreemptedNodeDrain"  # its node went down/drain (past min_runtime)
     MOVED = "Moved"  # restarted elsewhere (counts as a preemption)
+    # held: the config no longer has what the job names (kept queued until it returns)
+    UNKNOWN_PROJECT = "UnknownProject"  # its project is not a leaf of the org tree any more
+    UNKNOWN_GPU_TYPE = "UnknownGpuType"  # none of its allowed gpu_types is configured any more
 
 
 @dataclass(frozen=True)
@@ -249,6 +252,17 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class JobEnv:
+    """What a real runner passes on to a job from optalloc's own environment, beyond its
+    default allow-list (PATH, HOME, LANG, ...; see optalloc.runners.local_proc): variable
+    names in `allow` (a trailing `*` allows a prefix, e.g. `WANDB_*`), and fixed values in
+    `set`. Nothing else of optalloc's environment reaches a job."""
+
+    allow: tuple[str, ...] = ()
+    set: Mapping[str, str] = field(default_factory=frozen_map)
+
+
+@dataclass(frozen=True)
 class Config:
     gpu_types: tuple[GpuType, ...]
     nodes: tuple[Node, ...]
@@ -256,6 +270,7 @@ class Config:
     policy: Policy = field(default_factory=Policy)
     jobs: tuple[Job, ...] = ()
     sources: tuple[str, ...] = ()  # files it was read from
+    job_env: JobEnv = field(default_factory=JobEnv)
 
 
 @dataclass(frozen=True)

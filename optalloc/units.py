@@ -6,6 +6,24 @@ import datetime as _dt
 import math
 import re
 
+# Sane ranges for every number that enters at the door (config, CLI flags, job files). A value
+# outside them is a typo or an attack, and letting it in poisons the state for every later
+# epoch (an int64 overflow in the snapshot, a run "since the year 3 billion").
+MAX_TIME_S = 4_102_444_800.0  # 2100-01-01T00:00:00Z: times are seconds since 1970 (or a
+# scenario's start), never negative, never past 2100
+MAX_DURATION_S = 10 * 365.25 * 86400.0  # ten years
+MAX_PRIORITY = 2**31 - 1  # |priority| (a 32-bit integer)
+MAX_NODE_GPUS = 1024  # GPUs one node may declare
+MAX_JOB_GPUS = 1_000_000  # GPUs one job may ask for
+MAX_SHARE = 1e9  # an org node's relative share
+MAX_SPEEDUP = 1000.0  # a job's per-type speed factor
+MAX_BILLING_WEIGHT = 1e6
+MAX_THREADS = 1024
+MAX_WAIT_S = 86400.0  # `epoch --wait`
+MAX_NAME_CHARS = 200  # ids and names (job, project, node, gpu_type)
+MAX_ARGV_ITEMS = 4096  # a job's command
+MAX_ARGV_BYTES = 64 * 1024  # a job's command, all arguments together (UTF-8)
+
 _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
 _DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|min|m|h|d|w)?\s*$")
 
@@ -69,6 +87,52 @@ def parse_time(value: object) -> float:
                 dt = dt.replace(tzinfo=_dt.timezone.utc)
             return dt.timestamp()
     raise ValueError(f"expected a time (seconds or ISO-8601 like 2026-11-29T12:00:00Z), got {value!r}")
+
+
+def check_time(seconds: float) -> float:
+    """`seconds` if it is a time optalloc accepts (0 .. 2100-01-01), else ValueError."""
+    if not (math.isfinite(seconds) and 0.0 <= seconds <= MAX_TIME_S):
+        raise ValueError(
+            f"time {seconds!r} is out of range; give seconds since 1970 (or since the scenario's "
+            f"start) from 0 to {MAX_TIME_S:.0f}, or an ISO-8601 time before 2100"
+        )
+    return float(seconds)
+
+
+def check_duration(seconds: float) -> float:
+    """`seconds` if it is a duration optalloc accepts (0 .. ten years), else ValueError."""
+    if not (math.isfinite(seconds) and 0.0 <= seconds <= MAX_DURATION_S):
+        raise ValueError(
+            f"duration {seconds!r} is out of range; give 0 to {MAX_DURATION_S:.0f} seconds "
+            "(ten years)"
+        )
+    return float(seconds)
+
+
+def parse_time_in_range(value: object) -> float:
+    """parse_time, then check_time: the door for times from config files and the CLI."""
+    return check_time(parse_time(value))
+
+
+def parse_duration_in_range(value: object) -> float:
+    """parse_duration, then check_duration: the door for durations from config files and
+    the CLI."""
+    return check_duration(parse_duration(value))
+
+
+def text_problem(value: str) -> str | None:
+    """Why `value` cannot be a name or id (None if it can): ids and names end up in SQLite
+    text columns, file names, Slurm job names and terminals, so they must be valid UTF-8
+    (no lone surrogates, which is how Python carries undecodable argv bytes), free of control
+    characters, and short."""
+    if len(value) > MAX_NAME_CHARS:
+        return f"is {len(value)} characters long, more than {MAX_NAME_CHARS}"
+    for ch in value:
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            return "is not valid UTF-8"
+        if ord(ch) < 32 or ord(ch) == 127 or 0x80 <= ord(ch) < 0xA0:
+            return f"contains the control character {ch!r}"
+    return None
 
 
 def _num(x: float, digits: str = ".3g") -> str:

@@ -402,6 +402,56 @@ CASES = [
         ],
     ),
     (
+        "a priority beyond 32 bits is out of range (it would overflow every later epoch)",
+        [("jobs[0].priority", 99999999999999999999999)],
+        ["t.yaml: jobs[0].priority: must be <= 2147483647, got 99999999999999999999999; use a value of at most 2147483647"],
+    ),
+    (
+        "a node with 10^20 GPUs is out of range",
+        [("nodes[1].gpus", 10**20)],
+        ["t.yaml: nodes[1].gpus: must be <= 1024, got 100000000000000000000; use a value of at most 1024"],
+    ),
+    (
+        "a share of 1e300 is out of range (sums of siblings would overflow)",
+        [("org.children[1].share", 1e300)],
+        ["t.yaml: org.children[1].share: must be <= 1e+09, got 1e+300; use a value of at most 1e+09"],
+    ),
+    (
+        "a speedup of a million is out of range",
+        [("jobs[0].speedup", {"h100": 1e6})],
+        ["t.yaml: jobs[0].speedup.h100: must be <= 1000, got 1e+06; use a value of at most 1000"],
+    ),
+    (
+        "a submit time in the year 3 billion is out of range",
+        [("jobs[0].submit_time", 1e20)],
+        ["t.yaml: jobs[0].submit_time: time 1e+20 is out of range; use seconds from 0 to 4102444800 or an ISO-8601 time from 1970 to 2100"],
+    ),
+    (
+        "a lookback of a thousand years is out of range",
+        [("policy.lookback", "365000d")],
+        ["t.yaml: policy.lookback: duration '365000d' is out of range; use at most 315576000 seconds (ten years)"],
+    ),
+    (
+        "a job id with a control character is refused",
+        [("jobs[0].id", "q1\x07")],
+        ["t.yaml: jobs[0].id: the value contains the control character '\\x07'; use printable UTF-8 text without control characters, at most 200 characters"],
+    ),
+    (
+        "a job id of 300 characters is refused",
+        [("jobs[0].id", "q" * 300)],
+        ["t.yaml: jobs[0].id: the value is 300 characters long, more than 200; use printable UTF-8 text without control characters, at most 200 characters"],
+    ),
+    (
+        "a command of 5000 arguments is refused",
+        [("jobs[0].command", ["x"] * 5000)],
+        ["t.yaml: jobs[0].command: the command has 5000 arguments, more than 4096; put long inputs in a file and pass its path"],
+    ),
+    (
+        "solver threads beyond 1024 are refused",
+        [("policy.solver.threads", 4096)],
+        ["t.yaml: policy.solver.threads: must be <= 1024, got 4096; use a value of at most 1024"],
+    ),
+    (
         "several problems are all reported, in file order",
         [("jobs[0].gpus", -1), ("jobs[0].project", "Z"), ("nodes[1].state", "sideways")],
         [

@@ -34,17 +34,19 @@ from tests.conftest import FakeGpu, wait_until
 NODE = Node("box", "h100", 4)
 T0 = 1_000_000.0
 
-# Records its environment, then idles; on the notice signal writes a marker and exits 0.
+# Records its environment, then idles; on the notice signal writes a marker and exits 0 (the
+# trap comes first, so a notice right after the .env file appears is caught).
 POLITE = """
-env | grep -E '^(CUDA_VISIBLE_DEVICES|OPTALLOC_[A-Z_]+)=' | sort > "$1/$OPTALLOC_JOB_ID.env"
-echo started >> "$1/$OPTALLOC_JOB_ID.starts"
 trap 'echo TERM > "$1/$OPTALLOC_JOB_ID.term"; exit 0' TERM
+echo started >> "$1/$OPTALLOC_JOB_ID.starts"
+env | grep -E '^(CUDA_VISIBLE_DEVICES|OPTALLOC_[A-Z_]+)=' | sort > "$1/$OPTALLOC_JOB_ID.env.tmp"
+mv "$1/$OPTALLOC_JOB_ID.env.tmp" "$1/$OPTALLOC_JOB_ID.env"
 while :; do sleep 0.05; done
 """
 # Notes the notice but keeps running: only SIGKILL stops it.
 STUBBORN = """
-echo started >> "$1/$OPTALLOC_JOB_ID.starts"
 trap 'echo TERM > "$1/$OPTALLOC_JOB_ID.term"' TERM
+echo started >> "$1/$OPTALLOC_JOB_ID.starts"
 while :; do sleep 0.05; done
 """
 # Exits with the code given as $2 once the file $1/<job>.go exists.
@@ -121,9 +123,11 @@ def read_env(marks, jid) -> dict[str, str]:
 
 
 def ended(runner, now, jid):
-    """Observe until the runner reports the end of `jid`'s run; return that event."""
+    """Observe (acknowledging what is seen) until the runner reports the end of `jid`'s run;
+    return that event."""
     def look():
         evs = [e for e in runner.observe(now).events if e.job_id == jid]
+        runner.ack_events()
         return evs[0] if evs else None
     return wait_until(look)
 
@@ -360,7 +364,7 @@ def test_two_runners_applying_the_same_plan_at_once_start_the_job_once(
     for t in threads:
         t.join()
     assert sorted(res.started for res in results) == [(), ("j",)]
-    read_env(marks, "j")
+    read_env(marks, "j")  # the one job is up (it writes .starts before .env)
     assert (marks / "j.starts").read_text() == "started\n"
 
 
@@ -457,6 +461,7 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
             for j in res.started:
                 history[j].append(EventKind.STARTED)
             obs = r.observe(now)
+            r.ack_events()
             assert not ({e.kind for e in obs.events} - ends)
             for e in obs.events:
                 history[e.job_id].append(e.kind)
@@ -475,9 +480,114 @@ def test_any_sequence_of_plans_never_shares_a_gpu_or_runs_a_job_twice(tmp_path_f
         r.close()
 
 
-def test_events_are_delivered_once(make_runner, scripts, marks):
+def test_events_are_repeated_until_acknowledged_and_then_never_again(make_runner, scripts, marks):
     r = make_runner()
     r.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["exits"], marks, "0")}, T0)
     (marks / "j.go").touch()
-    assert [e.kind for e in [ended(r, T0 + 5, "j")]] == [EventKind.FINISHED]
-    assert r.observe(T0 + 6).events == ()
+    first = wait_until(lambda: r.observe(T0 + 5).events)
+    assert [e.kind for e in first] == [EventKind.FINISHED]
+    assert r.observe(T0 + 6).events == first  # not acknowledged: the caller crashed, say
+    restarted = make_runner()  # a new optalloc process sees them too
+    assert restarted.observe(T0 + 7).events == first
+    restarted.ack_events()
+    assert restarted.observe(T0 + 8).events == ()
+    assert r.observe(T0 + 9).events == ()
+
+
+# ---------------------------------------------------------------------- intent first
+
+
+class Crash(BaseException):
+    """Stands in for kill -9 at a fault point: nothing after it in that call runs."""
+
+
+def crash_at(monkeypatch, point):
+    import optalloc.runners.local as local_mod
+    import optalloc.runners.local_start as start_mod
+
+    def fault(name):
+        if name == point:
+            raise Crash(name)
+
+    monkeypatch.setattr(local_mod, "fault_point", fault)
+    monkeypatch.setattr(start_mod, "fault_point", fault)
+
+
+def test_a_start_whose_pid_was_never_recorded_is_adopted_and_not_started_again(
+        make_runner, scripts, marks, monkeypatch):
+    crash_at(monkeypatch, "runner.after_spawn")
+    first = make_runner()
+    jobs = {"j": job("j", scripts["polite"], marks)}
+    with pytest.raises(Crash):
+        first.apply(plan(T0, place("j", 1)), jobs, T0)
+    read_env(marks, "j")  # the process runs; the runner's row still says 'starting'
+    monkeypatch.undo()
+    second = make_runner()
+    assert second.observe(T0 + 60).running == {"j": (place("j", 1), T0)}
+    assert second.apply(plan(T0 + 60, place("j", 1)), jobs, T0 + 60) == ApplyResult()
+    assert (marks / "j.starts").read_text() == "started\n"
+    second.apply(plan(T0 + 70, preempt=["j"]), {}, T0 + 70)  # and it is ours to stop
+    assert ended(second, T0 + 80, "j").kind is EventKind.REQUEUED
+
+
+def test_a_start_intent_that_never_became_a_process_is_dropped_and_the_job_can_start(
+        make_runner, scripts, marks, monkeypatch):
+    crash_at(monkeypatch, "runner.after_intent")
+    first = make_runner()
+    jobs = {"j": job("j", scripts["polite"], marks)}
+    with pytest.raises(Crash):
+        first.apply(plan(T0, place("j", 0)), jobs, T0)
+    monkeypatch.undo()
+    second = make_runner(start_settle_s=0.2)
+    obs = second.observe(T0 + 60)
+    assert (obs.running, obs.events) == ({}, ())  # nothing ran: nothing to report or charge
+    assert second.apply(plan(T0 + 60, place("j", 0)), jobs, T0 + 60).started == ("j",)
+    read_env(marks, "j")
+    assert (marks / "j.starts").read_text() == "started\n"
+    assert [r[0] for r in second.conn.execute(
+        "SELECT state FROM runner_local_runs ORDER BY run_id")] == ["ended", "running"]
+
+
+def test_a_committed_notice_that_was_never_sent_is_sent_by_the_next_runner(
+        make_runner, scripts, marks, monkeypatch):
+    first = make_runner()
+    first.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["polite"], marks)}, T0)
+    read_env(marks, "j")
+    crash_at(monkeypatch, "runner.after_notice_intent")
+    with pytest.raises(Crash):
+        first.apply(plan(T0 + 600, preempt=["j"]), {}, T0 + 600)
+    assert not (marks / "j.term").exists()
+    monkeypatch.undo()
+    second = make_runner()
+    second.observe(T0 + 601)  # sends it
+    assert wait_until(lambda: (marks / "j.term").exists())
+    ev = ended(second, T0 + 610, "j")
+    assert (ev.kind, ev.run_start) == (EventKind.REQUEUED, T0)  # preempted, not "finished"
+
+
+def test_a_runs_table_from_before_start_intents_is_migrated(tmp_path):
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "state.db")
+    conn.executescript("""
+        CREATE TABLE runner_local_runs (
+            run_id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, node TEXT NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('running', 'stopping', 'ended')),
+            pid INTEGER NOT NULL, proc_start INTEGER, start_time REAL NOT NULL, end_time REAL,
+            placement TEXT NOT NULL, resumable INTEGER NOT NULL, log_path TEXT NOT NULL,
+            exit_path TEXT NOT NULL, notice_time REAL, kill_deadline REAL, kill_time REAL,
+            preempt_code TEXT, exit_code INTEGER);
+        INSERT INTO runner_local_runs (job_id, node, state, pid, start_time, end_time, placement,
+            resumable, log_path, exit_path, exit_code) VALUES ('old', 'box', 'ended', 1, 5.0,
+            9.0, '{"job_id": "old", "gpu_type": "h100", "nodes": []}', 1, 'l', 'e', 0);
+    """)
+    conn.close()
+    r = LocalRunner(tmp_path / "state.db", NODE, run_dir=tmp_path / "runs")
+    try:
+        assert r.conn.execute("SELECT job_id, state, pid, end_time, notice_sent FROM "
+                              "runner_local_runs").fetchall() == [("old", "ended", 1, 9.0, 0)]
+        r.conn.execute("INSERT INTO runner_local_runs (job_id, node, state, start_time, "
+                       "placement, resumable, log_path, exit_path) VALUES ('new', 'box', "
+                       "'starting', 1, '{}', 1, '', '')")  # the new state is allowed now
+    finally:
+        r.close()

@@ -151,3 +151,35 @@ def test_epochs_with_the_local_runner_start_jobs_and_record_their_end(env, capsy
     with StateStore(env / "st.db") as store:
         (iv,) = store.intervals()
     assert (iv.job_id, iv.project, iv.gpus, iv.gpu_type) == ("a", "A1", 2, "h100")
+
+
+def test_the_epoch_summary_counts_what_the_runner_started_and_names_what_it_refused(
+        env, capsys, no_pynvml):
+    run(capsys, "submit", "--config", "cfg.yaml", "--state", "st.db", "--project", "A1",
+        "--gpus", "2", "--id", "ghost", "--", "no-such-program-xyz")
+    run(capsys, "submit", "--config", "cfg.yaml", "--state", "st.db", "--project", "B1",
+        "--gpus", "2", "--id", "real", "--", "sleep", "30")
+    code, out, err = run(capsys, "epoch", "--config", "cfg.yaml", "--state", "st.db",
+                         "--runner", "local", "--now", "1000")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert "jobs     2 in queue: 0 kept running, 1 started, 1 refused by the runner, " \
+           "0 preempted, 0 pending" in lines
+    assert "refused  ghost: ghost: command 'no-such-program-xyz' is not an executable file " \
+           "or on PATH" in lines
+    rows = {r["id"]: r for r in json.loads(run(capsys, "jobs", "--state", "st.db", "--json")[1])}
+    assert (rows["ghost"]["state"], rows["real"]["state"]) == ("queued", "running")
+
+
+def test_explain_of_a_job_held_for_a_removed_project_says_why(env, capsys):
+    run(capsys, "submit", "--config", "cfg.yaml", "--state", "st.db", "--project", "B1",
+        "--gpus", "2", "--id", "b", "--", "true")
+    (env / "cfg.yaml").write_text(CONFIG.replace("{name: B1, share: 1}", "{name: C1, share: 1}"))
+    code, out, err = run(capsys, "epoch", "--config", "cfg.yaml", "--state", "st.db",
+                         "--now", "1000")
+    assert code == 0, err
+    assert "pending  UnknownProject 1" in out
+    code, out, _ = run(capsys, "explain", "b", "--config", "cfg.yaml", "--state", "st.db")
+    assert (code, out) == (0, "b: held (UnknownProject): held: its project 'B1' is not in the "
+                              "org tree any more; it waits until the config has the project "
+                              "again, or cancel it\n")

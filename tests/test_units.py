@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from optalloc.units import format_duration, parse_duration, parse_time
+from optalloc.units import (
+    MAX_DURATION_S,
+    MAX_TIME_S,
+    format_duration,
+    parse_duration,
+    parse_duration_in_range,
+    parse_time,
+    parse_time_in_range,
+    text_problem,
+)
 
 NOW_ISO = "2026-11-29T12:00:00Z"
 NOW = dt.datetime(2026, 11, 29, 12, tzinfo=dt.timezone.utc).timestamp()
@@ -118,3 +127,46 @@ def test_format_duration_round_trips_within_its_three_significant_digits(seconds
 )
 def test_format_duration_writes_the_largest_clean_unit(seconds, text):
     assert format_duration(seconds) == text
+
+
+# ---------------------------------------------------------------------- ranges at the door
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("1e20", id="the year 3 billion"),
+        pytest.param(-1, id="before 1970"),
+        pytest.param("2100-01-01T00:00:01Z", id="just after 2100"),
+        pytest.param("nan", id="not a number"),
+        pytest.param("inf", id="infinity"),
+    ],
+)
+def test_a_time_outside_1970_to_2100_is_refused_at_the_door(value):
+    with pytest.raises(ValueError):
+        parse_time_in_range(value)
+
+
+@given(st.floats(min_value=0, max_value=MAX_TIME_S))
+def test_every_time_in_range_passes_the_door_unchanged(t):
+    assert parse_time_in_range(t) == t
+
+
+@given(st.floats(min_value=MAX_DURATION_S, exclude_min=True, allow_infinity=True))
+def test_every_duration_beyond_ten_years_is_refused(d):
+    with pytest.raises(ValueError):
+        parse_duration_in_range(d)
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("train-0042", None),
+        ("é-ü-名前", None),
+        ("job-\udcff", "is not valid UTF-8"),
+        ("a\x1b[31m", "contains the control character '\\x1b'"),
+        ("line\nbreak", "contains the control character '\\n'"),
+        ("x" * 201, "is 201 characters long, more than 200"),
+    ],
+)
+def test_names_must_be_short_printable_utf8(text, problem):
+    assert text_problem(text) == problem

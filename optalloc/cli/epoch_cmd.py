@@ -11,8 +11,9 @@ from collections import Counter
 
 from optalloc.codec import plan_to_dict, job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
-from optalloc.types import Node, NodeState, Plan
-from optalloc.units import parse_time
+from optalloc.faults import fault_point
+from optalloc.types import Node, NodeState, Plan, ReasonCode
+from optalloc.units import MAX_WAIT_S, parse_time_in_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--state", required=True, help="state DB (SQLite), created if missing")
     p.add_argument("--now", help="epoch time (seconds or ISO-8601); default: the clock")
     p.add_argument("--backend", help="solver backend (highs, scip, cpsat, cbc); default: policy")
-    p.add_argument("--time-limit", type=float, help="solver time limit in seconds")
+    p.add_argument("--time-limit", help="solver time limit in seconds (up to a day)")
     p.add_argument("--dry-run", action="store_true", help="solve and print; write and start nothing")
     p.add_argument("--out", help="write the plan JSON here (atomically)")
     p.add_argument("--runner", default="noop", help="noop (default), local or slurm")
@@ -37,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--node", help="local runner: which config node this machine is")
     p.add_argument("--partition", help="slurm runner: partition (default: the cluster's default)")
     p.add_argument("--slurm-conf", help="slurm runner: SLURM_CONF for every Slurm command")
-    p.add_argument("--wait", type=float, default=0.0, help="wait up to S seconds for the lock")
+    p.add_argument("--wait", default="0", help="wait up to S seconds for the lock (up to a day)")
     p.add_argument("--json", action="store_true", help="print the plan JSON instead of a summary")
     p.set_defaults(func=cmd_epoch)
 
@@ -78,23 +79,40 @@ def _settings(args, config):
             )
         s = dataclasses.replace(s, backend=args.backend)
     if args.time_limit is not None:
-        s = dataclasses.replace(s, time_limit_s=args.time_limit)
+        s = dataclasses.replace(s, time_limit_s=_seconds(args.time_limit, "--time-limit",
+                                                         positive=True))
     return s
+
+
+def _seconds(text: str, flag: str, *, positive: bool = False) -> float:
+    """A number of seconds from 0 (or above 0) to a day, for a command-line flag."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (v == v and (v > 0 if positive else v >= 0) and v <= MAX_WAIT_S):
+        low = "above 0" if positive else "from 0"
+        raise OptallocError(f"{flag} {text!r}: give a number of seconds {low} to "
+                            f"{MAX_WAIT_S:.0f} (a day)")
+    return v
 
 
 def cmd_epoch(args) -> int:
     from optalloc.config import load_config
     from optalloc.cycle import run_cycle
-    from optalloc.statefile import StateLock, write_atomic
-    from optalloc.ledger import StateStore
+    from optalloc.ledger.store import StateStore, check_state_file
+    from optalloc.statefile import StateLock, check_output_path, write_atomic
 
+    # every input is checked before the lock is taken or anything is written
     config = load_config(args.config)
-    now = time.time() if args.now is None else _parse_now(args.now)
+    given_now = None if args.now is None else parse_now(args.now)
     settings = _settings(args, config)
-    state_dir = os.path.dirname(os.path.abspath(args.state))
-    if not os.path.isdir(state_dir):
-        raise OptallocError(f"--state {args.state}: directory {state_dir} does not exist")
-    with StateLock(args.state, wait_s=args.wait):
+    wait = _seconds(args.wait, "--wait")
+    check_state_file(args.state)
+    if args.out:
+        check_output_path(args.out)
+    with StateLock(args.state, wait_s=wait):
+        now = time.time() if given_now is None else given_now  # the clock, once we hold the lock
         store = StateStore(args.state)
         try:
             runner = _runner(args.runner, args, config, args.state)
@@ -102,29 +120,44 @@ def cmd_epoch(args) -> int:
         finally:
             store.close()
         doc = plan_to_dict(result.plan)
+        fault_point("epoch.before_plan_write")
         if args.out:
-            write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            try:
+                write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+            except OSError as err:
+                raise OptallocError(f"--out {args.out}: cannot write the plan ({err.strerror}); "
+                                    "the epoch itself is recorded in the state DB") from None
     if args.json:
         json.dump(doc, sys.stdout, indent=1, sort_keys=True)
         print()
     else:
-        print(format_summary(result.plan, result.snapshot, dry_run=args.dry_run))
+        print(format_summary(result.plan, result.snapshot, dry_run=args.dry_run,
+                             applied=result.applied))
     return 0
 
 
-def _parse_now(text: str) -> float:
+def parse_now(text: str, flag: str = "--now") -> float:
+    """A time from the command line (seconds or ISO-8601), in optalloc's range."""
     try:
-        return parse_time(text)
+        return parse_time_in_range(text)
     except ValueError as err:
-        raise OptallocError(f"--now: {err}") from None
+        raise OptallocError(f"{flag}: {err}") from None
 
 
-def format_summary(plan: Plan, snap, *, dry_run: bool = False) -> str:
-    """A readable, short account of one epoch."""
+def format_summary(plan: Plan, snap, *, dry_run: bool = False, applied=None) -> str:
+    """A readable, short account of one epoch. With the runner's `applied` result, "started"
+    counts what the runner really started, and placements it refused are listed."""
     jobs = {j.id: j for j in snap.jobs}
     was_running = {j.id for j in snap.jobs if j.running}
-    started = [p for p in plan.placements if p.job_id not in was_running]
+    to_start = [p for p in plan.placements if p.job_id not in was_running]
     kept = [p for p in plan.placements if p.job_id in was_running]
+    refused = {} if applied is None else {
+        p.job_id: applied.errors[p.job_id] for p in to_start if p.job_id in applied.errors}
+    if applied is None:
+        start_word = f"{len(to_start)} to start" if dry_run else f"{len(to_start)} started"
+    else:
+        start_word = f"{len(applied.started)} started" + (
+            f", {len(refused)} refused by the runner" if refused else "")
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(plan.now))
     lines = [f"epoch at {when}{'  (dry run: nothing written or started)' if dry_run else ''}"]
     rep = plan.report
@@ -138,9 +171,13 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False) -> str:
     if plan.degraded:
         lines.append(f"DEGRADED {plan.degraded}")
     lines.append(
-        f"jobs     {len(snap.jobs)} in queue: {len(kept)} kept running, {len(started)} started, "
+        f"jobs     {len(snap.jobs)} in queue: {len(kept)} kept running, {start_word}, "
         f"{len(plan.preemptions)} preempted, {len(plan.pending)} pending"
     )
+    for job_id, err in list(refused.items())[:10]:
+        lines.append(f"refused  {job_id}: {err}")
+    if len(refused) > 10:
+        lines.append(f"refused  ... and {len(refused) - 10} more")
     cap = snap.capacity_by_type()
     present = snap.capacity_by_type(up_only=False)
     used: Counter = Counter()
@@ -186,6 +223,7 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False) -> str:
 def cmd_explain(args) -> int:
     from optalloc.codec import plan_from_dict
     from optalloc.config import load_config
+    from optalloc.holds import hold_unknown
     from optalloc.ledger import StateStore
     from optalloc.plan.explain import explain, format_explanation
     from optalloc.snapshot import build_snapshot
@@ -209,18 +247,28 @@ def cmd_explain(args) -> int:
     if not inputs:
         raise OptallocError("the last epoch has no recorded inputs; run `optalloc epoch` again")
     jobs = [job_from_dict(d) for d in inputs["jobs"]]
-    if args.job not in {j.id for j in jobs}:
+    held = {p["job_id"]: p for p in plan_doc.get("pending", ())
+            if p.get("code") in (ReasonCode.UNKNOWN_PROJECT.value, ReasonCode.UNKNOWN_GPU_TYPE.value)}
+    # the config may have changed since that epoch: what it no longer fits is held now
+    holds = hold_unknown(config, jobs)
+    held.update({r.job_id: to_dict(r) for r in holds.held})
+    if args.job in held:
+        return _print_held(held[args.job], args.json)
+    if args.job not in {j.id for j in holds.jobs}:
         extra = f" (its status: {history})" if history else ""
         raise OptallocError(
             f"job {args.job!r} was not in the last epoch's queue{extra}; "
             "`optalloc jobs --state DB --all` lists known jobs"
         )
+    types = {g.name for g in config.gpu_types}
     nodes = tuple(
         Node(d["name"], d["gpu_type"], int(d["gpus"]), NodeState(d["state"]))
         for d in inputs["nodes"]
+        if d["gpu_type"] in types
     )
     ratios = {k: (float("inf") if v is None else v) for k, v in inputs["usage_ratio"].items()}
-    snap = build_snapshot(config, float(plan_doc["now"]), jobs=jobs, usage_ratio=ratios, nodes=nodes)
+    snap = build_snapshot(holds.config, float(plan_doc["now"]), jobs=holds.jobs,
+                          usage_ratio=ratios, nodes=nodes)
     plan = plan_from_dict(plan_doc)
     d = explain(snap, plan, args.job)
     if args.json:
@@ -231,3 +279,11 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def _print_held(reason: dict, as_json: bool) -> int:
+    if as_json:
+        json.dump({"job_id": reason["job_id"], "status": "held", "code": reason["code"],
+                   "message": reason["message"]}, sys.stdout, indent=1, sort_keys=True)
+        print()
+    else:
+        print(f"{reason['job_id']}: held ({reason['code']}): {reason['message']}")
+    return 0

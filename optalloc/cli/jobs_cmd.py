@@ -52,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where it will run (slurm: also `sbatch -H` it now)")
     s.add_argument("--partition", help="slurm: partition")
     s.add_argument("--slurm-conf", help="slurm: SLURM_CONF for the Slurm commands")
-    s.add_argument("--now", type=float, help="submit time (default: now)")
+    s.add_argument("--now", help="submit time, seconds or ISO-8601 (default: now)")
     s.add_argument("--json", action="store_true", help="print the queued jobs as JSON")
     s.add_argument("rest", nargs="*", metavar="FILE | -- CMD ARGS",
                    help="a job file, or (with --project) the command after `--`")
@@ -99,11 +99,13 @@ def _flag_job(args: argparse.Namespace, now: float) -> dict[str, Any]:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from optalloc.cli.epoch_cmd import parse_now
     from optalloc.config import load_config, load_jobs, parse_jobs
-    from optalloc.ledger.store import StateStore
+    from optalloc.ledger.store import StateStore, check_state_file
 
-    now = time.time() if args.now is None else args.now
+    now = time.time() if args.now is None else parse_now(args.now)
     config = load_config(args.config)
+    check_state_file(args.state)
     if args.project:
         jobs = parse_jobs(_flag_job(args, now), config, "<command line>")
     else:

@@ -8,9 +8,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
-from optalloc.config.problems import MISSING, Loc, Piece, Problems, closest, show_list
+from optalloc.config.problems import MISSING, Loc, Piece, Problems, closest, show_list, type_name
 from optalloc.types import Config, Job, JobState, Node, NodeAlloc, OrgNode, Placement, Policy, frozen_map
-from optalloc.units import format_duration
+from optalloc.units import (
+    MAX_ARGV_BYTES,
+    MAX_ARGV_ITEMS,
+    MAX_JOB_GPUS,
+    MAX_NODE_GPUS,
+    MAX_PRIORITY,
+    MAX_SPEEDUP,
+    format_duration,
+)
 
 JOB_KEYS = (
     "id", "project", "gpus", "gpus_per_node", "nodes", "gpu_types", "speedup", "min_runtime",
@@ -150,7 +158,8 @@ def parse_job(d: Any, loc: Loc, ctx: JobContext, problems: Problems) -> Job | An
     problems.known_keys(d, loc, JOB_KEYS, required=("id", "project", "gpus"))
     job_id = problems.string(d["id"], loc.key("id"), allow_int=True) if "id" in d else MISSING
     project = _project(d, loc, ctx, problems)
-    gpus = problems.integer(d["gpus"], loc.key("gpus")) if "gpus" in d else MISSING
+    gpus = (problems.integer(d["gpus"], loc.key("gpus"), maximum=MAX_JOB_GPUS)
+            if "gpus" in d else MISSING)
     if gpus is not MISSING and gpus <= 0:
         problems.add(loc.key("gpus"), f"a job needs at least 1 GPU, got {gpus}", "set gpus: 1 or more")
         gpus = MISSING
@@ -159,7 +168,12 @@ def parse_job(d: Any, loc: Loc, ctx: JobContext, problems: Problems) -> Job | An
     speedup = _speedup(d, loc, ctx, problems)
     min_runtime = _min_runtime(d, loc, ctx.policy, problems)
     resumable = problems.boolean(d["resumable"], loc.key("resumable")) if "resumable" in d else True
-    priority = problems.integer(d["priority"], loc.key("priority")) if "priority" in d else 0
+    priority = (
+        problems.integer(d["priority"], loc.key("priority"), minimum=-MAX_PRIORITY,
+                         maximum=MAX_PRIORITY)
+        if "priority" in d
+        else 0
+    )
     submit = problems.time(d["submit_time"], loc.key("submit_time")) if "submit_time" in d else 0.0
     duration = (
         problems.duration(d["duration"], loc.key("duration"), positive=True)
@@ -297,11 +311,12 @@ def _gpu_type_list(d: Mapping, loc: Loc, ctx: JobContext, problems: Problems) ->
 def _gpus_per_node(d: Mapping, loc: Loc, gpus: Any, problems: Problems) -> int | None | Any:
     gpn = None
     if d.get("gpus_per_node") is not None:
-        gpn = problems.integer(d["gpus_per_node"], loc.key("gpus_per_node"), minimum=1)
+        gpn = problems.integer(d["gpus_per_node"], loc.key("gpus_per_node"), minimum=1,
+                               maximum=MAX_NODE_GPUS)
         if gpn is MISSING:
             return MISSING
     if d.get("nodes") is not None:
-        n = problems.integer(d["nodes"], loc.key("nodes"), minimum=1)
+        n = problems.integer(d["nodes"], loc.key("nodes"), minimum=1, maximum=MAX_JOB_GPUS)
         if n is MISSING or gpus is MISSING:
             return MISSING
         if gpus % n:
@@ -399,7 +414,7 @@ def _speedup(d: Mapping, loc: Loc, ctx: JobContext, problems: Problems) -> dict 
         tl = sl.key(str(t))
         if _known_type(t, tl, ctx, problems) is MISSING:
             continue
-        s = problems.number(v, tl, positive=True)
+        s = problems.number(v, tl, positive=True, maximum=MAX_SPEEDUP)
         if s is not MISSING:
             out[t] = s
     return out
@@ -435,12 +450,27 @@ def _command(d: Mapping, loc: Loc, problems: Problems) -> tuple | Any:
     items = problems.sequence(d["command"], cl, "an argv list like [python, train.py]")
     if items is MISSING:
         return MISSING
-    out = []
+    if len(items) > MAX_ARGV_ITEMS:
+        problems.add(cl, f"the command has {len(items)} arguments, more than {MAX_ARGV_ITEMS}",
+                     "put long inputs in a file and pass its path")
+        return MISSING
+    out, size = [], 0
     for i, a in enumerate(items):
         if isinstance(a, bool) or not isinstance(a, (str, int, float)):
-            problems.add(cl.idx(i), f"expected a string, got {a!r}", "quote the argument")
+            problems.add(cl.idx(i), f"expected a string, got {type_name(a)}", "quote the argument")
             return MISSING
-        out.append(str(a))
+        a = str(a)
+        if "\0" in a or any(0xD800 <= ord(ch) <= 0xDFFF for ch in a):
+            problems.add(cl.idx(i), "the argument is not valid UTF-8 text (or holds a NUL byte)",
+                         "pass file names and data that are not UTF-8 in a file")
+            return MISSING
+        size += len(a.encode("utf-8")) + 1
+        out.append(a)
+    if size > MAX_ARGV_BYTES:
+        problems.add(cl, f"the command is {size} bytes long, more than {MAX_ARGV_BYTES}",
+                     "put long inputs in a file and pass its path (the command is stored with "
+                     "the job and passed to exec, which limits it too)")
+        return MISSING
     return tuple(out)
 
 

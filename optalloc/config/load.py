@@ -6,21 +6,23 @@ All problems are collected and raised together as one ConfigError.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
 
+from optalloc.config.jobenv import parse_job_env
 from optalloc.config.jobs import JobContext, parse_job_pieces
 from optalloc.config.nodes import parse_gpu_types, parse_nodes
 from optalloc.config.orgtree import parse_org
 from optalloc.config.policy import parse_policy
 from optalloc.config.problems import MISSING, Loc, Piece, Problems
 from optalloc.errors import ConfigError
-from optalloc.types import Config, Job, Policy
+from optalloc.types import Config, Job, JobEnv, Policy
 
 LIST_SECTIONS = ("gpu_types", "nodes", "jobs")  # concatenate across the files of a directory
-MAP_SECTIONS = ("org", "policy")  # at most one file may define each
+MAP_SECTIONS = ("org", "policy", "job_env")  # at most one file may define each
 EXTRA_SECTIONS = ("workload", "simulation")  # scenario files: passed through raw
 REQUIRED_SECTIONS = ("gpu_types", "nodes", "org")
 SECTIONS = LIST_SECTIONS + MAP_SECTIONS + EXTRA_SECTIONS
@@ -61,10 +63,23 @@ class _Loader(_BaseLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+MAX_YAML_BYTES = 64 * 1024 * 1024
+
+
 def read_yaml(path: str | os.PathLike, problems: Problems, source: str | None = None) -> Any:
-    """The YAML value of one file, or MISSING (problem recorded: unreadable, syntax, empty)."""
+    """The YAML value of one file, or MISSING (problem recorded: unreadable, syntax, empty,
+    not a regular file such as /dev/zero or a FIFO, larger than MAX_YAML_BYTES)."""
     source = source or str(path)
     try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            problems.add(Loc(source), "is not a regular file (a device, FIFO or directory)",
+                         "point at a YAML file")
+            return MISSING
+        if st.st_size > MAX_YAML_BYTES:
+            problems.add(Loc(source), f"the file is {st.st_size} bytes, more than "
+                         f"{MAX_YAML_BYTES}", "a config or job file is small; check the path")
+            return MISSING
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         problems.add(Loc(source), f"cannot read the file ({err.__class__.__name__}: {err})", "check the path and permissions")
@@ -72,10 +87,54 @@ def read_yaml(path: str | os.PathLike, problems: Problems, source: str | None = 
     return parse_yaml_text(text, source, problems)
 
 
+MAX_YAML_VALUES = 1_000_000  # values after expanding aliases (an alias bomb stops here)
+
+
+def _alias_problem(root: yaml.Node) -> tuple[str, str, str] | None:
+    """Why the composed document cannot be used (None if it can): an alias that contains
+    itself (`&a [*a]`: every walk over it recurses forever), or aliases that expand to more
+    than MAX_YAML_VALUES values ("billion laughs"). Iterative, so depth cannot overflow.
+    Returns (where, what, fix)."""
+    seen = 0
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        if leaving:
+            on_path.discard(id(node))
+            continue
+        if id(node) in on_path:
+            return (f"line {node.start_mark.line + 1}",
+                    "an alias there refers to a value that contains it (a recursive anchor)",
+                    "write the values out, or point aliases only at values that do not "
+                    "contain them")
+        seen += 1
+        if seen > MAX_YAML_VALUES:
+            return ("", f"the document expands to more than {MAX_YAML_VALUES} values",
+                    "aliases of aliases multiply; write the values out")
+        if isinstance(node, (yaml.SequenceNode, yaml.MappingNode)):
+            on_path.add(id(node))
+            stack.append((node, True))
+            kids = node.value if isinstance(node, yaml.SequenceNode) else [
+                n for pair in node.value for n in pair]
+            stack.extend((k, False) for k in kids)
+    return None
+
+
 def parse_yaml_text(text: str, source: str, problems: Problems) -> Any:
     loader = _Loader(text, source, problems)
     try:
-        data = loader.get_single_data()
+        node = loader.get_single_node()
+        bad = None if node is None else _alias_problem(node)
+        if bad:
+            where, what, fix = bad
+            problems.add(Loc(source, where), what, fix)
+            return MISSING
+        data = None if node is None else loader.construct_document(node)
+    except RecursionError:
+        problems.add(Loc(source), "the YAML is nested too deeply to read",
+                     "flatten the structure")
+        return MISSING
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark or err.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "YAML"
@@ -97,8 +156,28 @@ def parse_yaml_text(text: str, source: str, problems: Problems) -> Any:
 
 def _config_files(path: Path, problems: Problems) -> list[Path]:
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
-        if not files:
+        files = []
+        for p in sorted(path.iterdir()):
+            if p.suffix not in YAML_SUFFIXES:
+                continue
+            if p.is_symlink() and not p.exists():  # dangling, or a loop of links
+                try:
+                    p.resolve(strict=True)
+                    why = "a symlink whose target cannot be read"
+                except RuntimeError:
+                    why = "a symlink loop"
+                except OSError as err:
+                    why = ("a symlink loop" if "loop" in str(err).lower()
+                           else f"a dangling symlink (to {os.readlink(p)})")
+                problems.add(Loc(str(p)), f"the config file is {why}",
+                             "fix or remove the link; a config directory must not hold broken files")
+                continue
+            if not p.is_file():
+                problems.add(Loc(str(p)), "is not a regular file",
+                             "remove it, or rename it without the .yaml/.yml suffix")
+                continue
+            files.append(p)
+        if not files and not len(problems):
             problems.add(Loc(str(path)), "the directory has no .yaml or .yml files", "put the config files there")
         return files
     if path.exists():
@@ -155,11 +234,16 @@ def _build(
     if "policy" in sections:
         piece = sections["policy"][0]
         policy = parse_policy(piece.value, Loc(piece.source, "policy"), problems)
+    job_env = JobEnv()
+    if "job_env" in sections:
+        piece = sections["job_env"][0]
+        job_env = parse_job_env(piece.value, Loc(piece.source, "job_env"), problems)
     ctx = JobContext.of(tnames, nodes, None if org is MISSING else org, policy, nodes_complete)
     jobs = parse_job_pieces(sections.get("jobs", ()), ctx, problems)
     problems.raise_if_any()
     config = Config(
-        gpu_types=gpu_types, nodes=nodes, org=org, policy=policy, jobs=jobs, sources=sources
+        gpu_types=gpu_types, nodes=nodes, org=org, policy=policy, jobs=jobs, sources=sources,
+        job_env=job_env,
     )
     extras = {k: sections[k][0].value for k in EXTRA_SECTIONS if k in sections}
     return config, extras

@@ -8,6 +8,7 @@ from typing import Any, Sequence
 
 from optalloc.config.problems import MISSING, Loc, Piece, Problems, closest, show_list
 from optalloc.types import GpuType, Node, NodeState
+from optalloc.units import MAX_BILLING_WEIGHT, MAX_NODE_GPUS
 
 MAX_EXPANDED_NODES = 100_000
 _GROUP_RE = re.compile(r"\[([^\[\]]*)\]")
@@ -101,7 +102,8 @@ def parse_gpu_types(pieces: Sequence[Piece], problems: Problems) -> tuple[GpuTyp
         problems.known_keys(d, loc, GPU_TYPE_KEYS, required=("name",))
         name = problems.string(d["name"], loc.key("name")) if "name" in d else MISSING
         weight = (
-            problems.number(d["billing_weight"], loc.key("billing_weight"), positive=True)
+            problems.number(d["billing_weight"], loc.key("billing_weight"), positive=True,
+                            maximum=MAX_BILLING_WEIGHT)
             if "billing_weight" in d
             else 1.0
         )
@@ -151,7 +153,7 @@ def parse_nodes(
                 gtype = MISSING
         gpus: Any = MISSING
         if "gpus" in d:
-            gpus = problems.integer(d["gpus"], loc.key("gpus"))
+            gpus = problems.integer(d["gpus"], loc.key("gpus"), maximum=MAX_NODE_GPUS)
             if gpus is not MISSING and gpus <= 0:
                 problems.add(
                     loc.key("gpus"),

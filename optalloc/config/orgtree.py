@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 from optalloc.config.problems import MISSING, Loc, Problems, closest, show_list
 from optalloc.types import OrgNode, frozen_map
+from optalloc.units import MAX_SHARE
 
 ORG_KEYS = ("name", "share", "share_by_type", "children")
 
@@ -41,7 +42,7 @@ def _parse_node(
                 seen[name] = loc
     share: Any = 1.0
     if "share" in d:
-        share = _share(d["share"], loc.key("share"), problems)
+        share = parse_share(d["share"], loc.key("share"), problems)
     by_type: dict[str, float] = {}
     if "share_by_type" in d and d["share_by_type"] is not None:
         sbt_loc = loc.key("share_by_type")
@@ -58,7 +59,7 @@ def _parse_node(
                         f"{hint}use one of the gpu_types: {show_list(gpu_types)}",
                     )
                     continue
-                s = _share(v, tl, problems)
+                s = parse_share(v, tl, problems)
                 if s is not MISSING:
                     by_type[t] = s
     children: list[OrgNode] = []
@@ -79,10 +80,12 @@ def _parse_node(
     return OrgNode(name=name, share=share, share_by_type=frozen_map(by_type), children=tuple(children))
 
 
-def _share(value: Any, loc: Loc, problems: Problems) -> float | Any:
-    v = problems.number(value, loc)
+def parse_share(value: Any, loc: Loc, problems: Problems) -> float | Any:
+    """A share as the YAML gives it and `whatif --set org...share=` computes it: a finite
+    number from 0 to MAX_SHARE (the one check for both paths)."""
+    v = problems.number(value, loc, maximum=MAX_SHARE)
     if v is not MISSING and v < 0:
-        problems.add(loc, f"negative share {value:g}", "shares are relative weights >= 0; use 0 for none")
+        problems.add(loc, f"negative share {v:g}", "shares are relative weights >= 0; use 0 for none")
         return MISSING
     return v
 

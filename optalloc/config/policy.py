@@ -7,6 +7,7 @@ from typing import Any
 
 from optalloc.config.problems import MISSING, Loc, Problems
 from optalloc.types import Policy, SolverSettings, UsageMode
+from optalloc.units import MAX_THREADS
 
 #: Solver backends a config may name. The one list: optalloc.solve maps each to an implementation.
 # The one list of backend names a config may use; optalloc.solve.BACKENDS must match it
@@ -75,7 +76,7 @@ def parse_solver(value: Any, loc: Loc, problems: Problems) -> SolverSettings:
         if v is not MISSING:
             changes["mip_gap"] = v
     if "threads" in d:
-        v = problems.integer(d["threads"], loc.key("threads"), minimum=1)
+        v = problems.integer(d["threads"], loc.key("threads"), minimum=1, maximum=MAX_THREADS)
         if v is not MISSING:
             changes["threads"] = v
     return replace(settings, **changes)

@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from optalloc.errors import ConfigError
-from optalloc.units import parse_duration, parse_time
+from optalloc.units import (
+    MAX_DURATION_S,
+    MAX_TIME_S,
+    check_duration,
+    check_time,
+    parse_duration,
+    parse_time,
+    text_problem,
+)
 
 
 class _Missing:
@@ -149,8 +157,16 @@ class Problems:
 
     def string(self, value: Any, loc: Loc, *, allow_int: bool = False) -> str | Any:
         if isinstance(value, str) and value.strip():
+            bad = text_problem(value)
+            if bad:
+                self.add(loc, f"the value {bad}", "use printable UTF-8 text without control "
+                         "characters, at most 200 characters")
+                return MISSING
             return value
         if allow_int and isinstance(value, int) and not isinstance(value, bool):
+            if abs(value) >= 10**18:
+                self.add(loc, f"the number {value} is too long for a name", "use a shorter id")
+                return MISSING
             return str(value)
         if isinstance(value, str):
             self.add(loc, "must not be empty", "give a name")
@@ -158,7 +174,9 @@ class Problems:
             self.add(loc, f"expected a string, got {type_name(value)}", "quote it, e.g. \"name\"")
         return MISSING
 
-    def integer(self, value: Any, loc: Loc, *, minimum: int | None = None) -> int | Any:
+    def integer(
+        self, value: Any, loc: Loc, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int | Any:
         if isinstance(value, bool) or not isinstance(value, int):
             fix = "write a whole number like 8"
             if isinstance(value, float) and value.is_integer():
@@ -167,6 +185,9 @@ class Problems:
             return MISSING
         if minimum is not None and value < minimum:
             self.add(loc, f"must be >= {minimum}, got {value}", f"use a value of at least {minimum}")
+            return MISSING
+        if maximum is not None and value > maximum:
+            self.add(loc, f"must be <= {maximum}, got {_short(value)}", f"use a value of at most {maximum}")
             return MISSING
         return value
 
@@ -193,7 +214,7 @@ class Problems:
             self.add(loc, f"must be >= {minimum:g}, got {value:g}", f"use a value of at least {minimum:g}")
             return MISSING
         if maximum is not None and v > maximum:
-            self.add(loc, f"must be <= {maximum:g}, got {value:g}", f"use a value of at most {maximum:g}")
+            self.add(loc, f"must be <= {maximum:g}, got {v:g}", f"use a value of at most {maximum:g}")
             return MISSING
         return v
 
@@ -219,6 +240,17 @@ class Problems:
             else:
                 self.add(loc, f"expected a {kind}, got {type_name(value)}", _fix_for(fn))
             return MISSING
+        try:
+            (check_duration if fn is parse_duration else check_time)(v)
+        except ValueError:
+            if fn is parse_duration:
+                self.add(loc, f"duration {_short(value)} is out of range",
+                         f"use at most {MAX_DURATION_S:.0f} seconds (ten years)")
+            else:
+                self.add(loc, f"time {_short(value)} is out of range",
+                         f"use seconds from 0 to {MAX_TIME_S:.0f} or an ISO-8601 time "
+                         "from 1970 to 2100")
+            return MISSING
         if positive and v <= 0:
             self.add(loc, f"must be > 0, got {value!r}", "give a positive duration like '5m'")
             return MISSING
@@ -233,6 +265,12 @@ class Problems:
             fix = f"did you mean {near!r}? (one of: {', '.join(choices)})"
         self.add(loc, f"unknown {what} {value!r}", fix)
         return MISSING
+
+
+def _short(value: Any) -> str:
+    """A value for a message, never a 10 MB one."""
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else f"{text[:20]}...({len(text)} characters)"
 
 
 def _fix_for(fn: Callable) -> str:

@@ -11,6 +11,11 @@ StateError rather than misread.
 
 Recording an interval with the same (job_id, start) again replaces it, so a retried epoch does
 not charge twice.
+
+The file is created mode 0600 (job argv and plans are in it) and only at a path that
+`optalloc.statefile.check_state_path` accepts; a SQLite file made by another program is refused
+(PRAGMA application_id marks optalloc's). Full plans are kept for the last STORED_PLANS epochs;
+older epochs keep their time, solver report and degraded note.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import numpy as np
 from optalloc.codec import job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
 from optalloc.ledger.memory import Ledger
+from optalloc.ledger.state_check import SCHEMA_VERSION, check_state_file, schema_version_of
 from optalloc.org import OrgTree
+from optalloc.statefile import claim_sqlite, create_private_file
 from optalloc.types import GpuType, Interval, Job, Policy
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "STORED_PLANS", "StateStore", "check_state_file"]
+STORED_PLANS = 288  # full plan documents kept: one day of 5-minute epochs
 FINISH_STATUSES = ("finished", "failed", "cancelled")
 
 _SCHEMA = """
@@ -85,22 +93,27 @@ class StateStore:
 
     def __init__(self, path: str | os.PathLike, *, busy_timeout_s: float = 30.0):
         self.path = os.fspath(path)
-        parent = os.path.dirname(os.path.abspath(self.path))
-        if not os.path.isdir(parent):
-            raise StateError(f"state DB {self.path}: directory {parent} does not exist; create it first")
+        full = check_state_file(self.path)
         self.busy_timeout_s = float(busy_timeout_s)
         self._depth = 0
         self._name_ids: dict[tuple[str, str], int] = {}
         try:
-            self._conn = sqlite3.connect(self.path, timeout=self.busy_timeout_s, isolation_level=None)
+            create_private_file(full)  # 0600 from the start: SQLite would use the umask
+        except OSError as err:
+            raise StateError(f"state DB {self.path}: cannot create it ({err.strerror})") from None
+        try:
+            self._conn = sqlite3.connect(full, timeout=self.busy_timeout_s, isolation_level=None)
         except sqlite3.Error as err:
             raise StateError(f"state DB {self.path}: cannot open ({err})") from err
         try:
             with self._sqlite_errors():
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            # ownership first (another program's file is refused before anything is written to
+            # it, WAL mode included), then WAL
+            self._retry_locked(self._init_schema)
+            with self._sqlite_errors():
                 self._retry_locked(lambda: self._conn.execute("PRAGMA journal_mode = WAL"))
                 self._conn.execute("PRAGMA synchronous = NORMAL")
-            self._retry_locked(self._init_schema)
         except BaseException:
             self._conn.close()
             raise
@@ -190,6 +203,7 @@ class StateStore:
 
     def _init_schema(self) -> None:
         with self.transaction():
+            claim_sqlite(self._conn, self.path)
             self._conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
@@ -200,12 +214,7 @@ class StateStore:
                     "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                 )
                 return
-            version = int(row[0])
-            if version > SCHEMA_VERSION:
-                raise StateError(
-                    f"state DB {self.path} has schema version {version}, newer than this optalloc "
-                    f"understands ({SCHEMA_VERSION}); upgrade optalloc, or use another --state file"
-                )
+            schema_version_of(self.path, row[0])
 
     def schema_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])
@@ -436,12 +445,25 @@ class StateStore:
     def record_epoch(
         self, now: float, plan: Mapping[str, Any], report: Mapping[str, Any] | None, degraded: str | None
     ) -> int:
+        """Record an epoch; the plans of epochs older than the last STORED_PLANS are emptied
+        (`{}`), so the file grows by a report per epoch, not by a plan."""
         with self.transaction():
             cur = self._conn.execute(
                 "INSERT INTO epochs (time, plan, report, degraded) VALUES (?, ?, ?, ?)",
                 (float(now), json.dumps(plan), None if report is None else json.dumps(report), degraded),
             )
-            return int(cur.lastrowid)
+            new_id = int(cur.lastrowid)
+            cutoff = new_id - STORED_PLANS  # a bounded primary-key range: O(1) per epoch
+            self._conn.execute(
+                "UPDATE epochs SET plan = '{}' WHERE id > ? AND id <= ? AND plan != '{}'",
+                (cutoff - 1000, cutoff),
+            )
+            return new_id
+
+    def last_epoch_time(self) -> float | None:
+        """The latest time an epoch was recorded at (None before the first)."""
+        (t,) = self._read("SELECT MAX(time) FROM epochs")[0]
+        return None if t is None else float(t)
 
     @staticmethod
     def _epoch_dict(row: tuple) -> dict:
@@ -471,6 +493,17 @@ class StateStore:
                 "INSERT INTO events (time, job_id, kind, message) VALUES (?, ?, ?, ?)",
                 (float(time), job_id, str(kind), str(message)),
             )
+
+    def record_event_once(self, time: float, job_id: str | None, kind: str, message: str = "") -> None:
+        """record_event, unless this job already has an event of this kind at this time (a
+        runner event repeated after a crash)."""
+        with self.transaction():
+            seen = self._conn.execute(
+                "SELECT 1 FROM events WHERE job_id IS ? AND kind = ? AND time = ? LIMIT 1",
+                (job_id, str(kind), float(time)),
+            ).fetchone()
+            if seen is None:
+                self.record_event(time, job_id, kind, message)
 
     def events(self, job_id: str | None = None, limit: int = 100) -> list[dict]:
         """The latest `limit` events (of one job, or all), oldest first:

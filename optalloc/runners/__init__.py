@@ -51,7 +51,8 @@ def _make_local(*, state_path, config: Config | None = None, directory=None, nod
     try:
         return LocalRunner(
             state_path, this, run_dir=directory, inventory=inv,
-            policy=None if config is None else config.policy, notice_signal=notice_signal, **kw)
+            policy=None if config is None else config.policy, notice_signal=notice_signal,
+            job_env=None if config is None else config.job_env, **kw)
     except ValueError as err:
         raise OptallocError(f"local runner: {err}") from None
 

@@ -3,26 +3,35 @@
 What it does each epoch (the loop calls `observe` then, after planning, `apply`):
 
 - **Start** each placed job that is not running: its argv (`Job.command`, never a shell string)
-  runs in its own process group (session) with `CUDA_VISIBLE_DEVICES` (GPU UUIDs when NVML
-  knows them, else indices), `OPTALLOC_JOB_ID`, `OPTALLOC_GPUS`, `OPTALLOC_MIN_RUNTIME`,
-  `OPTALLOC_PROTECTED_UNTIL`, `OPTALLOC_CHECKPOINT_INTERVAL`, `OPTALLOC_RESUMABLE`,
-  `OPTALLOC_PREEMPT_SIGNAL`, `OPTALLOC_GRACE` and `OPTALLOC_REQUEUE_EXIT_CODE`; stdout and
-  stderr go to `<run_dir>/<job>.<run>.log`.
+  runs in its own process group (session) with a clean environment (optalloc.runners.
+  local_proc: an allow-list of optalloc's variables that the config's `job_env` extends) plus
+  `CUDA_VISIBLE_DEVICES` (GPU UUIDs when NVML knows them, else indices), `OPTALLOC_JOB_ID`,
+  `OPTALLOC_GPUS`, `OPTALLOC_MIN_RUNTIME`, `OPTALLOC_PROTECTED_UNTIL`,
+  `OPTALLOC_CHECKPOINT_INTERVAL`, `OPTALLOC_RESUMABLE`, `OPTALLOC_PREEMPT_SIGNAL`,
+  `OPTALLOC_GRACE`, `OPTALLOC_REQUEUE_EXIT_CODE` and `OPTALLOC_RESTART_COUNT`; stdout and
+  stderr go to `<run_dir>/<job>.<run>.log` (created 0600, O_EXCL | O_NOFOLLOW; the directory
+  0700).
 - **Preempt** with notice: the notice signal (SIGTERM unless configured) goes to the process
   group; SIGKILL follows only once the plan's grace period has passed, at the first
   `observe`/`apply` after the deadline. A preempted resumable job is reported REQUEUED, a
   non-resumable one PREEMPTED (it ends), whatever its exit code.
 - **Reconcile**: a run that ended by itself is reported FINISHED (exit 0) or FAILED (non-zero).
   Requeue on failure happens only when the job asks for it: a *resumable* job that exits with
-  `REQUEUE_EXIT_CODE` (75, EX_TEMPFAIL; also in its environment as OPTALLOC_REQUEUE_EXIT_CODE)
-  is reported REQUEUED. A running job that a plan no longer lists keeps running (only a
-  preemption stops it). GPU processes that optalloc did not start are listed in
-  `Observation.unknown`, never killed.
-- **Restarts** lose nothing: runs live in the table `runner_local_runs` of the state database
-  (its own sqlite3 connection, WAL). A new LocalRunner re-adopts live runs by pid plus the
-  kernel's process start time (so a reused pid is not mistaken for the job), learns the exit
-  status of runs that ended meanwhile from their exit file, and never starts a job twice (a
-  partial unique index allows one live run per job; starts happen inside BEGIN IMMEDIATE).
+  `REQUEUE_EXIT_CODE` (75, EX_TEMPFAIL) is reported REQUEUED. A running job that a plan no
+  longer lists keeps running (only a preemption stops it). GPU processes that optalloc did not
+  start are listed in `Observation.unknown`, never killed.
+
+**Intent first.** Every action is recorded and committed before it is taken, then confirmed:
+a start is a `starting` row (committed), then the spawn, then the pid; a preemption is a
+`stopping` row with its notice time (committed), then the signal, then `notice_sent`. So a
+kill -9 at any instruction leaves a record of what may have happened, and a restarted runner
+reconciles it with what really runs: a `starting` row is adopted when its wrapper is alive
+(found by the run's exit file in its command line; identity then by pid + kernel start time),
+ended from its exit file if it already finished, and dropped as never started once no process
+has appeared for `start_settle_s`; a notice that may not have gone out is sent again (a job
+may see the notice twice, never zero times). One live run per job (a partial unique index):
+a job is never started twice. Events stay in the state DB until `ack_events()`, which the
+cycle calls once it has recorded them: a crash in between redelivers them, never loses them.
 
 Starts are reported by `ApplyResult.started` and `Observation.running` (placement and start
 time), not as events. Every end event carries the exact run interval: `JobEvent.time` is when
@@ -30,7 +39,7 @@ the run ended, `JobEvent.run_start` its start; the message repeats both. The end
 the exit file's modification time (when the wrapper saw the job exit), mapped onto the
 runner's clock and clamped to [start, now].
 
-Linux only (process identity reads /proc/<pid>/stat).
+Linux only (process identity reads /proc).
 """
 
 from __future__ import annotations
@@ -38,153 +47,48 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
-import shutil
 import signal
-import sqlite3
 import subprocess
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Mapping
 
-from optalloc.codec import placement_from_dict, to_dict
+from optalloc.codec import to_dict
+from optalloc.faults import fault_point
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
+from optalloc.runners.local_db import (
+    Run,
+    create_tables,
+    get_run,
+    live_runs,
+    open_runner_db,
+    run_dir_of,
+    write_transaction,
+)
+from optalloc.runners.local_proc import (
+    REQUEUE_EXIT_CODE,
+    comm,
+    killpg,
+    parse_signal,
+    process_start_ticks,
+)
+from optalloc.runners.local_start import StartsMixin, describe
+from optalloc.runners.local_util import JobGpuSample, UtilizationStore
 from optalloc.runners.nvml import GpuInfo, GpuInventory, config_gpus
-from optalloc.types import Job, Node, NodeState, Placement, Plan, Policy
+from optalloc.statefile import ensure_private_dir
+from optalloc.types import Job, JobEnv, Node, NodeState, Placement, Plan, Policy
 
 log = logging.getLogger(__name__)
 
-REQUEUE_EXIT_CODE = 75  # EX_TEMPFAIL: "requeue me" from a resumable job
+# kept importable from here (the slurm runner and tests use them)
+__all__ = ["LocalRunner", "JobGpuSample", "REQUEUE_EXIT_CODE", "open_runner_db",
+           "write_transaction", "process_start_ticks", "_parse_signal"]
+_parse_signal = parse_signal
 
-# The wrapper keeps the job's exit status on disk so a restarted optalloc (no longer the
-# parent) still learns it. It is argv-safe ("$@"), and its own traps only make it outlive the
-# notice signal; the job itself gets default dispositions (handlers reset on exec). POSIX:
-# a trap runs after the foreground command completes and leaves $? unchanged.
-_WRAPPER = (
-    'trap ":" HUP INT TERM USR1 USR2; "$@"; rc=$?; '
-    'echo "$rc" > "$0.tmp" && mv -f "$0.tmp" "$0"'
-)
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runner_local_runs (
-    run_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id TEXT NOT NULL,
-    node TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('running', 'stopping', 'ended')),
-    pid INTEGER NOT NULL,
-    proc_start INTEGER,          -- /proc/<pid>/stat starttime: identity of the pid
-    start_time REAL NOT NULL,
-    end_time REAL,
-    placement TEXT NOT NULL,     -- JSON (optalloc.codec)
-    resumable INTEGER NOT NULL,
-    log_path TEXT NOT NULL,
-    exit_path TEXT NOT NULL,
-    notice_time REAL,            -- preemption notice sent
-    kill_deadline REAL,          -- SIGKILL from here on
-    kill_time REAL,
-    preempt_code TEXT,
-    exit_code INTEGER
-);
-CREATE UNIQUE INDEX IF NOT EXISTS runner_local_one_live_run
-    ON runner_local_runs(job_id) WHERE state != 'ended';
-CREATE TABLE IF NOT EXISTS runner_local_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
-    job_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    time REAL NOT NULL,
-    run_start REAL,
-    placement TEXT,
-    exit_code INTEGER,
-    message TEXT NOT NULL,
-    delivered INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS runner_local_utilization (
-    time REAL NOT NULL,
-    job_id TEXT NOT NULL,
-    gpu_index INTEGER NOT NULL,
-    gpu_uuid TEXT,
-    gpu_util_pct REAL,
-    memory_used_bytes INTEGER
-);
-"""
+START_SETTLE_S = 5.0  # a start intent with no process after this long never started
 
 
-@dataclass(frozen=True)
-class JobGpuSample:
-    """Utilization of one GPU of one running job at `time` (also stored in the state DB)."""
-
-    job_id: str
-    time: float
-    gpu_index: int
-    gpu_uuid: str | None
-    gpu_util_pct: float | None
-    memory_used_bytes: int | None
-
-
-@dataclass(frozen=True)
-class _Run:
-    run_id: int
-    job_id: str
-    state: str
-    pid: int
-    proc_start: int | None
-    start_time: float
-    placement: Placement
-    resumable: bool
-    exit_path: str
-    notice_time: float | None
-    kill_deadline: float | None
-    kill_time: float | None
-    preempt_code: str | None
-
-
-def open_runner_db(path: str | os.PathLike) -> sqlite3.Connection:
-    """A connection for runner tables in the state database (autocommit, WAL, busy wait)."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
-                           check_same_thread=False)  # one runner per thread at a time
-    conn.execute("PRAGMA busy_timeout = 30000")
-    conn.execute("PRAGMA journal_mode = WAL")
-    return conn
-
-
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT: one writer at a time, so two optalloc processes that
-    apply at once cannot both start the same job. Nested use joins the outer transaction."""
-    if conn.in_transaction:
-        yield conn
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start time of `pid` (clock ticks since boot), or None if no live
-    process has that pid (zombies count as dead)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read().decode(errors="replace")
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    fields = data[data.rfind(")") + 2:].split()
-    if not fields or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def _safe_name(job_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:120] or "job"
-
-
-class LocalRunner:
+class LocalRunner(StartsMixin):
     """Runs jobs as processes on this machine, which is the config node `node`.
 
     state_path: the optalloc state database (SQLite); runner tables are prefixed `runner_`.
@@ -194,6 +98,10 @@ class LocalRunner:
     notice_signal: the preemption notice (SIGTERM by default).
     kill_wait_s: after SIGKILL, how long observe waits for the process group to vanish.
     clock: wall time source (tests inject a fake one); `now` arguments take precedence.
+    base_env: optalloc's own environment (default os.environ); only its allow-listed part
+      reaches jobs. job_env: the config's additions to the allow-list and fixed values.
+    start_settle_s: how long a start intent without a process may still become one (default
+      START_SETTLE_S, read when the runner is made).
     """
 
     name = "local"
@@ -212,20 +120,30 @@ class LocalRunner:
         workdir: str | os.PathLike | None = None,
         clock: Callable[[], float] = time.time,
         base_env: Mapping[str, str] | None = None,
+        job_env: JobEnv | None = None,
+        start_settle_s: float | None = None,
     ):
         self.node = node
         self.policy = policy or Policy()
-        self.notice_signal = _parse_signal(notice_signal)
+        self.notice_signal = parse_signal(notice_signal)
         self.kill_wait_s = float(kill_wait_s)
+        self.start_settle_s = START_SETTLE_S if start_settle_s is None else float(start_settle_s)
         self.clock = clock
         self.inventory = inventory
         self.workdir = str(workdir or os.getcwd())
         self.base_env = dict(os.environ if base_env is None else base_env)
-        self.run_dir = Path(run_dir) if run_dir else Path(state_path).resolve().parent / "runs"
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.conn = open_runner_db(state_path)
-        self.conn.executescript(_SCHEMA)
+        self.job_env = job_env or JobEnv()
+        self.conn = open_runner_db(state_path)  # checks the state path before anything else
+        self.run_dir = Path(run_dir) if run_dir else run_dir_of(state_path)
+        try:
+            ensure_private_dir(self.run_dir, "local runner: job log directory")
+            create_tables(self.conn)
+        except BaseException:
+            self.conn.close()
+            raise
+        self.util = UtilizationStore(self.conn)
         self._children: dict[int, subprocess.Popen] = {}  # pid -> child we started
+        self._observed_seq = 0  # events up to here were handed out by the last observe
 
     # ------------------------------------------------------------------ inventory
     def gpus(self) -> tuple[GpuInfo, ...]:
@@ -236,21 +154,19 @@ class LocalRunner:
 
     # ------------------------------------------------------------------ protocol
     def observe(self, now: float) -> Observation:
-        """Reap ended runs (reporting FINISHED/FAILED/REQUEUED/PREEMPTED with their interval),
-        escalate overdue preemptions to SIGKILL, and report what runs, node health and GPU
-        processes optalloc did not start."""
+        """Reconcile recorded intents and reap ended runs (reporting FINISHED/FAILED/REQUEUED/
+        PREEMPTED with their interval), escalate overdue preemptions to SIGKILL, and report
+        what runs, node health and GPU processes optalloc did not start. The events are those
+        not yet acknowledged (`ack_events`)."""
         self._reconcile(now)
-        with write_transaction(self.conn):
-            rows = self.conn.execute(
-                "SELECT seq, job_id, kind, time, run_start, placement, exit_code, message "
-                "FROM runner_local_events WHERE delivered = 0 ORDER BY seq").fetchall()
-            if rows:
-                self.conn.execute(
-                    "UPDATE runner_local_events SET delivered = 1 WHERE seq <= ?", (rows[-1][0],))
+        rows = self.conn.execute(
+            "SELECT seq, job_id, kind, time, run_start, placement, exit_code, message "
+            "FROM runner_local_events WHERE delivered = 0 ORDER BY seq").fetchall()
+        if rows:
+            self._observed_seq = rows[-1][0]
         events = tuple(
             JobEvent(job_id=j, kind=EventKind(k), time=t, run_start=rs,
-                     placement=None if p is None else placement_from_dict(json.loads(p)),
-                     exit_code=ec, message=m)
+                     placement=None if p is None else _placement(p), exit_code=ec, message=m)
             for _seq, j, k, t, rs, p, ec, m in rows
         )
         live = self._live_runs()
@@ -267,15 +183,25 @@ class LocalRunner:
             unknown=self._unknown_gpu_processes(live),
         )
 
+    def ack_events(self) -> None:
+        """The events of the last `observe` are recorded by the caller: do not hand them out
+        again. (Without this call the next observe repeats them: delivery is at least once.)"""
+        with write_transaction(self.conn):
+            self.conn.execute("UPDATE runner_local_events SET delivered = 1 "
+                              "WHERE seq <= ? AND delivered = 0", (self._observed_seq,))
+
     def apply(self, plan: Plan, jobs: Mapping[str, Job], now: float) -> ApplyResult:
         """Send notices for the plan's preemptions, start its placements that are not running,
         keep everything else as it is. Problems are returned per job, never raised."""
         self._reap_children()
+        self._settle_starts()
         errors: dict[str, str] = {}
         started: list[str] = []
         preempting: list[str] = []
+        notices: list[int] = []
+        intents: list[tuple[int, Job, Placement]] = []
         preempted_ids = {p.job_id for p in plan.preemptions}
-        with write_transaction(self.conn):
+        with write_transaction(self.conn):  # 1. record what is about to happen
             live = {r.job_id: r for r in self._live_runs()}
             for pre in plan.preemptions:
                 run = live.get(pre.job_id)
@@ -285,7 +211,11 @@ class LocalRunner:
                         f"on {self.node.name}; nothing to stop")
                     continue
                 if run.state == "running":
-                    self._send_notice(run, now, pre.grace_s, pre.code.value)
+                    self.conn.execute(
+                        "UPDATE runner_local_runs SET state = 'stopping', notice_time = ?, "
+                        "kill_deadline = ?, preempt_code = ?, notice_sent = 0 WHERE run_id = ?",
+                        (now, now + max(0.0, pre.grace_s), pre.code.value, run.run_id))
+                    notices.append(run.run_id)
                 preempting.append(pre.job_id)
             used = {(a.node, g) for r in live.values() for a in r.placement.nodes for g in a.gpus}
             for pl in plan.placements:
@@ -304,12 +234,17 @@ class LocalRunner:
                     errors[pl.job_id] = err
                     continue
                 assert job is not None
-                try:
-                    self._start(job, pl, now)
-                except OSError as exc:
-                    errors[pl.job_id] = f"could not start {job.id}: {exc}"
-                    continue
+                intents.append((self._record_intent(job, pl, now), job, pl))
                 used |= {(a.node, g) for a in pl.nodes for g in a.gpus}
+        for run_id in notices:  # 2. act, then confirm each
+            fault_point("runner.after_notice_intent")
+            self._send_notice(get_run(self.conn, run_id))
+        for run_id, job, pl in intents:
+            fault_point("runner.after_intent")
+            err = self._start(get_run(self.conn, run_id), job, pl, now)
+            if err:
+                errors[pl.job_id] = err
+            else:
                 started.append(pl.job_id)
         self._escalate(now)
         return ApplyResult(started=tuple(started), preempting=tuple(preempting), errors=errors)
@@ -321,31 +256,11 @@ class LocalRunner:
         if self.inventory is None or not self.inventory.available:
             return ()
         now = self.clock() if now is None else now
-        by_gpu = {}
-        for r in self._live_runs():
-            for a in r.placement.nodes:
-                if a.node == self.node.name:
-                    for g in a.gpus:
-                        by_gpu[g] = r.job_id
-        out = tuple(
-            JobGpuSample(by_gpu[s.index], now, s.index, s.uuid, s.gpu_util_pct,
-                         s.memory_used_bytes)
-            for s in self.inventory.sample() if s.index in by_gpu
-        )
-        if out:
-            with write_transaction(self.conn):
-                self.conn.executemany(
-                    "INSERT INTO runner_local_utilization VALUES (?, ?, ?, ?, ?, ?)",
-                    [(s.time, s.job_id, s.gpu_index, s.gpu_uuid, s.gpu_util_pct,
-                      s.memory_used_bytes) for s in out])
-        return out
+        return self.util.sample(self.inventory, self.node.name, self._live_runs(), now)
 
     def mean_utilization(self, job_id: str) -> float | None:
         """Mean GPU utilization (percent) of all samples stored for a job, or None."""
-        (v,) = self.conn.execute(
-            "SELECT AVG(gpu_util_pct) FROM runner_local_utilization WHERE job_id = ?",
-            (job_id,)).fetchone()
-        return v
+        return self.util.mean(job_id)
 
     def log_path(self, job_id: str) -> Path | None:
         """Log file of the job's latest run."""
@@ -357,112 +272,27 @@ class LocalRunner:
     def close(self) -> None:
         self.conn.close()
 
-    # ------------------------------------------------------------------ internals: start
-    def _check_kept(self, run: _Run, pl: Placement) -> str | None:
-        if run.state == "stopping":
-            return (f"{run.job_id} is still stopping after its preemption notice; it can start "
-                    "again once it has exited")
-        if _gpu_set(run.placement) != _gpu_set(pl):
-            return (f"{run.job_id} already runs on {_describe(run.placement)}; moving it to "
-                    f"{_describe(pl)} needs a preemption first")
-        return None
-
-    def _check_startable(self, pl: Placement, job: Job | None,
-                         used: set[tuple[str, int]]) -> str | None:
-        if job is None:
-            return f"{pl.job_id} is placed but the plan's job list does not contain it"
-        if not job.command:
-            return f"{job.id} has no command (argv) to run; set `command:` in its job spec"
-        foreign = sorted({a.node for a in pl.nodes} - {self.node.name})
-        if foreign:
-            return (f"{job.id} is placed on {', '.join(foreign)} but the local runner runs only "
-                    f"node {self.node.name}; use the slurm runner for several nodes")
-        n_gpus = len(self.gpus())
-        for a in pl.nodes:
-            for g in a.gpus:
-                if not 0 <= g < n_gpus:
-                    return f"{job.id}: GPU {g} does not exist on {self.node.name} ({n_gpus} GPUs)"
-                if (a.node, g) in used:
-                    return f"{job.id}: GPU {g} of {a.node} is in use by another running job"
-        exe = job.command[0]
-        if ("/" in exe and not os.access(os.path.join(self.workdir, exe), os.X_OK)) or (
-                "/" not in exe and shutil.which(exe, path=self.base_env.get("PATH")) is None):
-            return f"{job.id}: command {exe!r} is not an executable file or on PATH"
-        return None
-
-    def _start(self, job: Job, pl: Placement, now: float) -> None:
-        (run_id,) = self.conn.execute(
-            "SELECT COALESCE(MAX(run_id), 0) + 1 FROM runner_local_runs").fetchone()
-        restarts = self.conn.execute(
-            "SELECT COUNT(*) FROM runner_local_runs WHERE job_id = ?", (job.id,)).fetchone()[0]
-        stem = self.run_dir / f"{_safe_name(job.id)}.{run_id}"
-        log_path, exit_path = Path(f"{stem}.log"), Path(f"{stem}.exit")
-        gpu_idx = [g for a in pl.nodes for g in a.gpus]
-        env = dict(self.base_env)
-        env.update(self._job_env(job, gpu_idx, now, restarts))
-        with open(log_path, "ab") as logf:
-            logf.write(f"# optalloc: job {job.id} run {run_id} on {self.node.name} GPUs "
-                       f"{gpu_idx} started at {now:.3f}\n".encode())
-            logf.flush()
-            proc = subprocess.Popen(
-                ["/bin/sh", "-c", _WRAPPER, str(exit_path), *job.command],
-                stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                cwd=self.workdir, env=env, start_new_session=True, close_fds=True,
-            )
-        self._children[proc.pid] = proc
-        self.conn.execute(
-            "INSERT INTO runner_local_runs (run_id, job_id, node, state, pid, proc_start, "
-            "start_time, placement, resumable, log_path, exit_path) "
-            "VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, job.id, self.node.name, proc.pid, process_start_ticks(proc.pid), now,
-             json.dumps(to_dict(pl)), int(job.resumable), str(log_path), str(exit_path)))
-        # kept for the audit trail but not delivered: starts are reported by
-        # ApplyResult.started and by Observation.running (placement + start time)
-        self._event(job.id, EventKind.STARTED, now, now, pl, None,
-                    f"started on {_describe(pl)} (pid {proc.pid}, log {log_path})",
-                    delivered=True)
-        log.info("started %s on %s (pid %d)", job.id, _describe(pl), proc.pid)
-
-    def _job_env(self, job: Job, gpu_idx: list[int], now: float, restarts: int) -> dict[str, str]:
-        uuids = {g.index: g.uuid for g in self.gpus()}
-        if gpu_idx and all(uuids.get(i) for i in gpu_idx):
-            visible = ",".join(str(uuids[i]) for i in gpu_idx)
-        else:
-            visible = ",".join(str(i) for i in gpu_idx)
-        protected = min(job.min_runtime_s, self.policy.min_runtime_cap_s)
-        ckpt = job.checkpoint_interval_s or self.policy.checkpoint_interval_s
-        return {
-            "CUDA_VISIBLE_DEVICES": visible,
-            "OPTALLOC_JOB_ID": job.id,
-            "OPTALLOC_GPUS": str(len(gpu_idx)),
-            "OPTALLOC_MIN_RUNTIME": f"{protected:g}",
-            "OPTALLOC_PROTECTED_UNTIL": f"{now + protected:.3f}",
-            "OPTALLOC_CHECKPOINT_INTERVAL": f"{ckpt:g}",
-            "OPTALLOC_RESUMABLE": "1" if job.resumable else "0",
-            "OPTALLOC_PREEMPT_SIGNAL": signal.Signals(self.notice_signal).name,
-            "OPTALLOC_GRACE": f"{self.policy.grace_s:g}",
-            "OPTALLOC_REQUEUE_EXIT_CODE": str(REQUEUE_EXIT_CODE),
-            "OPTALLOC_RESTART_COUNT": str(restarts),
-        }
-
     # ------------------------------------------------------------------ internals: stop
-    def _send_notice(self, run: _Run, now: float, grace_s: float, code: str) -> None:
-        self.conn.execute(
-            "UPDATE runner_local_runs SET state = 'stopping', notice_time = ?, kill_deadline = ?, "
-            "preempt_code = ? WHERE run_id = ?", (now, now + max(0.0, grace_s), code, run.run_id))
+    def _send_notice(self, run: Run) -> None:
+        """The notice of a committed preemption, then its confirmation."""
         if self._alive(run):
-            _killpg(run.pid, self.notice_signal)
-            log.info("preemption notice (%s) to %s, SIGKILL after %.0fs",
-                     signal.Signals(self.notice_signal).name, run.job_id, grace_s)
+            killpg(run.pid, self.notice_signal)
+            log.info("preemption notice (%s) to %s, SIGKILL at %.0f",
+                     signal.Signals(self.notice_signal).name, run.job_id, run.kill_deadline)
+        fault_point("runner.after_notice")
+        with write_transaction(self.conn):
+            self.conn.execute("UPDATE runner_local_runs SET notice_sent = 1 WHERE run_id = ?",
+                              (run.run_id,))
 
     def _escalate(self, now: float) -> None:
         """SIGKILL the process group of every run whose grace period is over."""
         overdue = [r for r in self._live_runs() if r.state == "stopping"
                    and r.kill_deadline is not None and now >= r.kill_deadline and self._alive(r)]
         for r in overdue:
-            _killpg(r.pid, signal.SIGKILL)
-            self.conn.execute("UPDATE runner_local_runs SET kill_time = ? WHERE run_id = ?",
-                              (now, r.run_id))
+            killpg(r.pid, signal.SIGKILL)
+            with write_transaction(self.conn):
+                self.conn.execute("UPDATE runner_local_runs SET kill_time = ? WHERE run_id = ?",
+                                  (now, r.run_id))
             log.info("grace over: SIGKILL to %s", r.job_id)
         wait_until = time.monotonic() + self.kill_wait_s
         while overdue and time.monotonic() < wait_until:
@@ -474,14 +304,18 @@ class LocalRunner:
     # ------------------------------------------------------------------ internals: reconcile
     def _reconcile(self, now: float) -> None:
         self._reap_children()
+        self._settle_starts()
+        for run in self._live_runs():  # a committed notice that may not have gone out
+            if run.state == "stopping" and not run.notice_sent:
+                self._send_notice(run)
         self._escalate(now)
         self._reap_children()
         with write_transaction(self.conn):
             for run in self._live_runs():
-                if not self._alive(run):
+                if run.state != "starting" and not self._alive(run):
                     self._record_end(run, now)
 
-    def _record_end(self, run: _Run, now: float) -> None:
+    def _record_end(self, run: Run, now: float) -> None:
         rc, end = self._exit_status(run, now)
         if run.notice_time is not None:
             kind = EventKind.REQUEUED if run.resumable else EventKind.PREEMPTED
@@ -499,60 +333,54 @@ class LocalRunner:
         self.conn.execute(
             "UPDATE runner_local_runs SET state = 'ended', end_time = ?, exit_code = ? "
             "WHERE run_id = ?", (end, rc, run.run_id))
-        self._event(run.job_id, kind, end, run.start_time, run.placement, rc,
-                    f"{why}; ran {run.start_time:.3f}-{end:.3f} on {_describe(run.placement)}")
+        self._event(run.job_id, kind.value, end, run.start_time, run.placement, rc,
+                    f"{why}; ran {run.start_time:.3f}-{end:.3f} on {describe(run.placement)}")
 
-    def _exit_status(self, run: _Run, now: float) -> tuple[int | None, float]:
+    def _exit_status(self, run: Run, now: float) -> tuple[int | None, float]:
         """(exit code or None, end time on the runner's clock)."""
         path = Path(run.exit_path)
         try:
             rc: int | None = int(path.read_text().strip())
             end = now - (time.time() - path.stat().st_mtime)
         except (FileNotFoundError, ValueError):
-            proc = self._children.pop(run.pid, None)
+            proc = self._children.pop(run.pid, None) if run.pid else None
             rc = None if proc is None or proc.returncode is None else proc.returncode
             rc = None if rc is not None and rc < 0 else rc  # killed by a signal: no code
             end = run.kill_time if run.kill_time is not None else now
         else:
-            self._children.pop(run.pid, None)
+            if run.pid:
+                self._children.pop(run.pid, None)
         return rc, min(max(end, run.start_time), now)
 
-    def _event(self, job_id: str, kind: EventKind, t: float, run_start: float | None,
+    def _event(self, job_id: str, kind: str, t: float, run_start: float | None,
                pl: Placement | None, exit_code: int | None, message: str,
                delivered: bool = False) -> None:
         self.conn.execute(
             "INSERT INTO runner_local_events (job_id, kind, time, run_start, placement, "
             "exit_code, message, delivered) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, kind.value, t, run_start, None if pl is None else json.dumps(to_dict(pl)),
+            (job_id, kind, t, run_start, None if pl is None else json.dumps(to_dict(pl)),
              exit_code, message, int(delivered)))
 
     def _reap_children(self) -> None:
         for proc in list(self._children.values()):
             proc.poll()  # reaps a zombie; keeps the object for its return code
 
-    def _alive(self, run: _Run) -> bool:
+    def _alive(self, run: Run) -> bool:
+        if run.pid is None:
+            return False
         proc = self._children.get(run.pid)
         if proc is not None and proc.poll() is not None:
             return False
         ticks = process_start_ticks(run.pid)
         return ticks is not None and (run.proc_start is None or ticks == run.proc_start)
 
-    def _live_runs(self) -> list[_Run]:
-        rows = self.conn.execute(
-            "SELECT run_id, job_id, state, pid, proc_start, start_time, placement, resumable, "
-            "exit_path, notice_time, kill_deadline, kill_time, preempt_code "
-            "FROM runner_local_runs WHERE state != 'ended' AND node = ? ORDER BY run_id",
-            (self.node.name,)).fetchall()
-        return [
-            _Run(r[0], r[1], r[2], r[3], r[4], r[5], placement_from_dict(json.loads(r[6])),
-                 bool(r[7]), r[8], r[9], r[10], r[11], r[12])
-            for r in rows
-        ]
+    def _live_runs(self) -> list[Run]:
+        return live_runs(self.conn, self.node.name)
 
-    def _unknown_gpu_processes(self, live: list[_Run]) -> tuple[str, ...]:
+    def _unknown_gpu_processes(self, live: list[Run]) -> tuple[str, ...]:
         if self.inventory is None or not self.inventory.available:
             return ()
-        ours = {r.pid for r in live}  # pgid of a run = pid of its wrapper (session leader)
+        ours = {r.pid for r in live if r.pid}  # pgid of a run = pid of its wrapper
         out = []
         for s in self.inventory.sample():
             for p in s.processes:
@@ -562,7 +390,7 @@ class LocalRunner:
                     pgid = None
                 if pgid in ours:
                     continue
-                out.append(f"pid {p.pid} ({_comm(p.pid)}) uses GPU {s.index}"
+                out.append(f"pid {p.pid} ({comm(p.pid)}) uses GPU {s.index}"
                            f"{f' ({s.uuid})' if s.uuid else ''} on {self.node.name} "
                            "and was not started by optalloc")
         return tuple(out)
@@ -571,34 +399,7 @@ class LocalRunner:
 # ---------------------------------------------------------------------- helpers
 
 
-def _parse_signal(sig: int | str) -> int:
-    if isinstance(sig, str):
-        name = sig.upper()
-        name = name if name.startswith("SIG") else f"SIG{name}"
-        try:
-            return int(signal.Signals[name])
-        except KeyError:
-            raise ValueError(f"unknown signal {sig!r}; use e.g. TERM, INT or USR1") from None
-    return int(signal.Signals(sig))
+def _placement(text: str) -> Placement:
+    from optalloc.codec import placement_from_dict
 
-
-def _killpg(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-
-
-def _gpu_set(pl: Placement) -> set[tuple[str, int]]:
-    return {(a.node, g) for a in pl.nodes for g in a.gpus}
-
-
-def _describe(pl: Placement) -> str:
-    return "; ".join(f"{a.node} GPUs {','.join(map(str, a.gpus))}" for a in pl.nodes) or "no GPUs"
+    return placement_from_dict(json.loads(text))

@@ -28,6 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from optalloc.config.orgtree import parse_share
 from optalloc.config.policy import POLICY_KEYS, SOLVER_KEYS, parse_policy, parse_solver
 from optalloc.config.problems import MISSING, Loc, Problems, closest, show_list
 from optalloc.org import walk
@@ -191,7 +192,7 @@ def _number(text: str, current: float, loc: Loc, problems: Problems):
     if v < 0:
         problems.add(loc, f"share would be {v:g} (< 0)", "shares are >= 0")
         return MISSING
-    return v
+    return parse_share(v, loc, problems)  # the YAML path's check: finite, 0 .. MAX_SHARE
 
 
 def _set_policy(config: Config, parts, value, loc: Loc, problems: Problems):

@@ -1,0 +1,208 @@
+"""How the local runner starts a job, intent first: the `starting` row (committed with the
+rest of apply's decisions), then the log and the spawn, then the confirmation with the pid. And
+how a start whose confirmation was lost to a crash is settled by the next runner: adopted when
+its wrapper runs, learnt from its exit file when it already ended, dropped as never started
+when no process has appeared within `start_settle_s` of the intent.
+
+A mixin of LocalRunner (it uses the runner's connection, node, paths and environment).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from optalloc.codec import to_dict
+from optalloc.faults import fault_point
+from optalloc.runners.base import EventKind
+from optalloc.runners.local_db import Run, get_run, write_transaction
+from optalloc.runners.local_proc import REQUEUE_EXIT_CODE, find_wrapper, job_environment, spawn
+from optalloc.statefile import open_private_new
+from optalloc.types import Job, Placement
+
+log = logging.getLogger("optalloc.runners.local")
+
+
+class StartsMixin:
+    def _check_kept(self, run: Run, pl: Placement) -> str | None:
+        if run.state == "stopping":
+            return (f"{run.job_id} is still stopping after its preemption notice; it can start "
+                    "again once it has exited")
+        if _gpu_set(run.placement) != _gpu_set(pl):
+            return (f"{run.job_id} already runs on {describe(run.placement)}; moving it to "
+                    f"{describe(pl)} needs a preemption first")
+        return None
+
+    def _check_startable(self, pl: Placement, job: Job | None,
+                         used: set[tuple[str, int]]) -> str | None:
+        if job is None:
+            return f"{pl.job_id} is placed but the plan's job list does not contain it"
+        if not job.command:
+            return f"{job.id} has no command (argv) to run; set `command:` in its job spec"
+        foreign = sorted({a.node for a in pl.nodes} - {self.node.name})
+        if foreign:
+            return (f"{job.id} is placed on {', '.join(foreign)} but the local runner runs only "
+                    f"node {self.node.name}; use the slurm runner for several nodes")
+        n_gpus = len(self.gpus())
+        for a in pl.nodes:
+            for g in a.gpus:
+                if not 0 <= g < n_gpus:
+                    return f"{job.id}: GPU {g} does not exist on {self.node.name} ({n_gpus} GPUs)"
+                if (a.node, g) in used:
+                    return f"{job.id}: GPU {g} of {a.node} is in use by another running job"
+        exe = job.command[0]
+        path = job_environment(self.base_env, self.job_env, {})["PATH"]
+        if ("/" in exe and not os.access(os.path.join(self.workdir, exe), os.X_OK)) or (
+                "/" not in exe and shutil.which(exe, path=path) is None):
+            return f"{job.id}: command {exe!r} is not an executable file or on PATH"
+        return None
+
+    def _record_intent(self, job: Job, pl: Placement, now: float) -> int:
+        """Inside apply's transaction: the `starting` row, with its log and exit paths."""
+        cur = self.conn.execute(
+            "INSERT INTO runner_local_runs (job_id, node, state, start_time, placement, "
+            "resumable, log_path, exit_path, intent_wall) VALUES (?, ?, 'starting', ?, ?, ?, "
+            "'', '', ?)",
+            (job.id, self.node.name, now, json.dumps(to_dict(pl)), int(job.resumable),
+             time.time()))
+        run_id = int(cur.lastrowid)
+        stem = self.run_dir / f"{_safe_name(job.id)}.{run_id}"
+        self.conn.execute("UPDATE runner_local_runs SET log_path = ?, exit_path = ? "
+                          "WHERE run_id = ?", (f"{stem}.log", f"{stem}.exit", run_id))
+        return run_id
+
+    def _start(self, run: Run, job: Job, pl: Placement, now: float) -> str | None:
+        """Spawn the recorded intent and confirm it with the pid; an error message if the
+        process could not be started (the intent is then dropped)."""
+        (restarts,) = self.conn.execute(
+            "SELECT COUNT(*) FROM runner_local_runs WHERE job_id = ? AND pid IS NOT NULL",
+            (job.id,)).fetchone()
+        gpu_idx = [g for a in pl.nodes for g in a.gpus]
+        env = job_environment(self.base_env, self.job_env,
+                              self._job_env(job, gpu_idx, now, restarts))
+        try:
+            fd = open_private_new(run.log_path)
+        except OSError as exc:
+            self._abandon(run, f"could not create its log {run.log_path} ({exc.strerror})")
+            return f"could not start {job.id}: its log {run.log_path}: {exc.strerror}"
+        try:
+            os.write(fd, f"# optalloc: job {job.id} run {run.run_id} on {self.node.name} GPUs "
+                         f"{gpu_idx} started at {now:.3f}\n".encode())
+            proc = spawn(job.command, run.exit_path, fd, self.workdir, env)
+        except OSError as exc:
+            self._abandon(run, f"could not start: {exc}")
+            return f"could not start {job.id}: {exc}"
+        finally:
+            os.close(fd)
+        self._children[proc.pid] = proc
+        fault_point("runner.after_spawn")
+        with write_transaction(self.conn):
+            self.conn.execute(
+                "UPDATE runner_local_runs SET state = 'running', pid = ?, proc_start = ? "
+                "WHERE run_id = ? AND state = 'starting'",
+                (proc.pid, _start_ticks(proc.pid), run.run_id))
+            # kept for the audit trail but not delivered: starts are reported by
+            # ApplyResult.started and by Observation.running (placement + start time)
+            self._event(job.id, EventKind.STARTED.value, now, now, pl, None,
+                        f"started on {describe(pl)} (pid {proc.pid}, log {run.log_path})",
+                        delivered=True)
+        log.info("started %s on %s (pid %d)", job.id, describe(pl), proc.pid)
+        return None
+
+    def _abandon(self, run: Run, why: str) -> None:
+        """A start intent that never became a process: ended, nothing ran, nothing to charge."""
+        with write_transaction(self.conn):
+            cur = self.conn.execute(
+                "UPDATE runner_local_runs SET state = 'ended', end_time = start_time "
+                "WHERE run_id = ? AND state = 'starting'", (run.run_id,))
+            if cur.rowcount:
+                self._event(run.job_id, "abandoned", run.start_time, run.start_time,
+                            run.placement, None, f"run {run.run_id} never started: {why}",
+                            delivered=True)
+        log.warning("%s: run %d never started: %s", run.job_id, run.run_id, why)
+
+    def _settle_starts(self) -> None:
+        """Reconcile every recorded start intent with what really runs (see the module doc)."""
+        for run in self._live_runs():
+            if run.state == "starting":
+                self._settle(run)
+
+    def _settle(self, run: Run) -> None:
+        deadline = (run.intent_wall or 0.0) + self.start_settle_s
+        while True:
+            cur = get_run(self.conn, run.run_id)
+            if cur.state != "starting":
+                return  # its own runner confirmed (or dropped) it meanwhile
+            pid = find_wrapper(cur.exit_path)
+            finished = Path(cur.exit_path).exists()
+            if pid is not None or finished or time.time() >= deadline:
+                break
+            time.sleep(0.05)
+        with write_transaction(self.conn):
+            if get_run(self.conn, run.run_id).state != "starting":
+                return
+            if pid is not None or finished:  # it ran: adopt it (or learn its end next)
+                self.conn.execute(
+                    "UPDATE runner_local_runs SET state = 'running', pid = ?, proc_start = ? "
+                    "WHERE run_id = ?", (pid, None if pid is None else _start_ticks(pid),
+                                         run.run_id))
+                self._event(run.job_id, EventKind.STARTED.value, run.start_time, run.start_time,
+                            run.placement, None,
+                            f"start of run {run.run_id} confirmed after a restart "
+                            f"({f'pid {pid}' if pid else 'already exited'})", delivered=True)
+                log.warning("%s: adopted run %d, whose start was never confirmed", run.job_id,
+                            run.run_id)
+                return
+        self._abandon(run, f"no process appeared within {self.start_settle_s:g}s of the intent "
+                           "(optalloc stopped before spawning it)")
+
+    def _job_env(self, job: Job, gpu_idx: list[int], now: float, restarts: int) -> dict[str, str]:
+        uuids = {g.index: g.uuid for g in self.gpus()}
+        if gpu_idx and all(uuids.get(i) for i in gpu_idx):
+            visible = ",".join(str(uuids[i]) for i in gpu_idx)
+        else:
+            visible = ",".join(str(i) for i in gpu_idx)
+        protected = min(job.min_runtime_s, self.policy.min_runtime_cap_s)
+        ckpt = job.checkpoint_interval_s or self.policy.checkpoint_interval_s
+        return {
+            "CUDA_VISIBLE_DEVICES": visible,
+            "OPTALLOC_JOB_ID": job.id,
+            "OPTALLOC_GPUS": str(len(gpu_idx)),
+            "OPTALLOC_MIN_RUNTIME": f"{protected:g}",
+            "OPTALLOC_PROTECTED_UNTIL": f"{now + protected:.3f}",
+            "OPTALLOC_CHECKPOINT_INTERVAL": f"{ckpt:g}",
+            "OPTALLOC_RESUMABLE": "1" if job.resumable else "0",
+            "OPTALLOC_PREEMPT_SIGNAL": signal.Signals(self.notice_signal).name,
+            "OPTALLOC_GRACE": f"{self.policy.grace_s:g}",
+            "OPTALLOC_REQUEUE_EXIT_CODE": str(REQUEUE_EXIT_CODE),
+            "OPTALLOC_RESTART_COUNT": str(restarts),
+        }
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Kernel start time of `pid` even if it already exited and is a zombie (its identity)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return None
+    fields = data[data.rfind(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def _safe_name(job_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:120] or "job"
+
+
+def _gpu_set(pl: Placement) -> set[tuple[str, int]]:
+    return {(a.node, g) for a in pl.nodes for g in a.gpus}
+
+
+def describe(pl: Placement) -> str:
+    return "; ".join(f"{a.node} GPUs {','.join(map(str, a.gpus))}" for a in pl.nodes) or "no GPUs"
