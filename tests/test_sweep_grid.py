@@ -136,11 +136,11 @@ def test_a_plan_has_one_run_per_cell_policy_and_seed_cell_by_cell():
     assert len({r.key for r in plan.runs}) == 8
 
 
-def test_every_override_problem_is_reported_before_a_plan_exists():
+def test_every_override_problem_is_reported_once_before_a_plan_exists():
     problems = Problems()
     parse_seeds("2-1", problems, default=0)
     with pytest.raises(ConfigError) as err:
-        plan_sweep({0: scenario()}, ["org.B.share=+x,1", "org.C.share=1", "policy.lookbak=1d"], "greedy,magic",
+        plan_sweep({0: scenario(0), 1: scenario(1)}, ["org.B.share=+x,1", "org.C.share=1", "policy.lookbak=1d"], "greedy,magic",
                    fixed=["policy.epoch=0"], problems=problems)
     assert err.value.problems == [
         "--seeds: 2-1: range 2-1 runs backwards; write 1-2",

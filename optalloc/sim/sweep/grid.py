@@ -150,12 +150,12 @@ def check_overrides(config: Config, axes: Sequence[Axis], cells: Sequence[Cell],
                     problems: Problems) -> None:
     """Record every problem the what-if parser finds: in `--set`, in each axis value, and (only
     when those are all fine) in each cell's combination."""
-    n_before = len(problems)
     base = _checked(config, fixed, "--set", problems)
+    bad = base is None
     for axis in axes:
         for v in axis.values:
-            _checked(base if base is not None else config, [axis.override(v)], "--grid", problems)
-    if len(problems) > n_before or base is None:
+            bad |= _checked(base if base is not None else config, [axis.override(v)], "--grid", problems) is None
+    if bad:
         return
     for cell in cells:
         _checked(config, cell.overrides, f"--grid cell [{cell.label(axes)}]", problems)

@@ -55,6 +55,13 @@ class SweepPlan:
     runs: tuple[Run, ...]
     check: bool = False  # check every plan's invariants while simulating
 
+    def size(self) -> str:
+        """'6 cells x 2 policies x 5 seeds = 60 runs'."""
+        parts = [(len(self.cells), "cell"), (len(self.policies), "policy"), (len(self.seeds), "seed"),
+                 (len(self.runs), "run")]
+        words = [f"{n} {w if n == 1 else ('policies' if w == 'policy' else w + 's')}" for n, w in parts]
+        return " x ".join(words[:3]) + f" = {words[3]}"
+
     def describe(self) -> dict[str, Any]:
         """The plan as JSON (sweep.json)."""
         return {
@@ -102,8 +109,9 @@ def plan_sweep(
     pol_text = policies if isinstance(policies, str) else ",".join(policies)
     names = parse_policies(pol_text, problems)
     cells = make_cells(axes, fixed)
-    for sc in scenarios.values():
-        check_overrides(sc.config, axes, cells, fixed, problems)
+    configs = {repr(sc.config): sc.config for sc in scenarios.values()}  # seeds share one, usually
+    for cfg in configs.values():
+        check_overrides(cfg, axes, cells, fixed, problems)
     problems.raise_if_any()
     runs = []
     for seed, sc in scenarios.items():

@@ -63,8 +63,7 @@ def markdown_summary(plan: SweepPlan, summary: pd.DataFrame, table: pd.DataFrame
     out = [
         f"# Sweep: {plan.scenario}",
         "",
-        f"{len(plan.cells)} cells x {len(plan.policies)} policies ({', '.join(plan.policies)}) x "
-        f"{len(plan.seeds)} seeds ({format_seeds(plan.seeds)}) = {len(plan.runs)} runs"
+        f"{plan.size()}: policies {', '.join(plan.policies)}, seeds {format_seeds(plan.seeds)}"
         + (f"; every cell also sets {', '.join(plan.fixed)}" if plan.fixed else "") + ".",
         "Values are the mean ± sample standard deviation over seeds. Every metric of every run: "
         "`results.parquet` / `results.csv`; mean, sd, min and max of each: `summary.parquet` / `summary.csv`.",

@@ -74,9 +74,8 @@ def run_sweep(
                 todo.append(run)
         skipped = len(by_key) - len(todo)
         log(
-            f"sweep {plan.scenario}: {len(plan.cells)} cells x {len(plan.policies)} policies x "
-            f"{len(plan.seeds)} seeds = {len(plan.runs)} runs; {skipped} finished earlier in {out}, "
-            f"{len(todo)} to run ({executor.name}, {executor.workers} worker{'s' if executor.workers != 1 else ''})"
+            f"sweep {plan.scenario}: {plan.size()}; {skipped} finished earlier in {out}, "
+            f"{len(todo)} to run ({executor.name}, {_n(executor.workers, 'worker')})"
         )
         tasks = [Task(r.key, r.seed, r.cell.overrides, r.policy, plan.check) for r in todo]
         bar = _bar(len(tasks)) if progress and tasks else None
@@ -107,6 +106,10 @@ def run_sweep(
     paths = write_outputs(plan, table, summary, out)
     return SweepResult(plan, out, table, summary, ran=len(tasks), skipped=skipped,
                        wall_s=time.perf_counter() - t0, paths=paths)
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
 
 
 def _bar(total: int):
