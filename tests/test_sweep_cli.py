@@ -110,35 +110,37 @@ def b_share(sc) -> float:
 # --------------------------------------------------------------------------- engines
 
 
-def test_one_process_local_processes_and_a_dask_cluster_give_the_same_table(
-    scenario, serial_out, tmp_path, dask_cluster, capsys
-):
-    outs = {"serial": serial_out, "processes": tmp_path / "processes", "dask": tmp_path / "dask"}
-    assert sweep(scenario, outs["processes"], "--jobs", "2") == 0
-    assert sweep(scenario, outs["dask"], "--engine", "dask", "--address", dask_cluster) == 0
-    err = capsys.readouterr().err
-    assert "8 to run (local processes, 2 workers)" in err
-    assert "8 to run (dask, 2 workers)" in err
-
-    serial = comparable(outs["serial"])
+def test_the_reference_sweep_has_one_row_per_cell_policy_and_seed_each_the_plain_simulation(scenario, serial_out):
+    serial = comparable(serial_out)
     assert len(serial) == N_RUNS and set(serial["status"]) == {"ok"}
     assert list(serial[["cell", "org.B.share", "policy", "seed"]].itertuples(index=False, name=None)) == [
         (c, v, p, s) for c, v in ((0, "+0%"), (1, "+100%")) for p in ("greedy", "priority") for s in (0, 1)
     ]
-    for name in ("processes", "dask"):
-        pd.testing.assert_frame_equal(comparable(outs[name]), serial, check_exact=True, obj=name)
-    pd.testing.assert_frame_equal(
-        pd.read_csv(outs["serial"] / "results.csv").drop(columns=list(TIMING_COLUMNS)),
-        pd.read_csv(outs["dask"] / "results.csv").drop(columns=list(TIMING_COLUMNS)),
-    )
-
-    # each row is the plain simulation of its cell: the sweep adds nothing of its own
+    # a row is the plain simulation of its cell and seed: the sweep adds nothing of its own
     sc = load(str(scenario), seed=1)
     direct = engine.simulate(with_config(sc, apply_overrides(sc.config, ["org.B.share=+100%"])), make_policy("greedy"))
     expected = {k: v for k, v in flatten(compute_metrics(direct)).items()
                 if k not in TIMING_COLUMNS and k not in ("policy", "seed")}
     row = serial[(serial["cell"] == 1) & (serial["policy"] == "greedy") & (serial["seed"] == 1)].iloc[0]
     assert {k: (None if pd.isna(row[k]) else row[k]) for k in expected} == pytest.approx(expected)
+
+
+def test_local_processes_give_the_same_table_as_one_process(scenario, serial_out, tmp_path, capsys):
+    out = tmp_path / "processes"
+    assert sweep(scenario, out, "--jobs", "2") == 0
+    assert "8 to run (local processes, 2 workers)" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(comparable(out), comparable(serial_out), check_exact=True)
+
+
+def test_a_dask_cluster_gives_the_same_table_as_one_process(scenario, serial_out, tmp_path, dask_cluster, capsys):
+    out = tmp_path / "dask"
+    assert sweep(scenario, out, "--engine", "dask", "--address", dask_cluster) == 0
+    assert "8 to run (dask, 2 workers)" in capsys.readouterr().err
+    pd.testing.assert_frame_equal(comparable(out), comparable(serial_out), check_exact=True)
+    pd.testing.assert_frame_equal(
+        pd.read_csv(out / "results.csv").drop(columns=list(TIMING_COLUMNS)),
+        pd.read_csv(serial_out / "results.csv").drop(columns=list(TIMING_COLUMNS)),
+    )
 
 
 def test_the_summary_is_the_mean_and_spread_of_each_metric_over_seeds(serial_out):
@@ -206,6 +208,32 @@ def test_a_failing_run_is_recorded_with_its_error_and_the_others_finish(scenario
     assert sweep(scenario, out, "--jobs", "1") == 0  # a rerun retries the failed runs only
     assert counting.calls == 4
     assert set(pd.read_parquet(out / "results.parquet")["status"]) == {"ok"}
+
+
+JOBS_SCENARIO = textwrap.dedent(
+    """
+    gpu_types: [{name: h100}]
+    nodes: [{name: n1, gpu_type: h100, gpus: 8}]
+    org: {name: lab, children: [{name: A, children: [{name: A1}]}, {name: B, children: [{name: B1}]}]}
+    policy: {epoch: 5m, grace: 0}
+    jobs:
+      - {id: a1, project: A1, gpus: 8, min_runtime: 1h, submit_time: 0, duration: 2h}
+      - {id: b1, project: B1, gpus: 4, min_runtime: 1h, submit_time: 60, duration: 1h}
+    workload: {source: jobs}
+    simulation: {duration: 4h}
+    """
+)
+
+
+def test_seeds_of_a_jobs_workload_say_they_change_nothing_and_change_nothing(tmp_path, capsys):
+    path = tmp_path / "jobs.yaml"
+    path.write_text(JOBS_SCENARIO)
+    out = tmp_path / "out"
+    assert main(["sweep", "--scenario", str(path), "--policies", "greedy", "--seeds", "0-1", "--out", str(out),
+                 "--jobs", "1", "--no-progress"]) == 0
+    assert "a seed changes nothing in it" in capsys.readouterr().err
+    table = comparable(out).drop(columns=["seed"])
+    pd.testing.assert_frame_equal(table.iloc[[0]].reset_index(drop=True), table.iloc[[1]].reset_index(drop=True))
 
 
 # --------------------------------------------------------------------------- bad input
