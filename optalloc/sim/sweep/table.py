@@ -17,8 +17,7 @@ seconds per epoch) differ between two runs of the same sweep; `TIMING_COLUMNS` l
 
 from __future__ import annotations
 
-import math
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import pandas as pd
 
@@ -95,22 +94,3 @@ def summary_table(table: pd.DataFrame, plan: SweepPlan) -> pd.DataFrame:
     agg = agg.sort_values(["cell", "policy", "_m"], kind="stable").drop(columns="_m").reset_index(drop=True)
     agg["n"] = agg["n"].astype("int64")
     return agg[out_cols]
-
-
-def summary_wide(summary: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
-    """One row per cell x policy, `metric` and `metric.sd` columns for the given metrics."""
-    sel = summary[summary["metric"].isin(metrics)]
-    if sel.empty:
-        return pd.DataFrame()
-    keys = [c for c in summary.columns if c not in ("metric", "n", "mean", "std", "min", "max")]
-    wide = sel.pivot_table(index=keys, columns="metric", values=["mean", "std"], aggfunc="first", dropna=False, sort=False)
-    flat = pd.DataFrame(index=wide.index)
-    for m in metrics:
-        if ("mean", m) in wide.columns:
-            flat[m] = wide[("mean", m)]
-            flat[f"{m}.sd"] = wide[("std", m)]
-    return flat.reset_index()
-
-
-def is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
