@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
@@ -88,9 +89,27 @@ def _reduce_mappingproxy(m: MappingProxyType):
     return _mappingproxy, (dict(m),)
 
 
+def _worker_init() -> None:
+    # Ctrl-C is the driver's to handle: it stops the workers itself (below), and a worker that
+    # took the KeyboardInterrupt would only turn it into a failed run and take the next one
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's processes now (Python 3.14 has it as a method)."""
+    stop = getattr(pool, "terminate_workers", None)
+    if stop is not None:
+        stop()
+        return
+    for proc in list((getattr(pool, "_processes", None) or {}).values()):
+        if proc.is_alive():
+            proc.terminate()
+
+
 class ProcessExecutor:
     """`jobs` worker processes, started with `spawn` (no fork of a process that holds threads:
-    tqdm's monitor, a solver's pool)."""
+    tqdm's monitor, a solver's pool). Leaving on an exception (Ctrl-C) terminates the workers
+    at once instead of waiting for their runs: the finished runs are already stored."""
 
     name = "local processes"
 
@@ -104,17 +123,21 @@ class ProcessExecutor:
         ForkingPickler.register(MappingProxyType, _reduce_mappingproxy)
         return self
 
-    def __exit__(self, *exc) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+    def __exit__(self, exc_type=None, *exc) -> None:
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if exc_type is not None:
+            _stop_workers(pool)
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, tasks: Sequence[Task], scenarios: Mapping[int, Any]) -> Iterator[tuple[Task, dict]]:
         if not tasks:
             return
         if self._pool is None:  # no more processes than runs
             self._pool = ProcessPoolExecutor(
-                max_workers=min(self.workers, len(tasks)), mp_context=multiprocessing.get_context("spawn")
+                max_workers=min(self.workers, len(tasks)), mp_context=multiprocessing.get_context("spawn"),
+                initializer=_worker_init,
             )
         futures = {
             self._pool.submit(run_cell, scenarios[t.seed], t.overrides, t.policy, t.check): t for t in tasks
