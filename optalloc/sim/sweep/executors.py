@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 from types import MappingProxyType
@@ -132,26 +133,42 @@ class ProcessExecutor:
         pool.shutdown(wait=True, cancel_futures=True)
 
     def run(self, tasks: Sequence[Task], scenarios: Mapping[int, Any]) -> Iterator[tuple[Task, dict]]:
-        if not tasks:
-            return
-        if self._pool is None:  # no more processes than runs
-            self._pool = ProcessPoolExecutor(
-                max_workers=min(self.workers, len(tasks)), mp_context=multiprocessing.get_context("spawn"),
-                initializer=_worker_init,
-            )
-        futures = {
-            self._pool.submit(run_cell, scenarios[t.seed], t.overrides, t.policy, t.check): t for t in tasks
-        }
-        try:
-            for fut in as_completed(futures):
-                task = futures[fut]
-                try:
-                    yield task, fut.result()
-                except Exception as err:  # the worker died or the task could not be sent
-                    yield task, failure(err)
-        finally:
-            for fut in futures:
-                fut.cancel()
+        """A worker that dies (killed for memory, a crash in native code) breaks the whole pool
+        and every run it still held; those runs get one more try in a fresh pool, and fail
+        with the pool's error if it breaks again."""
+        pending = list(tasks)
+        for attempt in range(2):
+            if not pending:
+                return
+            if self._pool is None:  # no more processes than runs
+                self._pool = ProcessPoolExecutor(
+                    max_workers=min(self.workers, len(pending)), mp_context=multiprocessing.get_context("spawn"),
+                    initializer=_worker_init,
+                )
+            broken: list[Task] = []
+            futures = {
+                self._pool.submit(run_cell, scenarios[t.seed], t.overrides, t.policy, t.check): t for t in pending
+            }
+            try:
+                for fut in as_completed(futures):
+                    task = futures[fut]
+                    try:
+                        record = fut.result()
+                    except BrokenProcessPool as err:
+                        if attempt == 0:
+                            broken.append(task)
+                            continue
+                        record = failure(err)
+                    except Exception as err:  # the task could not be sent or its result read
+                        record = failure(err)
+                    yield task, record
+            finally:
+                for fut in futures:
+                    fut.cancel()
+            if broken:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+            pending = broken
 
 
 # --------------------------------------------------------------------------- Dask distributed
