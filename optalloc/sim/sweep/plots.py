@@ -15,6 +15,7 @@ from typing import Sequence
 import pandas as pd
 
 from optalloc.sim.metrics import HEADLINE
+from optalloc.sim.sweep.grid import format_seeds
 from optalloc.sim.sweep.plan import SweepPlan
 from optalloc.sim.sweep.store import atomic_write
 
@@ -33,6 +34,12 @@ def metric_order(metrics: Sequence[str]) -> list[str]:
 
 def _num(v) -> float | None:
     return None if v is None or v != v else float(v)
+
+
+def _over(seeds: Sequence[int]) -> str:
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"mean over seeds {format_seeds(seeds)}; bars: 1 sd"
 
 
 def _label(metric: str) -> str:
@@ -82,7 +89,7 @@ def write_plots(plan: SweepPlan, summary: pd.DataFrame, folder: Path) -> list[Pa
             buttons.append({"label": _label(metric), "method": "update",
                             "args": [{"visible": mask}, {"yaxis": {"title": {"text": metric}}}]})
         fig.update_layout(
-            title=f"{plan.scenario}: metrics against {axis.key} (mean over seeds {', '.join(map(str, plan.seeds))}; bars: 1 sd)",
+            title=f"{plan.scenario}: metrics against {axis.key} ({_over(plan.seeds)})",
             xaxis={"title": {"text": axis.key}, "type": "category", "categoryorder": "array",
                    "categoryarray": list(axis.values)},
             yaxis={"title": {"text": metrics[0]}},
