@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "epoch_cmd",  # optalloc epoch, optalloc explain
     "jobs_cmd",  # optalloc submit, optalloc jobs
     "sim_cmd",  # optalloc simulate, optalloc whatif
+    "dashboard_cmd",  # optalloc dashboard, optalloc serve
     "bench_cmd",  # optalloc bench
 )
 
