@@ -39,6 +39,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slurm-conf", help="slurm runner: SLURM_CONF for every Slurm command")
     p.add_argument("--wait", type=float, default=0.0, help="wait up to S seconds for the lock")
     p.add_argument("--json", action="store_true", help="print the plan JSON instead of a summary")
+    p.add_argument("--dashboard", metavar="DIR",
+                   help="after the epoch, write the dashboard's static site here (atomically)")
+    p.add_argument("--metrics-file", metavar="PATH",
+                   help="after the epoch, write Prometheus metrics here (node_exporter textfile)")
     p.set_defaults(func=cmd_epoch)
 
     e = sub.add_parser(
@@ -94,6 +98,12 @@ def cmd_epoch(args) -> int:
     state_dir = os.path.dirname(os.path.abspath(args.state))
     if not os.path.isdir(state_dir):
         raise OptallocError(f"--state {args.state}: directory {state_dir} does not exist")
+    outputs = (args.dashboard, args.metrics_file) if not args.dry_run else (None, None)
+    if any(outputs):
+        from optalloc.cli.dashboard_cmd import check_outputs
+
+        check_outputs(*outputs)
+    written: list[str] = []
     with StateLock(args.state, wait_s=args.wait):
         store = StateStore(args.state)
         try:
@@ -104,11 +114,17 @@ def cmd_epoch(args) -> int:
         doc = plan_to_dict(result.plan)
         if args.out:
             write_atomic(args.out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        if any(outputs):  # the epoch is recorded: the pages and metrics show it
+            from optalloc.cli.dashboard_cmd import write_outputs
+
+            written = write_outputs(config, args.state, *outputs, after_epoch=True)
     if args.json:
         json.dump(doc, sys.stdout, indent=1, sort_keys=True)
         print()
     else:
         print(format_summary(result.plan, result.snapshot, dry_run=args.dry_run))
+    for line in written:
+        print(line, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
