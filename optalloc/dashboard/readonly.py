@@ -38,15 +38,15 @@ class ReadOnlyStore(StateStore):
         try:
             with self._sqlite_errors():
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+                if not self.has_table("meta"):
+                    raise StateError(f"state DB {self.path} is not an optalloc state file (no "
+                                     "meta table); point --state at the file `optalloc epoch` "
+                                     "writes")
                 row = self._conn.execute(
                     "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except StateError:
             self._conn.close()
             raise
-        except sqlite3.Error as err:  # no meta table: not an optalloc state file
-            self._conn.close()
-            raise StateError(f"state DB {self.path} is not an optalloc state file ({err}); "
-                             "point --state at the file `optalloc epoch` writes") from err
         if row is None or int(row[0]) > SCHEMA_VERSION:
             self._conn.close()
             raise StateError(
