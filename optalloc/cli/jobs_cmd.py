@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import secrets
 import sys
 import time
@@ -251,11 +252,14 @@ def _cut_groups(text: str, width: int) -> str:
 
 def jobs_table(rows: list[dict[str, Any]], width: int | None) -> str:
     """The jobs as a table that fits `width` columns (None: no limit, --wide): the node list
-    and the reason message are cut to what is left (`optalloc explain JOB` has the rest)."""
+    gives way first (down to 20 characters, cut at whole groups), then the reason message is
+    cut to what is left; the reason code itself is always shown whole (`optalloc explain JOB`
+    has the whole message). The UTIL column appears when some job has samples."""
     from optalloc.units import format_duration
 
-    table = [["JOB", "PROJECT", "GPUS", "TYPE", "STATE", "START/WAIT", "NODES:GPUS", "UTIL",
-              "REASON"]]
+    with_util = any(r["util_pct"] is not None for r in rows)
+    table = [["JOB", "PROJECT", "GPUS", "STATE", "START/WAIT", "NODES:GPUS"]
+             + (["UTIL"] if with_util else []) + ["REASON"]]
     for r in rows:
         if r["start"] is not None:
             since = time.strftime("%m-%d %H:%M", time.gmtime(r["start"]))
@@ -266,11 +270,12 @@ def jobs_table(rows: list[dict[str, Any]], width: int | None) -> str:
         util = "-" if r["util_pct"] is None else f"{r['util_pct']:.0f}%"
         if r["idle_s"] is not None:
             util += f" IDLE {format_duration(r['idle_s'])}"
-        table.append([r["id"], r["project"], str(r["gpus"]), r["gpu_type"] or r["types"],
-                      r["state"], since, r["nodes"] or "-", util, r["reason"]])
+        table.append([r["id"], r["project"], f"{r['gpus']} {r['gpu_type'] or r['types']}",
+                      r["state"], since, r["nodes"] or "-"] + ([util] if with_util else [])
+                     + [r["reason"]])
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    NODES = 6
-    if width is not None:  # the node list gives way first, down to 20, so the reason shows
+    NODES = 5
+    if width is not None:
         fixed = sum(widths) + 2 * len(widths) - widths[NODES]
         widths[NODES] = max(min(widths[NODES], 20), min(widths[NODES], width - fixed - 40))
     lines = []
@@ -279,13 +284,27 @@ def jobs_table(rows: list[dict[str, Any]], width: int | None) -> str:
             (_cut_groups if i == NODES else _cut)(c, w)
             for i, (c, w) in enumerate(zip(row[:-1], widths))]
         head = "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  "
-        lines.append(head + (row[-1] if width is None else _cut(row[-1], width - len(head))))
+        reason = row[-1]
+        if width is not None:
+            code = reason.split(": ", 1)[0]
+            reason = _cut(reason, max(width - len(head), len(code) + 5))
+        lines.append(head + reason)
     return "\n".join(line.rstrip() for line in lines)
 
 
-def cmd_jobs(args: argparse.Namespace) -> int:
-    import shutil
+def terminal_width() -> int | None:
+    """Columns to fit: $COLUMNS, else the terminal's; None when stdout is not a terminal
+    (a pipe or a file gets whole lines, for grep)."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns if sys.stdout.isatty() else None
+    except (OSError, ValueError):
+        return None
 
+
+def cmd_jobs(args: argparse.Namespace) -> int:
     from optalloc.dashboard.readonly import ReadOnlyStore
 
     config = None
@@ -301,8 +320,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         print("no jobs" + ("" if args.all else " queued or running (--all shows ended ones)"))
         return 0
-    width = None if args.wide else shutil.get_terminal_size((100, 24)).columns
-    print(jobs_table(rows, width))
+    print(jobs_table(rows, None if args.wide else terminal_width()))
     idle = [r["id"] for r in rows if r["idle_s"] is not None]
     if idle:
         print(f"idle: {len(idle)} job(s) hold GPUs under the utilization threshold: "
