@@ -63,7 +63,7 @@ def test_the_queue_shows_every_pending_job_with_its_reason(browser, site, demo_s
             continue
         job = html.unescape(re.search(r'data-job="([^"]+)"', tr).group(1))
         cells = re.findall(r"<td[^>]*>(.*?)</td>", tr, re.S)
-        shown[job] = (text(cells[-2]), text(cells[-1]))
+        shown[job] = (text(cells[3]), text(cells[4]))  # reason code, message
     assert shown == {p["job_id"]: (p["code"], p["message"]) for p in plan["pending"]}
 
 

@@ -252,8 +252,8 @@ def _cut_groups(text: str, width: int) -> str:
 
 def jobs_table(rows: list[dict[str, Any]], width: int | None) -> str:
     """The jobs as a table that fits `width` columns (None: no limit, --wide): the node list
-    gives way first (down to 20 characters, cut at whole groups), then the reason message is
-    cut to what is left; the reason code itself is always shown whole (`optalloc explain JOB`
+    takes at most a third of the room the fixed columns leave (at least 20 characters, cut at
+    whole groups), the reason message is cut to the rest; the reason code itself is always shown whole (`optalloc explain JOB`
     has the whole message). The UTIL column appears when some job has samples."""
     from optalloc.units import format_duration
 
@@ -277,7 +277,8 @@ def jobs_table(rows: list[dict[str, Any]], width: int | None) -> str:
     NODES = 5
     if width is not None:
         fixed = sum(widths) + 2 * len(widths) - widths[NODES]
-        widths[NODES] = max(min(widths[NODES], 20), min(widths[NODES], width - fixed - 40))
+        # a third of what the fixed columns leave, at least 20: the rest is the reason's
+        widths[NODES] = max(min(widths[NODES], 20), min(widths[NODES], (width - fixed) // 3))
     lines = []
     for row in table:
         cells = row[:-1] if width is None else [

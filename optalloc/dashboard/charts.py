@@ -19,7 +19,13 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from markupsafe import Markup
 
-PALETTE = tuple(plotly.colors.qualitative.Dark24)  # one colour per project, stable across pages
+# one colour per project, stable across pages: matplotlib's tab10 without its grey (grey means
+# a free GPU on the map), then darker and lighter tab20b/tab20c shades; plotly's Dark24 beyond
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+    "#17becf", "#393b79", "#e7ba52", "#637939", "#843c39", "#7b4173", "#6baed6", "#74c476",
+    "#fdae6b", "#9e9ac8",
+) + tuple(plotly.colors.qualitative.Dark24)
 
 
 def label(name: str) -> str:
@@ -104,8 +110,9 @@ def occupancy(times: Sequence[float], occ: Sequence[float | None], pending: Sequ
                              name="occupancy %", mode="lines+markers"), secondary_y=False)
     fig.add_trace(go.Scatter(x=x, y=list(pending), name="pending jobs", mode="lines+markers",
                              line=dict(dash="dot")), secondary_y=True)
-    fig.update_yaxes(title_text="occupancy (% of available GPUs)", secondary_y=False)
-    fig.update_yaxes(title_text="pending jobs", secondary_y=True)
+    fig.update_yaxes(title_text="occupancy (% of available GPUs)", range=[0, 105],
+                     secondary_y=False)
+    fig.update_yaxes(title_text="pending jobs", rangemode="tozero", secondary_y=True)
     fig.update_layout(title="Occupancy and pending jobs per epoch")
     return _div(fig, "chart-occupancy", 320)
 
@@ -118,8 +125,8 @@ def solver(times: Sequence[float], seconds: Sequence[float | None],
                   secondary_y=False)
     fig.add_trace(go.Scatter(x=x, y=[None if g is None else 100 * g for g in gaps],
                              name="gap %", mode="lines+markers"), secondary_y=True)
-    fig.update_yaxes(title_text="seconds", secondary_y=False)
-    fig.update_yaxes(title_text="gap to bound (%)", secondary_y=True)
+    fig.update_yaxes(title_text="seconds", rangemode="tozero", secondary_y=False)
+    fig.update_yaxes(title_text="gap to bound (%)", rangemode="tozero", secondary_y=True)
     fig.update_layout(title="Solver time and gap per epoch")
     return _div(fig, "chart-solver", 320)
 
