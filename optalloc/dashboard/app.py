@@ -6,6 +6,8 @@ fails (say, the config was saved half-edited) keeps the last good pages. The que
 the same query as the static one (`?project=&state=&code=&class=&sort=&order=`), validated:
 an unknown parameter or value is a 400 naming it. Any other path is a 404, any method but
 GET/HEAD a 405, and an unexpected error a plain 500; no response ever carries a traceback.
+Endpoints are plain functions, so starlette runs them in its thread pool: a rebuild (a second
+or two) never blocks the event loop, and one lock makes concurrent requests share it.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def create_app(source: Source) -> Starlette:
         except OptallocError as err:
             raise HTTPException(503, f"dashboard unavailable: {err}") from None
 
-    async def page(request: Request) -> Response:
+    def page(request: Request) -> Response:
         name = request.path_params.get("name", "index") + ".html"
         b = built()
         if name not in b.pages:
@@ -130,7 +132,7 @@ def create_app(source: Source) -> Starlette:
         _no_query(request)
         return HTMLResponse(b.pages[name], headers=HEADERS)
 
-    async def plotly_js(request: Request) -> Response:
+    def plotly_js(request: Request) -> Response:
         _no_query(request)
         if "js" not in plotly_cache:
             from optalloc.dashboard.site import plotly_js as get
@@ -139,12 +141,12 @@ def create_app(source: Source) -> Starlette:
         return Response(plotly_cache["js"], media_type="application/javascript",
                         headers={**HEADERS, "Cache-Control": "public, max-age=86400"})
 
-    async def history_json(request: Request) -> Response:
+    def history_json(request: Request) -> Response:
         _no_query(request)
         return Response(cache_text(list(built().dash.history)), media_type="application/json",
                         headers=HEADERS)
 
-    async def metrics(request: Request) -> Response:
+    def metrics(request: Request) -> Response:
         from prometheus_client import CONTENT_TYPE_LATEST
 
         _no_query(request)

@@ -96,10 +96,13 @@ def history_rows(store, limit: int, config_up: int,
                  known: Mapping[int, HistoryRow] | None = None) -> list[HistoryRow]:
     """The latest `limit` epochs, oldest first; plans are read only for ids not in `known`."""
     known = known or {}
-    ids = store.epoch_ids(limit)
-    missing = [i for i in ids if i not in known]
-    fresh = {int(e["id"]): summarize(e, config_up) for e in store.epochs_by_id(missing)}
-    rows = [known.get(i) or fresh[i] for i in ids if i in known or i in fresh]
+    latest = store.epoch_ids(limit)
+    # a known row is reused only for the same epoch (id and time): a state DB started over
+    # reuses ids
+    reuse = {i: known[i] for i, t in latest if i in known and known[i].time == t}
+    fresh = {int(e["id"]): summarize(e, config_up)
+             for e in store.epochs_by_id([i for i, _ in latest if i not in reuse])}
+    rows = [reuse.get(i) or fresh[i] for i, _ in latest if i in reuse or i in fresh]
     return sorted(rows, key=lambda r: r.epoch_id)
 
 

@@ -104,9 +104,7 @@ class _Context:
         for r in dash.queue:  # jobs of projects no longer in the config still get a colour
             self.pidx.setdefault(r.project, len(self.pidx))
         self.colours = {p: charts.PALETTE[i % len(charts.PALETTE)] for p, i in self.pidx.items()}
-        self.slugs = {r.name: r.slug for r in dash.org}
-        for p in self.pidx:
-            self.slugs.setdefault(p, "missing")
+        self.slugs = {r.name: r.slug for r in dash.org}  # projects no longer in the config: none
 
     def base(self, title: str, charts_used: bool = False, refresh_s: float | None = None) -> dict:
         return dict(d=self.d, title=title, nav=NAV, root="", uses_plotly=charts_used,

@@ -61,10 +61,10 @@ class ReadOnlyStore(StateStore):
         (v,) = self._read("SELECT MAX(id) FROM epochs")[0]
         return None if v is None else int(v)
 
-    def epoch_ids(self, limit: int) -> list[int]:
-        """The latest `limit` epoch ids, newest first."""
-        return [int(i) for (i,) in self._read(
-            "SELECT id FROM epochs ORDER BY id DESC LIMIT ?", (int(limit),))]
+    def epoch_ids(self, limit: int) -> list[tuple[int, float]]:
+        """(id, time) of the latest `limit` epochs, newest first."""
+        return [(int(i), float(t)) for i, t in self._read(
+            "SELECT id, time FROM epochs ORDER BY id DESC LIMIT ?", (int(limit),))]
 
     def epochs_by_id(self, ids: list[int]) -> list[dict]:
         """Epoch records {id, time, plan, report, degraded} of the given ids, newest first."""
