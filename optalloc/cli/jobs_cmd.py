@@ -191,7 +191,7 @@ def job_rows(store, include_ended: bool, config=None) -> list[dict[str, Any]]:
     now = float(last["time"]) if last else time.time()
     live = store.list_jobs(states=("queued", "running"))
     running = [j for j in live if j.running]
-    since = min((j.start_time or now) for j in running) if running else now
+    since = min((j.start_time for j in running if j.start_time is not None), default=now)
     utils = job_utilization(store.utilization_samples(since), running, policy)
     ratios = (plan.get("inputs") or {}).get("usage_ratio") or {}
     rows = {r.job_id: r for r in with_utilization(

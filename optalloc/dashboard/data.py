@@ -149,12 +149,10 @@ def gather(config: Config, store, *, history: int = DEFAULT_HISTORY,
     recorded = (plan or {}).get("inputs", {}).get("usage_ratio")
     ratios = (dict(recorded) if recorded is not None
               else {r.name: (None if not np.isfinite(r.ratio) else r.ratio) for r in report})
-    utils = job_utilization(
-        store.utilization_samples(max(now - policy.lookback_s,
-                                      min((j.start_time or now) for j in running)
-                                      if running else now))
-        if hasattr(store, "utilization_samples") else [],
-        running, policy)
+    starts = [j.start_time for j in running if j.start_time is not None]
+    first = max(now - policy.lookback_s, min(starts, default=now))  # samples of current runs
+    samples = store.utilization_samples(first) if hasattr(store, "utilization_samples") else []
+    utils = job_utilization(samples, running, policy)
     rows = with_utilization(queue_rows(jobs, plan, ancestors, ratios, policy, now), utils)
     views, drains, reservations = node_views(nodes, running, plan, policy)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
