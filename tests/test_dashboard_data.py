@@ -156,11 +156,19 @@ def test_the_history_cache_round_trips_and_a_broken_one_is_ignored(demo, tmp_pat
          {"drains": [{"node": "n2", "jobs_left": 0}, {"name": "n3", "jobs": 3}]},
          {"n2": ((), 0, None, True), "n3": ((), 3, None, False)}),
         ("entries without a node are skipped", {"drains": [{"jobs_left": 1}, "n4", None]}, {}),
+        ("optalloc's DrainStatus: staying and leaving jobs, when it empties",
+         {"drains": [{"node": "n5", "staying": ["s1"], "leaving": ["l1", "l2"], "empty_at": 900,
+                      "ready": False},
+                     {"node": "n6", "staying": [], "leaving": [], "empty_at": None,
+                      "ready": True}]},
+         {"n5": (("s1", "l1", "l2"), 3, 900.0, False), "n6": ((), 0, None, True)}),
     ],
 )
 def test_plan_drains_are_read_tolerantly(case, plan, expected):
     got = plan_drains(plan, {"n1": "drain", "n2": "down"})
     assert {k: (d.jobs_left, d.n_left, d.protected_until, d.ready) for k, d in got.items()} == expected
+    if "n5" in got:
+        assert got["n5"].leaving == ("l1", "l2")
     assert all(d.source == "plan" for d in got.values())
 
 
@@ -193,8 +201,8 @@ def test_reservations_and_plan_drains_reach_the_map(demo_state, tmp_path):
     plan = json.loads(plan_text)
     plan["reservations"] = [{"job_id": "midtrain-009", "nodes": ["h100-128"],
                              "expected_start": plan["now"] + 3600}]
-    plan["drains"] = [{"node": "h100-127", "jobs_left": ["pretrain-008"],
-                       "protected_until": None, "ready_for_repair": False}]
+    plan["drains"] = [{"node": "h100-127", "staying": [], "leaving": ["pretrain-008"],
+                       "empty_at": plan["now"] + 60, "ready": False}]
     dst.execute("UPDATE epochs SET plan = ? WHERE id = (SELECT MAX(id) FROM epochs)",
                 (json.dumps(plan),))
     dst.commit()
@@ -206,7 +214,8 @@ def test_reservations_and_plan_drains_reach_the_map(demo_state, tmp_path):
     node = next(n for n in dash.nodes if n.name == "h100-128")
     assert {c.reserved_for for c in node.cells} == {"midtrain-009"}
     d127 = next(d for d in dash.drains if d.node == "h100-127")
-    assert (d127.source, d127.jobs_left) == ("plan", ("pretrain-008",))
+    assert (d127.source, d127.jobs_left, d127.leaving) == ("plan", ("pretrain-008",),
+                                                           ("pretrain-008",))
 
 
 def test_the_read_only_store_reads_everything_and_writes_nothing(demo_state, tmp_path):

@@ -2,8 +2,9 @@
 
 Node states come from the latest epoch's recorded inputs (which carry what the runner reported,
 e.g. Slurm drains), else from the config. Drain progress comes from the plan's `drains` when the
-optimizer wrote them; otherwise it is derived here from what still runs on the node: the jobs
-left, the latest end of their protection, and ready-for-repair once empty. Reservations come
+optimizer wrote them (`optalloc.types.DrainStatus`: jobs staying under protection, jobs leaving,
+when it will be empty, ready); otherwise it is derived here from what still runs on the node:
+the jobs left, the latest end of their protection, and ready-for-repair once empty. Reservations come
 from the plan's `reservations` when present. Both plan fields are read tolerantly (their absence,
 or a key spelled another way, never breaks the page).
 """
@@ -34,6 +35,7 @@ class Drain:
     protected_until: float | None  # the last protection end of the jobs left
     ready: bool  # empty: ready for repair
     source: str  # "plan" (the optimizer's drains) or "derived" (from what runs)
+    leaving: tuple[str, ...] = ()  # of jobs_left: preempted off it by the plan (gone after grace)
 
 
 @dataclass(frozen=True)
@@ -106,18 +108,25 @@ def plan_drains(plan: Mapping[str, Any] | None, states: Mapping[str, str]) -> di
         if not isinstance(d, Mapping) or not _first(d, "node", "name"):
             continue
         node = str(_first(d, "node", "name"))
-        left = _first(d, "jobs_left", "jobs", default=())
-        jobs = _names(left)
+        if "staying" in d or "leaving" in d:  # optalloc.types.DrainStatus
+            leaving = _names(d.get("leaving") or ())
+            jobs = _names(d.get("staying") or ()) + leaving
+            left: Any = jobs
+        else:
+            leaving = ()
+            left = _first(d, "jobs_left", "jobs", default=())
+            jobs = _names(left)
         n_left = len(jobs) if jobs else (int(left) if isinstance(left, (int, float)) else 0)
-        ready = _first(d, "ready_for_repair", "ready", default=None)
+        ready = _first(d, "ready", "ready_for_repair", default=None)
         out[node] = Drain(
             node=node,
             state=states.get(node, "drain"),
             jobs_left=jobs,
             n_left=n_left,
-            protected_until=_time(_first(d, "protected_until", "until")),
+            protected_until=_time(_first(d, "empty_at", "protected_until", "until")),
             ready=bool(ready) if ready is not None else n_left == 0,
             source="plan",
+            leaving=leaving,
         )
     return out
 
