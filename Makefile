@@ -28,17 +28,24 @@ DEMO_NOW ?= 2026-11-29T13:00:00Z
 
 ## demo: validate the demo scenario, run two scheduling epochs an hour apart on it (no-op runner:
 ## nothing is started for real; jobs finish by their expected duration), explain a pending job,
-## and print the ledger report
+## print the ledger report, and write the dashboard (a static site) and the Prometheus metrics
 demo: $(STAMP)
 	@rm -rf $(DEMO_OUT) && mkdir -p $(DEMO_OUT)
 	$(BIN)/optalloc validate scenarios/demo.yaml
 	$(BIN)/optalloc epoch --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db \
 	    --now $(DEMO_START) --out $(DEMO_OUT)/plan-1.json
 	$(BIN)/optalloc epoch --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db \
-	    --now $(DEMO_NOW) --out $(DEMO_OUT)/plan.json
+	    --now $(DEMO_NOW) --out $(DEMO_OUT)/plan.json \
+	    --dashboard $(DEMO_OUT)/dashboard --metrics-file $(DEMO_OUT)/optalloc.prom
 	$(BIN)/optalloc explain $$($(BIN)/python -c "import json;print(json.load(open('$(DEMO_OUT)/plan.json'))['pending'][0]['job_id'])") \
 	    --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db
 	$(BIN)/optalloc ledger report --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db --now $(DEMO_NOW)
+	COLUMNS=$${COLUMNS:-$$(tput cols 2>/dev/null || echo 120)} \
+	    $(BIN)/optalloc jobs --state $(DEMO_OUT)/state.db --config scenarios/demo.yaml | head -n 12
+	@echo
+	@echo "dashboard: open file://$(abspath $(DEMO_OUT))/dashboard/index.html in a browser"
+	@echo "           or serve it live: $(BIN)/optalloc serve --config scenarios/demo.yaml --state $(DEMO_OUT)/state.db"
+	@echo "metrics:   $(DEMO_OUT)/optalloc.prom (Prometheus text format; serve answers /metrics)"
 
 ## test: the whole suite (slow suites included); see test-fast while working
 test: $(STAMP)

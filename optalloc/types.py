@@ -92,6 +92,10 @@ class Policy:
     restart_overhead_s: float = 300.0  # cost of restarting a preempted job (model objective)
     checkpoint_interval_s: float = 3600.0  # default when a job does not say
     solver: SolverSettings = field(default_factory=SolverSettings)
+    # utilization (reported, never enforced): a job holding GPUs at under idle_util_pct percent
+    # mean utilization for longer than idle_after_s is flagged idle (dashboard, jobs, metrics)
+    idle_util_pct: float = 5.0
+    idle_after_s: float = 1800.0
 
 
 # --------------------------------------------------------------------------- jobs and plans

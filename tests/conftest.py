@@ -218,3 +218,107 @@ def slurm_cluster():
     yield cluster
     cluster.stop()
     shutil.rmtree(root, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------- the demo state
+
+
+DEMO_CONFIG = Path(__file__).resolve().parents[1] / "scenarios" / "demo.yaml"
+DEMO_TIMES = ("2026-11-29T12:00:00Z", "2026-11-29T13:00:00Z")  # as `make demo` runs them
+
+
+@dataclass(frozen=True)
+class DemoState:
+    config: Path
+    state: Path
+    plans: tuple[Path, ...]  # the plan file of each epoch, in order
+    now: str  # the last epoch's time
+
+
+@pytest.fixture(scope="session")
+def demo_state(tmp_path_factory) -> DemoState:
+    """The state `make demo` builds (two epochs an hour apart on scenarios/demo.yaml, no-op
+    runner), built once per session. Tests must not write to it: copy it first."""
+    from optalloc.cli import main
+
+    root = tmp_path_factory.mktemp("demo")
+    state = root / "state.db"
+    plans = []
+    for i, now in enumerate(DEMO_TIMES):
+        plan = root / f"plan-{i + 1}.json"
+        assert main(["epoch", "--config", str(DEMO_CONFIG), "--state", str(state), "--now", now,
+                     "--out", str(plan)]) == 0
+        plans.append(plan)
+    return DemoState(DEMO_CONFIG, state, tuple(plans), DEMO_TIMES[-1])
+
+
+# ---------------------------------------------------------------------- headless Chromium
+
+
+@dataclass(frozen=True)
+class Browser:
+    """Debian's chromium, headless: `dom(url)` is the page after its scripts ran,
+    `screenshot(url, png)` writes an image of it."""
+
+    path: str
+    profile: Path
+
+    def _run(self, *args: str, timeout: float = 90.0):
+        import subprocess
+
+        cmd = [self.path, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               "--no-first-run", "--disable-dev-shm-usage", f"--user-data-dir={self.profile}",
+               "--virtual-time-budget=10000", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+    def dom(self, url: str) -> str:
+        proc = self._run("--dump-dom", url)
+        if proc.returncode != 0 or "<html" not in proc.stdout:
+            pytest.fail(f"chromium could not load {url}: exit {proc.returncode}\n"
+                        f"{proc.stderr[-2000:]}")
+        return proc.stdout
+
+    def screenshot(self, url: str, png: Path, width: int = 1400, height: int = 1000) -> Path:
+        proc = self._run(f"--screenshot={png}", f"--window-size={width},{height}", url)
+        if proc.returncode != 0 or not png.exists():
+            pytest.fail(f"chromium could not screenshot {url}: {proc.stderr[-2000:]}")
+        return png
+
+
+def find_chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory) -> Browser:
+    """Headless Chromium for tests marked `browser`. Found on PATH, else installed when root
+    (scripts/ci-browser-setup.sh: apt-get install chromium); skipped, with the reason, only
+    when neither works."""
+    import os
+    import subprocess
+
+    path = find_chromium()
+    why = "chromium is not installed"
+    if path is None:
+        setup = Path(__file__).resolve().parents[1] / "scripts" / "ci-browser-setup.sh"
+        if os.geteuid() != 0 or not shutil.which("apt-get"):
+            pytest.skip(f"{why} and this is not root with apt-get: run `apt-get install "
+                        "chromium` (Debian) to run the browser tests")
+        proc = subprocess.run([str(setup)], capture_output=True, text=True, timeout=1200)
+        path = find_chromium()
+        if path is None:
+            pytest.skip(f"{why}; installing it failed (exit {proc.returncode}): "
+                        f"{(proc.stderr or proc.stdout)[-500:]}")
+    b = Browser(path, tmp_path_factory.mktemp("chromium-profile"))
+    probe = tmp_path_factory.mktemp("chromium-probe") / "probe.html"
+    probe.write_text("<html><body><p id=p></p><script>document.getElementById('p')"
+                     ".textContent = 'scripts run'</script></body></html>")
+    proc = b._run("--dump-dom", probe.as_uri())
+    if "scripts run" not in proc.stdout:
+        pytest.skip(f"chromium at {path} cannot run headless here (exit {proc.returncode}): "
+                    f"{proc.stderr[-500:]}")
+    return b

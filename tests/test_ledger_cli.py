@@ -79,7 +79,11 @@ def test_the_text_report_indents_org_nodes_by_depth(paths, capsys):
     names = [re.match(r"^ *\S+", ln).group(0) for ln in lines[3:8]]
     assert names == ["lab", "  A", "    A1", "    A2", "  B1"]
     assert lines[1].split() == ["org", "node", "share", "ent", "%", "usage", "GPU-h", "entitled",
-                                "GPU-h", "ratio", "owed", "GPU-h", "delivered", "GPU-h", "dlv/owed"]
+                                "GPU-h", "ratio", "owed", "GPU-h", "delivered", "GPU-h", "met",
+                                "GPU-h", "met/owed", "period"]
+    legend = " ".join(lines[8:])
+    assert "owed, delivered, met: no demand sample yet, so nothing is owed" in legend
+    assert "1.0 allocated GPU-h delivered in the window before tracking began" in legend
 
 
 def test_running_jobs_in_the_state_db_are_charged_up_to_now(paths, capsys):

@@ -110,13 +110,51 @@ def test_report_rows_sum_projects_into_programs():
         ("root", 0, False), ("A", 1, False), ("A1", 2, True), ("A2", 2, True), ("B1", 1, True)]
     a1 = rows["A1"]
     assert (a1.usage_gpu_h, a1.entitled_gpu_h, a1.ratio) == (8.0, 4.0, 2.0)
-    assert (a1.owed_gpu_h, a1.delivered_gpu_h, a1.delivered_owed) == (4.0, 8.0, 1.0)
-    b1 = rows["B1"]
-    assert (b1.owed_gpu_h, b1.delivered_gpu_h, b1.delivered_owed) == (4.0, 1.0, 0.25)
+    # owed 2/h (entitled 2, asked 4), delivered 4/h: met 2/h
+    assert (a1.owed_gpu_h, a1.delivered_gpu_h, a1.met_gpu_h, a1.met_owed, a1.period_owed) == (
+        4.0, 8.0, 4.0, 1.0, 1.0)
+    b1 = rows["B1"]  # owed 2/h (asked 2), delivered 0 then 1
+    assert (b1.owed_gpu_h, b1.delivered_gpu_h, b1.met_gpu_h, b1.met_owed, b1.period_owed) == (
+        4.0, 1.0, 1.0, 0.25, 0.25)
     assert rows["A"].entitlement_pct == pytest.approx(50.0)
     assert rows["A2"].entitlement_pct == pytest.approx(25.0)
-    assert rows["root"].owed_gpu_h == 8.0 and rows["root"].delivered_owed == pytest.approx(5 / 8)
-    assert math.isnan(rows["A2"].delivered_owed)
+    root = rows["root"]  # A1's surplus does not cover B1's shortfall
+    assert (root.owed_gpu_h, root.delivered_gpu_h, root.met_gpu_h) == (8.0, 9.0, 5.0)
+    assert root.met_owed == pytest.approx(5 / 8) and root.period_owed == pytest.approx(5 / 8)
+    assert math.isnan(rows["A2"].met_owed) and math.isnan(rows["A2"].period_owed)
+    assert all(r.untracked_gpu_h == 0 for r in rows.values())
     table = format_table(led.report(2 * H))
     assert table.splitlines()[4].startswith("    A1")
-    assert '"delivered_owed": null' in rows_to_json(led.report(2 * H), 2 * H)
+    doc = rows_to_json(led.report(2 * H), 2 * H)
+    assert '"met_owed": null' in doc and '"period_owed": null' in doc
+
+
+def test_hours_before_the_first_demand_sample_are_left_out_of_owed_and_delivered():
+    """The demo's trap: jobs ran for hours before optalloc saw any demand. Those hours cannot
+    be owed, so counting them as delivered made a project look 100% delivered-and-unowed."""
+    led = ledger(lookback_h=8)
+    led.record_interval(Interval("early", "A1", "h100", 2, 0, 6 * H))  # 12 GPU-h, untracked
+    led.record_interval(Interval("late", "B1", "h100", 4, 5 * H, 8 * H))  # 4 before, 8 after
+    led.record_demand(6 * H, {"A1": 2, "B1": 4})
+    rows = {r.name: r for r in led.report(8 * H)}
+    a1, b1, root = rows["A1"], rows["B1"], rows["root"]
+    assert (a1.usage_gpu_h, a1.owed_gpu_h, a1.delivered_gpu_h, a1.untracked_gpu_h) == (
+        12.0, 4.0, 0.0, 12.0)
+    assert a1.met_owed == 0.0  # owed 2/h for 2 h, got nothing: a real shortfall, shown as one
+    assert (b1.owed_gpu_h, b1.delivered_gpu_h, b1.met_gpu_h, b1.untracked_gpu_h) == (
+        8.0, 8.0, 8.0, 4.0)
+    assert (root.owed_gpu_h, root.delivered_gpu_h, root.met_gpu_h, root.untracked_gpu_h) == (
+        12.0, 8.0, 8.0, 16.0)
+    from optalloc.ledger.report import tracked_since
+
+    assert tracked_since(led, 8 * H) == 6 * H
+    assert tracked_since(led, 6 * H) is None  # the sample starts at now: nothing tracked yet
+
+
+def test_without_demand_samples_nothing_is_owed_and_everything_is_untracked():
+    led = ledger(lookback_h=4)
+    led.record_interval(Interval("a", "A1", "h100", 2, 0, 3 * H))
+    rows = {r.name: r for r in led.report(4 * H)}
+    assert (rows["A1"].owed_gpu_h, rows["A1"].delivered_gpu_h, rows["A1"].untracked_gpu_h) == (
+        0.0, 0.0, 6.0)
+    assert math.isnan(rows["A1"].met_owed)

@@ -62,9 +62,14 @@ def test_a_job_submitted_with_flags_is_validated_and_queued(env, capsys):
             "t1", "A1", 2, gpu_types=("h100",), min_runtime_s=7200.0, resumable=False,
             priority=3, submit_time=100.0, command=("python", "train.py", "--lr", "3e-4"))
     code, out, _ = run(capsys, "jobs", "--state", "st.db", "--json")
-    assert json.loads(out) == [{"id": "t1", "project": "A1", "gpus": 2, "state": "queued",
-                                "start": None, "placement": None, "gpu_type": None,
-                                "reason": "submitted: via local"}]
+    (row,) = json.loads(out)
+    assert row.pop("wait_s") > 0  # since submit, by the clock: no epoch has run yet
+    assert row == {"id": "t1", "project": "A1", "gpus": 2, "state": "queued", "start": None,
+                   "placement": None, "gpu_type": None, "types": "h100", "nodes": "",
+                   "code": None, "message": "submitted after the latest epoch; the next epoch "
+                   "plans it", "reason": "submitted: via local", "priority": 3, "class": "other",
+                   "allocated": True, "protected_until": None, "ratios": {}, "util_pct": None,
+                   "idle_s": None}
 
 
 def test_a_job_file_is_submitted_with_the_config_loaders_validation(env, capsys):

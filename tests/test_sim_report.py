@@ -73,8 +73,10 @@ def test_report_folder_holds_every_file_non_empty_and_consistent(tmp_path, two_p
     results, metrics = two_policies
     paths = write_report(results, metrics, tmp_path / "out")
     assert sorted(paths) == sorted(
-        ["summary.json", "timeseries.csv", "owed_delivered.png", "wait_cdf.png", "occupancy.png", "report.md"]
+        ["summary.json", "timeseries.csv", "owed_delivered.png", "wait_cdf.png", "occupancy.png",
+         "report.md", "report.html"]
     )
+    assert (tmp_path / "out" / "plotly.min.js").stat().st_size > 1_000_000  # the page's charts
     for p in paths.values():
         assert p.exists() and p.stat().st_size > 0
     for name in ("owed_delivered.png", "wait_cdf.png", "occupancy.png"):

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "jobs_cmd",  # optalloc submit, optalloc jobs
     "sim_cmd",  # optalloc simulate, optalloc whatif
     "sweep_cmd",  # optalloc sweep
+    "dashboard_cmd",  # optalloc dashboard, optalloc serve
     "bench_cmd",  # optalloc bench
 )
 

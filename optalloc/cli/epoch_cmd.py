@@ -40,6 +40,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slurm-conf", help="slurm runner: SLURM_CONF for every Slurm command")
     p.add_argument("--wait", default="0", help="wait up to S seconds for the lock (up to a day)")
     p.add_argument("--json", action="store_true", help="print the plan JSON instead of a summary")
+    p.add_argument("--dashboard", metavar="DIR",
+                   help="after the epoch, write the dashboard's static site here (atomically)")
+    p.add_argument("--metrics-file", metavar="PATH",
+                   help="after the epoch, write Prometheus metrics here (node_exporter textfile)")
     p.set_defaults(func=cmd_epoch)
 
     e = sub.add_parser(
@@ -111,6 +115,12 @@ def cmd_epoch(args) -> int:
     check_state_file(args.state)
     if args.out:
         check_output_path(args.out)
+    outputs = (args.dashboard, args.metrics_file) if not args.dry_run else (None, None)
+    if any(outputs):
+        from optalloc.cli.dashboard_cmd import check_outputs
+
+        check_outputs(*outputs)
+    written: list[str] = []
     with StateLock(args.state, wait_s=wait):
         now = time.time() if given_now is None else given_now  # the clock, once we hold the lock
         store = StateStore(args.state)
@@ -127,12 +137,18 @@ def cmd_epoch(args) -> int:
             except OSError as err:
                 raise OptallocError(f"--out {args.out}: cannot write the plan ({err.strerror}); "
                                     "the epoch itself is recorded in the state DB") from None
+        if any(outputs):  # the epoch is recorded: the pages and metrics show it
+            from optalloc.cli.dashboard_cmd import write_outputs
+
+            written = write_outputs(config, args.state, *outputs, after_epoch=True)
     if args.json:
         json.dump(doc, sys.stdout, indent=1, sort_keys=True)
         print()
     else:
         print(format_summary(result.plan, result.snapshot, dry_run=args.dry_run,
                              applied=result.applied))
+    for line in written:
+        print(line, file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

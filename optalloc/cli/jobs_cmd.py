@@ -4,7 +4,7 @@
     optalloc submit --config C --state DB --project A1 --gpus 8 [--gpu-type h100]
                     [--min-runtime 2h] [--resumable|--no-resumable] [--priority K] [--id ID]
                     -- python train.py --lr 3e-4                          [--runner local|slurm]
-    optalloc jobs --state DB [--json] [--all]
+    optalloc jobs --state DB [--config C] [--all] [--wide | --json]
     optalloc gpus [--config C] [--node NAME] [--json]
 
 A submitted job is validated against the config exactly like a `jobs:` entry (same errors),
@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import secrets
 import sys
 import time
@@ -58,10 +59,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a job file, or (with --project) the command after `--`")
     s.set_defaults(func=cmd_submit)
 
-    j = sub.add_parser("jobs", help="list queued and running jobs (with --all, ended ones too)")
+    j = sub.add_parser(
+        "jobs", help="list queued and running jobs (with --all, ended ones too)",
+        description="One line per job, cut to the terminal's width: nodes as Slurm writes them "
+                    "(h100-[018-033]:0-7 = GPUs 0-7 on each), the latest plan's reason code "
+                    "and the start of its message (`optalloc explain JOB` has all of it), GPU "
+                    "utilization and IDLE for jobs holding GPUs they do not use.")
     j.add_argument("--state", required=True, help="state DB (SQLite)")
+    j.add_argument("--config", help="config: usage ratios up the tree in --json, and the idle "
+                                    "thresholds of its policy")
     j.add_argument("--all", action="store_true", help="include finished/failed/cancelled jobs")
-    j.add_argument("--json", action="store_true")
+    j.add_argument("--wide", action="store_true", help="do not cut lines to the terminal width")
+    j.add_argument("--json", action="store_true", help="everything, as JSON")
     j.set_defaults(func=cmd_jobs)
 
     g = sub.add_parser("gpus", help="this machine's GPUs: model, type, memory, health, use")
@@ -164,56 +173,161 @@ def _contract(job) -> str:
 # ---------------------------------------------------------------------- jobs
 
 
-def job_rows(store, include_ended: bool) -> list[dict[str, Any]]:
-    """One dict per job: id, project, gpus, state, start, placement, reason (last pending
-    reason of the latest epoch, else the job's last event)."""
-    states = ("queued", "running", "finished") if include_ended else ("queued", "running")
-    jobs = store.list_jobs(states=states)
+def job_rows(store, include_ended: bool, config=None) -> list[dict[str, Any]]:
+    """One dict per job. Live jobs come from the dashboard's queue rows (the latest plan's
+    reason code and message, compact node list, wait, protection end, utilization and the
+    idle flag); ended jobs (with `include_ended`) carry their final status. `reason` is
+    "code: message" for pending/preempted jobs, else the job's last event."""
+    from optalloc.dashboard.queue import queue_rows, with_utilization
+    from optalloc.dashboard.utilization import job_utilization
+    from optalloc.org import OrgTree
+    from optalloc.types import Policy
+
+    policy = config.policy if config is not None else Policy()
+    ancestors: dict[str, tuple[str, ...]] = {}
+    if config is not None:
+        tree = OrgTree.build(config.org, [g.name for g in config.gpu_types])
+        ancestors = {nm: tuple(tree.path(nm)[1:]) for nm in tree.names}
     last = store.last_epoch()
-    pending = {p["job_id"]: p for p in ((last or {}).get("plan") or {}).get("pending", [])}
-    rows = []
+    plan = (last or {}).get("plan") or {}
+    now = float(last["time"]) if last else time.time()
+    live = store.list_jobs(states=("queued", "running"))
+    running = [j for j in live if j.running]
+    since = min((j.start_time for j in running if j.start_time is not None), default=now)
+    utils = job_utilization(store.utilization_samples(since), running, policy)
+    ratios = (plan.get("inputs") or {}).get("usage_ratio") or {}
+    rows = {r.job_id: r for r in with_utilization(
+        queue_rows(live, plan, ancestors, ratios, policy, now), utils)}
+    jobs = store.list_jobs(states=("queued", "running", "finished")) if include_ended else live
+    out = []
     for j in jobs:
-        status = store.job_status(j.id) if include_ended else j.state.value
-        if j.id in pending and status == "queued":
-            p = pending[j.id]
-            reason = f"{p['code']}: {p['message']}"
+        r = rows.get(j.id)
+        if r is not None and r.code:
+            reason = f"{r.code}: {r.message}"
         else:
             ev = store.events(j.id, limit=1)
             reason = f"{ev[-1]['kind']}: {ev[-1]['message']}" if ev else ""
-        rows.append({
+        d: dict[str, Any] = {
             "id": j.id,
             "project": j.project,
             "gpus": j.gpus,
-            "state": status,
-            "start": j.start_time,
-            "placement": None if j.placement is None else [
+            "state": r.state if r is not None else store.job_status(j.id),
+            "start": j.start_time if j.running else None,
+            "placement": None if j.placement is None or not j.running else [
                 {"node": a.node, "gpus": list(a.gpus)} for a in j.placement.nodes],
-            "gpu_type": None if j.placement is None else j.placement.gpu_type,
+            "gpu_type": None if j.placement is None or not j.running else j.placement.gpu_type,
+            "types": r.gpu_type if r is not None else "/".join(j.gpu_types) or "any",
+            "nodes": r.nodes if r is not None else "",
+            "code": r.code if r is not None else None,
+            "message": r.message if r is not None else "",
             "reason": reason,
-        })
-    return rows
+            "priority": j.priority,
+            "class": r.cls if r is not None else None,
+            "allocated": r.allocated if r is not None else j.allocated,
+            "wait_s": r.wait_s if r is not None else None,
+            "protected_until": r.protected_until if r is not None else None,
+            "ratios": {o: v for o, v in r.path} if r is not None else {},
+            "util_pct": r.util_pct if r is not None else None,
+            "idle_s": r.idle_s if r is not None else None,
+        }
+        out.append(d)
+    return out
+
+
+def _cut(text: str, width: int) -> str:
+    if width <= 0:
+        return ""
+    return text if len(text) <= width else text[: max(0, width - 3)] + "..."
+
+
+def _cut_groups(text: str, width: int) -> str:
+    """A node list cut at whole groups ("h100-[001-004]:0-7 +2 more"), else at characters."""
+    if len(text) <= width:
+        return text
+    groups = text.split(" ")
+    for k in range(len(groups) - 1, 0, -1):
+        head = " ".join(groups[:k]) + f" +{len(groups) - k}"
+        if len(head) <= width:
+            return head
+    return _cut(text, width)
+
+
+def jobs_table(rows: list[dict[str, Any]], width: int | None) -> str:
+    """The jobs as a table that fits `width` columns (None: no limit, --wide): the node list
+    takes at most a third of the room the fixed columns leave (at least 20 characters, cut at
+    whole groups), the reason message is cut to the rest; the reason code itself is always shown whole (`optalloc explain JOB`
+    has the whole message). The UTIL column appears when some job has samples."""
+    from optalloc.units import format_duration
+
+    with_util = any(r["util_pct"] is not None for r in rows)
+    table = [["JOB", "PROJECT", "GPUS", "STATE", "START/WAIT", "NODES:GPUS"]
+             + (["UTIL"] if with_util else []) + ["REASON"]]
+    for r in rows:
+        if r["start"] is not None:
+            since = time.strftime("%m-%d %H:%M", time.gmtime(r["start"]))
+        elif r["wait_s"] is not None:
+            since = f"wait {format_duration(r['wait_s']) if r['wait_s'] >= 1 else '0s'}"
+        else:
+            since = "-"
+        util = "-" if r["util_pct"] is None else f"{r['util_pct']:.0f}%"
+        if r["idle_s"] is not None:
+            util += f" IDLE {format_duration(r['idle_s'])}"
+        table.append([r["id"], r["project"], f"{r['gpus']} {r['gpu_type'] or r['types']}",
+                      r["state"], since, r["nodes"] or "-"] + ([util] if with_util else [])
+                     + [r["reason"]])
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    NODES = 5
+    if width is not None:
+        fixed = sum(widths) + 2 * len(widths) - widths[NODES]
+        # a third of what the fixed columns leave, at least 20: the rest is the reason's
+        widths[NODES] = max(min(widths[NODES], 20), min(widths[NODES], (width - fixed) // 3))
+    lines = []
+    for row in table:
+        cells = row[:-1] if width is None else [
+            (_cut_groups if i == NODES else _cut)(c, w)
+            for i, (c, w) in enumerate(zip(row[:-1], widths))]
+        head = "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  "
+        reason = row[-1]
+        if width is not None:
+            code = reason.split(": ", 1)[0]
+            reason = _cut(reason, max(width - len(head), len(code) + 5))
+        lines.append(head + reason)
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def terminal_width() -> int | None:
+    """Columns to fit: $COLUMNS, else the terminal's; None when stdout is not a terminal
+    (a pipe or a file gets whole lines, for grep)."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    try:
+        return os.get_terminal_size(sys.stdout.fileno()).columns if sys.stdout.isatty() else None
+    except (OSError, ValueError):
+        return None
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from optalloc.ledger.store import StateStore
+    from optalloc.dashboard.readonly import ReadOnlyStore
 
-    with StateStore(args.state) as store:
-        rows = job_rows(store, args.all)
+    config = None
+    if args.config:
+        from optalloc.config import load_config
+
+        config = load_config(args.config)
+    with ReadOnlyStore(args.state) as store:
+        rows = job_rows(store, args.all, config)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no jobs" + ("" if args.all else " queued or running (--all shows ended ones)"))
         return 0
-    table = [["ID", "PROJECT", "GPUS", "STATE", "START", "PLACEMENT", "REASON"]]
-    for r in rows:
-        start = "-" if r["start"] is None else time.strftime(
-            "%Y-%m-%d %H:%M:%S", time.gmtime(r["start"]))
-        where = "-" if not r["placement"] else " ".join(
-            f"{a['node']}:{','.join(map(str, a['gpus']))}" for a in r["placement"])
-        table.append([r["id"], r["project"], str(r["gpus"]), r["state"], start, where,
-                      r["reason"]])
-    print(_render(table))
+    print(jobs_table(rows, None if args.wide else terminal_width()))
+    idle = [r["id"] for r in rows if r["idle_s"] is not None]
+    if idle:
+        print(f"idle: {len(idle)} job(s) hold GPUs under the utilization threshold: "
+              f"{', '.join(idle)}", file=sys.stderr)
     return 0
 
 

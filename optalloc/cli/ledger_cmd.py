@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "One row per org node, indented by depth. usage and entitled are billing-weighted "
             "GPU-hours under the policy's window or decay; ratio = usage / entitled (below 1 ranks "
-            "ahead); owed = entitlement capped hour by hour at demand, over the lookback window."
+            "ahead); owed = entitlement capped hour by hour at demand, delivered = allocated GPU-h, "
+            "met = min(delivered, owed) hour by hour, all over the hours since the first demand "
+            "sample in the lookback window; met/owed (hourly) and period forms."
         ),
     )
     r.add_argument("--config", required=True, help="YAML config file or directory")
@@ -163,7 +165,11 @@ def cmd_report(args) -> int:
         cap = dict(zip(snap.type_names, map(int, snap.capacity_by_type())))
         led.record_capacity(now, cap)
         notes.append(f"no capacity recorded in the state DB: using the config's up nodes {cap}")
+    from optalloc.ledger.report import legend, tracked_since
+
     rows = led.report(now, open_ivs)
+    since = tracked_since(led, now)
+    window_start = now - policy.lookback_s
     lost = led.unattributed_gpu_hours(now)
     if lost > 0:
         notes.append(f"{lost:,.1f} GPU-h of projects or gpu_types no longer in the config are not shown")
@@ -174,12 +180,22 @@ def cmd_report(args) -> int:
     )
     if args.json:
         print(rows_to_json(rows, now, usage=mode, lookback_s=policy.lookback_s,
-                           intervals=led.n_intervals, running=len(open_ivs), notes=notes))
+                           tracked_since=since, intervals=led.n_intervals,
+                           running=len(open_ivs), notes=notes))
         return 0
     when = dt.datetime.fromtimestamp(now, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    tracked = (f"tracked {format_duration(now - since)}" if since is not None
+               else "not tracked yet")
     print(f"ledger at {when} ({now:.0f}); usage: {mode}; {led.n_intervals} intervals, "
-          f"{len(open_ivs)} running; owed/delivered over the last {format_duration(policy.lookback_s)}")
+          f"{len(open_ivs)} running; owed/delivered: {tracked} of the last "
+          f"{format_duration(policy.lookback_s)}")
     print(format_table(rows))
+    import shutil
+    import textwrap
+
+    width = min(100, shutil.get_terminal_size((100, 24)).columns)
+    for line in legend(since, window_start, rows[0].untracked_gpu_h if rows else 0.0):
+        print(textwrap.fill(line, width, initial_indent="  ", subsequent_indent="    "))
     for n in notes:
         print(f"note: {n}")
     return 0

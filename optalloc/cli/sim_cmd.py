@@ -145,5 +145,12 @@ def cmd_whatif(args) -> int:
         out = Path(args.out)
         write_report({args.policy: wi.base}, {args.policy: wi.base_metrics}, out / "base")
         write_report({args.policy: wi.variant}, {args.policy: wi.variant_metrics}, out / "variant")
-        print(f"\nreports: {out / 'base'}, {out / 'variant'}")
+        from optalloc.sim.report_html import write_html_report
+
+        page = write_html_report(
+            {"base": wi.base, "variant": wi.variant},
+            {"base": wi.base_metrics, "variant": wi.variant_metrics}, out / "report.html",
+            title=f"What if: {sc.name}, policy {args.policy}",
+            note="variant = " + "; ".join(args.overrides))
+        print(f"\nreports: {out / 'base'}, {out / 'variant'}; side by side: {page}")
     return 0

@@ -25,8 +25,9 @@ _POLICY_DURATIONS = {
     "grace": ("grace_s", False),
     "restart_overhead": ("restart_overhead_s", False),
     "checkpoint_interval": ("checkpoint_interval_s", True),
+    "idle_after": ("idle_after_s", True),
 }
-POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver")
+POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below")
 SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads")
 
 
@@ -51,6 +52,11 @@ def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
             changes["usage_mode"] = UsageMode(m)
     if "solver" in d:
         changes["solver"] = parse_solver(d["solver"], loc.key("solver"), problems)
+    if "idle_util_below" in d:  # percent of GPU utilization, as nvidia-smi shows it
+        v = problems.number(d["idle_util_below"], loc.key("idle_util_below"), minimum=0.0,
+                            maximum=100.0)
+        if v is not MISSING:
+            changes["idle_util_pct"] = v
     return replace(policy, **changes)
 
 

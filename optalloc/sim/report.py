@@ -1,5 +1,6 @@
 """Reports of simulated runs: a terminal table, a what-if diff, and a report folder
-(summary.json, timeseries.csv, three PNG plots and report.md embedding them).
+(summary.json, timeseries.csv, three PNG plots, report.md embedding them, and report.html with
+the same content as interactive plotly charts: see report_html.py).
 
 Every number comes from `optalloc.sim.metrics` (compute_metrics / time_series / job_waits);
 this module only formats and draws.
@@ -350,8 +351,8 @@ def write_report(
     metrics: Mapping[str, Mapping[str, Any]],
     out_dir: str | Path,
 ) -> dict[str, Path]:
-    """Write summary.json, timeseries.csv, owed_delivered.png, wait_cdf.png, occupancy.png and
-    report.md (embedding the PNGs) under out_dir. `results` and `metrics` are keyed by policy
+    """Write summary.json, timeseries.csv, owed_delivered.png, wait_cdf.png, occupancy.png,
+    report.md (embedding the PNGs) and report.html (the same, interactive) under out_dir. `results` and `metrics` are keyed by policy
     name (metrics as compute_metrics returns them). Returns the paths by file name."""
     if not results:
         raise ValueError("write_report needs at least one result")
@@ -366,6 +367,9 @@ def write_report(
         "occupancy.png": plot_occupancy(series, out / "occupancy.png"),
     }
     paths["report.md"] = _write_markdown(results, metrics, out / "report.md")
+    from optalloc.sim.report_html import write_html_report
+
+    paths["report.html"] = write_html_report(results, metrics, out / "report.html")
     return paths
 
 
@@ -419,7 +423,8 @@ def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapp
         "- waits: submit to first start; jobs never started count as waiting until the horizon "
         "(censored, so percentiles are lower bounds). debug: 0 < min_runtime <= 15 min; large: "
         ">= 64 GPUs; unallocated: min_runtime 0.",
-        "- data: summary.json (all metrics), timeseries.csv (hourly series).",
+        "- data: summary.json (all metrics), timeseries.csv (hourly series); report.html is "
+        "this report with interactive charts.",
         "",
     ]
     path.write_text("\n".join(lines))

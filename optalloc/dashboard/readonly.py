@@ -1,0 +1,85 @@
+"""Read-only access to the state DB for the dashboard, `serve` and the metrics.
+
+`ReadOnlyStore` is a `StateStore` whose connection is opened with SQLite's `mode=ro`: every
+reading method works, any write fails inside SQLite, and opening it never takes the write lock
+(a plain StateStore checks its schema in a write transaction, which would queue behind a cron
+epoch). It relies on StateStore keeping its connection in `_conn` and on its read methods;
+tests/test_dashboard_data.py pins both.
+
+The runner tables of the local runner (`runner_local_utilization`) are read here too, tolerating
+their absence (the noop and Slurm runners never create them).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import urllib.parse
+
+from optalloc.errors import StateError
+from optalloc.ledger.store import SCHEMA_VERSION, StateStore
+
+
+class ReadOnlyStore(StateStore):
+    def __init__(self, path: str | os.PathLike, *, busy_timeout_s: float = 30.0):
+        self.path = os.fspath(path)
+        self.busy_timeout_s = float(busy_timeout_s)
+        self._depth = 0
+        self._name_ids: dict[tuple[str, str], int] = {}
+        if not os.path.isfile(self.path):
+            raise StateError(f"--state {self.path}: no such state DB; run `optalloc epoch` "
+                             "first (it creates one)")
+        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
+        try:
+            self._conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s,
+                                         isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as err:
+            raise StateError(f"state DB {self.path}: cannot open read-only ({err})") from err
+        try:
+            with self._sqlite_errors():
+                self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+                if not self.has_table("meta"):
+                    raise StateError(f"state DB {self.path} is not an optalloc state file (no "
+                                     "meta table); point --state at the file `optalloc epoch` "
+                                     "writes")
+                row = self._conn.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except StateError:
+            self._conn.close()
+            raise
+        if row is None or int(row[0]) > SCHEMA_VERSION:
+            self._conn.close()
+            raise StateError(
+                f"state DB {self.path} has schema version {None if row is None else row[0]}, "
+                f"which this optalloc cannot read ({SCHEMA_VERSION}); upgrade optalloc")
+
+    def has_table(self, name: str) -> bool:
+        return bool(self._read("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                               (name,)))
+
+    def last_epoch_id(self) -> int | None:
+        (v,) = self._read("SELECT MAX(id) FROM epochs")[0]
+        return None if v is None else int(v)
+
+    def epoch_ids(self, limit: int) -> list[tuple[int, float]]:
+        """(id, time) of the latest `limit` epochs, newest first."""
+        return [(int(i), float(t)) for i, t in self._read(
+            "SELECT id, time FROM epochs ORDER BY id DESC LIMIT ?", (int(limit),))]
+
+    def epochs_by_id(self, ids: list[int]) -> list[dict]:
+        """Epoch records {id, time, plan, report, degraded} of the given ids, newest first."""
+        if not ids:
+            return []
+        rows = self._read(
+            f"SELECT id, time, plan, report, degraded FROM epochs WHERE id IN "
+            f"({', '.join('?' * len(ids))}) ORDER BY id DESC", [int(i) for i in ids])
+        return [self._epoch_dict(r) for r in rows]
+
+    def utilization_samples(self, since: float) -> list[tuple]:
+        """(time, job_id, gpu_index, gpu_util_pct, memory_used_bytes) sampled by the local
+        runner at or after `since`, by time; [] when that runner never ran on this DB."""
+        if not self.has_table("runner_local_utilization"):
+            return []
+        return self._read(
+            "SELECT time, job_id, gpu_index, gpu_util_pct, memory_used_bytes "
+            "FROM runner_local_utilization WHERE time >= ? ORDER BY time", (float(since),))
