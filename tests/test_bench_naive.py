@@ -69,6 +69,19 @@ def _remainder():
     return build_snapshot(cfg, now=10 * H, usage_ratio={"A": 0.5, "B": 0.5})
 
 
+def _keep_or_gang():
+    """Keep a running allocated 1-GPU job, or evict it for an unallocated 16-GPU gang: CBC's
+    preprocessing reduces this 5-column model to nothing and returned the gang as optimal
+    (coin-or/Cbc#720); the naive row must solve it again and keep the job."""
+    nodes = (Node("h100-0", "h100", 8), Node("h100-1", "h100", 4), Node("h100-2", "h100", 4),
+             Node("h100-3", "h100", 8))
+    org = OrgNode("root", children=(OrgNode("p0", share=1),))
+    jobs = (_running("j0", "p0", [("h100-0", range(1))], 17 * H, mr=900.0),
+            Job("j1", "p0", 16, submit_time=1.0))
+    cfg = Config((GpuType("h100"),), nodes, org, Policy(), jobs)
+    return build_snapshot(cfg, now=20 * H, usage_ratio={"p0": 0.0})
+
+
 def _gpus_by_project(snap, plan) -> dict[str, int]:
     out: dict[str, int] = {}
     for p in plan.placements:
@@ -114,10 +127,12 @@ CASES = [
     ("remainder", _remainder, {"A": 24, "B": 8}, set(),
      {"gang": (("n1", tuple(range(8))), ("n2", tuple(range(8))), ("n0", (4, 5, 6, 7))),
       "small": (("n3", (6, 7)),)}),
+    ("emptied by CBC's preprocessing", _keep_or_gang, {"p0": 1}, set(), {}),
 ]
 
 
-@pytest.mark.parametrize("name,make,gpus,preempted,starts", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("name,make,gpus,preempted,starts", CASES,
+                         ids=["toy", "contract", "remainder", "emptied"])
 def test_the_naive_model_reaches_optalloc_s_optimum_on_the_reference_instances(
         name, make, gpus, preempted, starts):
     snap = make()

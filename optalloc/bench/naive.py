@@ -36,6 +36,8 @@ this model does not write, `build_naive` raises instead of solving a different p
 
 from __future__ import annotations
 
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -241,7 +243,12 @@ def _order(em: EpochModel, prob, x: list) -> int:
 
 def solve_naive(em: EpochModel, *, time_limit_s: float, mip_gap: float, threads: int = 1,
                 progress: Callable[[dict], None] | None = None) -> NaiveResult:
-    """Build, solve with CBC (PuLP's bundled binary) and read the plan back."""
+    """Build, solve with CBC (PuLP's bundled binary, its default settings) and read the plan
+    back. CBC's preprocessing can reduce a small model to nothing and then return a wrong
+    point as optimal (coin-or/Cbc#720; seen here on a 5-column model: keep one job, or start
+    a gang that evicts it, and CBC chose the worse); when its log says the model was reduced
+    to nothing, or its optimum is below a plan known to be feasible (keep every running job
+    that may stay, start nothing), it is solved again with preprocessing off."""
     import pulp
 
     t0 = time.perf_counter()
@@ -249,11 +256,16 @@ def solve_naive(em: EpochModel, *, time_limit_s: float, mip_gap: float, threads:
     t1 = time.perf_counter()
     if progress:
         progress({"naive_vars": nm.n_vars, "naive_cons": nm.n_cons, "naive_build_s": t1 - t0})
-    left = max(1.0, time_limit_s - (t1 - t0))
-    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=left, gapRel=mip_gap, threads=threads)
     C, K = len(em.req.cand_job), len(em.req.run_job)
+    left = max(1.0, time_limit_s - (t1 - t0))
+    note = ""
     try:
-        nm.prob.solve(solver)
+        log = _run_cbc(nm.prob, left, mip_gap, threads)
+        reason = _cbc_went_wrong(em, nm, log, mip_gap)
+        if reason:
+            note = f"; {reason}, solved again with preprocess off"
+            left = max(1.0, time_limit_s - (time.perf_counter() - t0))
+            _run_cbc(nm.prob, left, mip_gap, threads, ["preprocess off"])
     except pulp.PulpSolverError as err:
         return NaiveResult("error", np.zeros(C, bool), np.zeros(K, bool), {}, None, None,
                            t1 - t0, time.perf_counter() - t1, 0.0, nm.n_vars, nm.n_cons, str(err))
@@ -263,17 +275,56 @@ def solve_naive(em: EpochModel, *, time_limit_s: float, mip_gap: float, threads:
         status = "infeasible" if nm.prob.status == pulp.LpStatusInfeasible else "timeout"
         return NaiveResult(status, np.zeros(C, bool), np.zeros(K, bool), {}, None, None,
                            t1 - t0, t2 - t1, 0.0, nm.n_vars, nm.n_cons,
-                           f"CBC: {pulp.LpStatus[nm.prob.status]}, no incumbent")
+                           f"CBC: {pulp.LpStatus[nm.prob.status]}, no incumbent{note}")
     status = "optimal" if sol == pulp.LpSolutionOptimal else "timeout"
     started, kept, placements = _read_plan(em, nm)
     got = got_by_org(em, Placed(started, kept, np.zeros(len(em.snap.jobs), bool)))
     obj = em.plan_objective(started, kept, got)
     t3 = time.perf_counter()
-    value = nm.prob.objective.value()  # None when the model has no variable
-    return NaiveResult(status, started, kept, placements, obj,
-                       float(value) if value is not None else float(em.lm.obj_offset),
+    return NaiveResult(status, started, kept, placements, obj, _value(em, nm),
                        t1 - t0, t2 - t1, t3 - t2, nm.n_vars, nm.n_cons,
-                       f"CBC {'optimal within gapRel' if status == 'optimal' else 'time limit'}")
+                       f"CBC {'optimal within gapRel' if status == 'optimal' else 'time limit'}"
+                       + note)
+
+
+EMPTIED = "processed model has 0 rows, 0 columns"  # CBC's log when preprocessing left nothing
+
+
+def _run_cbc(prob, time_limit_s: float, mip_gap: float, threads: int, options=()) -> str:
+    """Solve `prob` with CBC; its log."""
+    import pulp
+
+    with tempfile.TemporaryDirectory(prefix="optalloc-naive-") as tmp:
+        log = os.path.join(tmp, "cbc.log")
+        prob.solve(pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, gapRel=mip_gap,
+                                     threads=threads, logPath=log, options=list(options)))
+        if not os.path.exists(log):
+            return ""
+        with open(log, errors="replace") as fh:
+            return fh.read()
+
+
+def _value(em: EpochModel, nm: NaiveModel) -> float:
+    value = nm.prob.objective.value()  # None when the model has no variable
+    return float(value) if value is not None else float(em.lm.obj_offset)
+
+
+def _cbc_went_wrong(em: EpochModel, nm: NaiveModel, log: str, mip_gap: float) -> str:
+    """Why CBC's answer cannot be trusted ('' when it can)."""
+    import pulp
+
+    if nm.prob.sol_status != pulp.LpSolutionOptimal:
+        return ""
+    if EMPTIED in log:
+        return "CBC's preprocessing reduced the model to nothing"
+    K = len(em.req.run_job)
+    stay = em.lm.ub[em.k] > 0 if K else np.zeros(0, bool)
+    none = np.zeros(len(em.req.cand_job), bool)
+    floor = em.plan_objective(none, stay, got_by_org(em, Placed(none, stay,
+                                                                 np.zeros(len(em.snap.jobs), bool))))
+    if _value(em, nm) < floor - mip_gap * max(1.0, abs(floor)) - 1e-6:
+        return "CBC's optimum is below keeping every running job"
+    return ""
 
 
 def _on(v) -> bool:
