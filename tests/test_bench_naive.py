@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from optalloc.bench.checks import invariants, plan_of
 from optalloc.bench.instances import _contract, _toy, make_instance
-from optalloc.bench.naive import build_naive, count_binaries, solve_naive, unwritten_parts
+from optalloc.bench.naive import (
+    EMPTIED,
+    _cbc_went_wrong,
+    build_naive,
+    count_binaries,
+    solve_naive,
+    unwritten_parts,
+)
 from optalloc.model.build import build_model
 from optalloc.plan.place import Placed
 from optalloc.plan.reasons import got_by_org
@@ -204,6 +211,28 @@ def test_the_naive_model_refuses_a_model_with_parts_it_does_not_write(name, chan
     assert unwritten_parts(changed) == parts
     with pytest.raises(ValueError, match="update optalloc/bench/naive.py"):
         build_naive(changed)
+
+
+KEEP, GANG = {"x": 0, "k": 1, "m": 1, "y": 0}, {"x": 1, "k": 0, "m": 0, "y": 1}
+
+
+@pytest.mark.parametrize("name,optimal,log,point,reason", [
+    ("an emptied model", True, f"Cgl0004I {EMPTIED} (0 integer)", KEEP,
+     "CBC's preprocessing reduced the model to nothing"),
+    ("an optimum below keeping every running job", True, "", GANG,
+     "CBC's optimum is below keeping every running job"),
+    ("a trusted optimum", True, "", KEEP, ""),
+    ("an incumbent at the time limit (not judged)", False, EMPTIED, GANG, ""),
+], ids=["emptied", "below keep-all", "trusted", "time limit"])
+def test_cbc_answers_that_cannot_be_trusted_are_recognized(name, optimal, log, point, reason):
+    import pulp
+
+    em = build_model(_keep_or_gang())
+    nm = build_naive(em)
+    for v in nm.prob.variables():
+        v.varValue = point[v.name[0]]
+    nm.prob.sol_status = pulp.LpSolutionOptimal if optimal else pulp.LpSolutionIntegerFeasible
+    assert _cbc_went_wrong(em, nm, log, 0.0) == reason
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
