@@ -98,12 +98,14 @@ COLUMNS
     x28 r14 1.0
     x29 obj 390.0
     x29 r15 1.0
-    x30 obj 390.0
-    x30 r16 1.0
+    x30 obj 7.5
+    x30 r15 1.0
     x31 obj 390.0
-    x31 r17 1.0
-    x32 obj 15.0
+    x31 r16 1.0
+    x32 obj 390.0
     x32 r17 1.0
+    x33 obj 15.0
+    x33 r17 1.0
     MARKER 'MARKER' 'INTEND'
 RHS
     rhs r0 1.0
@@ -140,11 +142,12 @@ BOUNDS
  UP bnd x23 2.0
  UP bnd x24 1.0
  UP bnd x25 21.0
- UP bnd x26 1.0
+ UP bnd x26 8.0
  UP bnd x27 10.0
  UP bnd x28 6.0
- UP bnd x29 6.0
- UP bnd x30 2.0
- UP bnd x31 2.0
- UP bnd x32 3.0
+ UP bnd x29 10.0
+ UP bnd x30 3.0
+ UP bnd x31 3.0
+ UP bnd x32 2.0
+ UP bnd x33 6.0
 ENDATA

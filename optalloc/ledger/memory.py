@@ -210,9 +210,14 @@ class Ledger:
         return cols
 
     def _charge(self, cols: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Charged weighted GPUs per interval: allocated work of a known project on a type where
+        it has a share (work where its project has no share runs as unallocated work and is
+        never charged, whatever the run says)."""
         known = (cols["org"] >= 0) & (cols["type"] >= 0)
-        w = np.where(cols["type"] >= 0, self.weight[np.maximum(cols["type"], 0)], 1.0)
-        return np.where(cols["allocated"] & known, cols["gpus"] * w, 0.0)
+        o, t = np.maximum(cols["org"], 0), np.maximum(cols["type"], 0)
+        shared = self.tree.entitlement[o, t] > 0 if len(o) else np.zeros(0, bool)
+        w = np.where(cols["type"] >= 0, self.weight[t], 1.0)
+        return np.where(cols["allocated"] & known & shared, cols["gpus"] * w, 0.0)
 
     def _samples(self, which: str) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of demand or capacity samples, sorted by time (ties: last recorded
@@ -335,7 +340,8 @@ class Ledger:
 def running_intervals(jobs: Iterable[Job], now: float) -> list[Interval]:
     """Open intervals (start_time -> now) of running jobs, to pass as `open_intervals`."""
     return [
-        Interval(j.id, j.project, j.placement.gpu_type, j.placement.gpus, j.start_time, now, j.allocated)
+        Interval(j.id, j.project, j.placement.gpu_type, j.placement.gpus, j.start_time, now,
+                 j.allocated and j.placement.allocated)
         for j in jobs
         if j.running and j.placement is not None and j.start_time is not None and now > j.start_time
     ]

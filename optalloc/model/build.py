@@ -16,7 +16,7 @@ from optalloc.model.constraints.capacity import define_node_capacity, define_pac
 from optalloc.model.constraints.contract import define_decisions, define_one_choice
 from optalloc.model.constraints.fairshare import define_shares, met_tiers
 from optalloc.model.constraints.gang import define_whole_node_gangs
-from optalloc.model.constraints.precedence import define_no_self_displacement, define_precedence
+from optalloc.model.constraints.precedence import define_precedence
 from optalloc.model.context import BuildContext
 from optalloc.model.matrix import LinearModel
 from optalloc.model.objective.impact import Impact, compute_impact
@@ -30,11 +30,10 @@ DEFINES = (
     define_one_choice,  # one_choice[job]                              -- contract.py
     define_whole_node_gangs,  # z, gang[t]                             -- gang.py
     define_packing,  # u, pack[t,s]                                    -- capacity.py
-    define_pieces,  # y, pieces (per-node gangs on distinct nodes)     -- capacity.py
+    define_pieces,  # n, y, pieces, spread (per-node gangs by class)   -- capacity.py
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
     define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
     define_precedence,  # order (a project's own order)                -- precedence.py
-    define_no_self_displacement,  # s, self (equal priority never displaces) -- precedence.py
 )
 
 
@@ -53,8 +52,11 @@ class EpochModel:
     u_node: np.ndarray
     u_size: np.ndarray
     y: np.ndarray
-    y_cand: np.ndarray
     y_node: np.ndarray
+    y_class: np.ndarray
+    y_count: np.ndarray
+    cand_class: np.ndarray
+    classes: list
     m: np.ndarray
     m_org: np.ndarray
     m_type: np.ndarray
@@ -107,7 +109,8 @@ def build_model(
         snap=snap, req=req, imp=imp, tg=tg, lm=lm,
         x=ctx.x, k=ctx.k, z=ctx.z, z_node=ctx.z_node,
         u=ctx.u, u_node=ctx.u_node, u_size=ctx.u_size,
-        y=ctx.y, y_cand=ctx.y_cand, y_node=ctx.y_node,
+        y=ctx.y, y_node=ctx.y_node, y_class=ctx.y_class, y_count=ctx.y_count,
+        cand_class=ctx.cand_class, classes=ctx.classes,
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b,
         build_s=time.perf_counter() - t0,

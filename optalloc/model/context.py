@@ -40,10 +40,14 @@ class BuildContext:
     u: np.ndarray = field(default_factory=_empty)
     u_node: np.ndarray = field(default_factory=_empty)
     u_size: np.ndarray = field(default_factory=_empty)
-    # y[i]: a piece of per-node gang candidate y_cand[i] on node y_node[i]
+    # per-node gangs by class (type, gpus_per_node, pieces): y_count[k] gangs of class k start,
+    # y[i]: pieces of class y_class[i] on node y_node[i]; cand_class (C,) class of a candidate
     y: np.ndarray = field(default_factory=_empty)
-    y_cand: np.ndarray = field(default_factory=_empty)
     y_node: np.ndarray = field(default_factory=_empty)
+    y_class: np.ndarray = field(default_factory=_empty)
+    y_count: np.ndarray = field(default_factory=_empty)
+    cand_class: np.ndarray = field(default_factory=_empty)
+    classes: list = field(default_factory=list)
     # m[i]: GPUs of share (m_org[i], m_type[i]) met in tier m_seg[i] (0..K-1 floor segments,
     # K: the target above the floor)
     m: np.ndarray = field(default_factory=_empty)

@@ -24,7 +24,9 @@ start commits GPUs for.
 
 In-order caps: a project's jobs take its target in the project's own order (priority, then
 running, then submit; protected jobs first), skipping a job that does not fit what is left
-(backfill). When that realizes a whole GPU less than the target, the project is capped there
+(backfill), or taking it when overshooting by it realizes the target more nearly than skipping
+(a 2-GPU job on a target of 3.6 with 2 used). When that realizes a whole GPU less than the
+target, the project is capped there
 and the water-filling runs again, so the rest flows to siblings instead of to the project's
 lower-priority jobs (at most three passes). Not when the first job in line does not fit at
 all: a head-of-line gang may be worth overshooting the target for (its floor), which the
@@ -171,6 +173,10 @@ def _inorder_fill(snap: Snapshot, req: Requirements, budget: np.ndarray) -> np.n
             if f or used + x <= b:
                 used += x
                 taken |= not f
+            elif used + x - b < b - used:  # overshooting realizes the budget more nearly
+                used += x
+                taken = True
+                break
         if taken:
             out[p] = used
     return out

@@ -70,14 +70,6 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     preds: dict[int, list[int]] = {}
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         preds.setdefault(b, []).append(a)
-    # (project, type) -> highest priority of its allocated running jobs the plan preempts: a
-    # job of that project and at most that priority does not start there (the `self` rows)
-    shrunk: dict[tuple[int, int], int] = {}
-    for i in np.flatnonzero(~kept & restorable & ~req.run_fixed):
-        j, t = int(req.run_job[i]), int(req.run_type[i])
-        if snap.job_tier1[j, t]:
-            key = (int(snap.job_project[j]), t)
-            shrunk[key] = max(shrunk.get(key, -(2**62)), int(snap.job_priority[j]))
 
     by_job: dict[int, list[int]] = {}
     for c in np.argsort(-value, kind="stable"):
@@ -136,9 +128,6 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
         for c in cands:
             t = int(req.cand_type[c])
-            if snap.job_priority[j] <= shrunk.get((int(snap.job_project[j]), t), -(2**62)) \
-                    and snap.job_tier1[j, t]:
-                continue  # its project gives up a job of at least its priority here
             sel = pool.accept & (snap.node_type == t)
             if int(pool.room(may_evict)[sel].sum()) < snap.job_gpus[j]:
                 continue

@@ -26,7 +26,8 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
                evict: bool, pick: dict | None = None) -> list[int] | None:
     """Nodes for candidate c (whole nodes + remainder node, distinct pieces, or one node), in
     the order of `chunks`, or None. `prefer`: reserved whole nodes (z); `slots`: the model's
-    per-(type, size) packing; `pick`: the model's nodes for per-node gang pieces (y)."""
+    per-(type, size) packing; `pick`: the model's pieces per node of each per-node gang class
+    (y), consumed as gangs take them."""
     req = em.req
     j, t = int(req.cand_job[c]), int(req.cand_type[c])
     shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
@@ -46,9 +47,15 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         return None if n < 0 else chosen + [n]
     room = pool.room(evict)
     if shape == PIECES and pick:
-        for n in pick.get(c, []):
-            if len(chosen) < pieces and room[n] >= size and pool.accept[n] and n not in chosen:
+        # the model's pieces of this gang's class, dealt round-robin: the q distinct nodes
+        # with the most of the class's pieces left (always possible for the model's counts)
+        left = pick.get(int(em.cand_class[c]), {})
+        for n in sorted(left, key=lambda m: (-left[m], m)):
+            if len(chosen) < pieces and left[n] > 0 and room[n] >= size and pool.accept[n]:
                 chosen.append(n)
+        if len(chosen) == pieces:
+            for n in chosen:
+                left[n] -= 1
     while len(chosen) < pieces:
         n = slot_or_best_fit(pool, t, size, chosen, slots, evict)
         if n < 0:

@@ -65,8 +65,11 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
         for n, s, cnt in zip(em.u_node, em.u_size, counts):
             if cnt > 0:
                 slots.setdefault((int(snap.node_type[n]), int(s)), []).extend([int(n)] * int(cnt))
-        for c, n in zip(em.y_cand[x[em.y] > 0.5], em.y_node[x[em.y] > 0.5]):
-            pick.setdefault(int(c), []).append(int(n))
+        counts_y = np.rint(x[em.y]).astype(np.int64) if len(em.y) else np.zeros(0, np.int64)
+        for k, n, cnt in zip(em.y_class, em.y_node, counts_y):
+            if cnt > 0:  # the model's pieces of per-node gang class k on node n
+                pick.setdefault(int(k), {})[int(n)] = int(cnt)
+    chosen = _order_consistent(em, chosen)
     pool = NodePool(snap, evictable_jobs(snap))
     run_nodes = _running_holds(snap, req)
     run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
@@ -102,18 +105,30 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     others: dict[int, list[int]] = {}
     for c in np.argsort(-value, kind="stable"):
         others.setdefault(int(req.cand_job[c]), []).append(int(c))
+    # pass 1: every chosen job where the model put it, on free GPUs; pass 2: the rest, on free
+    # GPUs of another allowed type first (GPUs nobody was given), then evicting unallocated work
+    # on its own type (allocated work only)
+    late = []
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
             continue
         nodes = nodes_for(pool, em, c, reserved, slots, evict=False, pick=pick)
-        if nodes is None:  # free GPUs of another allowed type before evicting anyone
-            for c2 in others[j]:
-                if c2 != c and tier1[c2] == tier1[c]:
-                    nodes = nodes_for(pool, em, c2, reserved, {}, evict=False)
-                    if nodes is not None:
-                        c = c2
-                        break
+        if nodes is None:
+            late.append(c)
+        else:
+            placements[j] = alloc(pool, em, j, int(req.cand_type[c]), nodes)
+            started[c] = True
+            cand_of[j] = c
+    for c in late:
+        j = int(req.cand_job[c])
+        nodes = None
+        for c2 in others[j]:
+            if c2 != c and tier1[c2] == tier1[c]:
+                nodes = nodes_for(pool, em, c2, reserved, {}, evict=False)
+                if nodes is not None:
+                    c = c2
+                    break
         if nodes is None and tier1[c]:
             nodes = nodes_for(pool, em, c, reserved, {}, evict=True, pick=pick)
             if nodes is not None:
@@ -127,6 +142,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
             started[c] = True
             cand_of[j] = c
 
+    _repair_order(em, pool, placements, started, cand_of, failed, others)
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
     if backfill:
@@ -135,6 +151,51 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     failed &= ~np.isin(np.arange(J), list(placements))
     free = np.where(pool.accept, pool.free, 0)
     return Placed(started, kept | restored, failed, placements, backfilled, restored, free)
+
+
+def _repair_order(em, pool, placements, started, cand_of, failed, others) -> None:
+    """A start whose `order` predecessor could not be placed gives its GPUs back, and the
+    predecessor takes them when it fits there (it fits wherever its successor does); repeated
+    until no started job has a waiting predecessor."""
+    req = em.req
+    for _ in range(len(em.prec_a) + 1):
+        bad = [(a, b) for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist())
+               if b in placements and a not in placements]
+        if not bad:
+            return
+        for a, b in bad:
+            if b not in placements or a in placements:
+                continue
+            pool.release(b)
+            del placements[b]
+            started[cand_of.pop(b)] = False
+            for c in others.get(a, []):
+                nodes = nodes_for(pool, em, c, [], {}, evict=False)
+                if nodes is not None:
+                    placements[a] = alloc(pool, em, a, int(req.cand_type[c]), nodes)
+                    started[c] = True
+                    cand_of[a] = c
+                    failed[a] = False
+                    break
+
+
+def _order_consistent(em: EpochModel, chosen: np.ndarray) -> np.ndarray:
+    """Drop chosen starts whose `order` predecessor (a job of the project ahead of it that fits
+    its place) is not chosen (an LP may split the predecessor across types); the backfill may
+    still start both, in order."""
+    if not len(em.prec_a) or not chosen.any():
+        return chosen
+    req = em.req
+    chosen = chosen.copy()
+    J = len(em.snap.jobs)
+    for _ in range(len(em.prec_a)):
+        on = np.zeros(J, bool)
+        on[req.cand_job[chosen]] = True
+        bad = on[em.prec_b] & ~on[em.prec_a]
+        if not bad.any():
+            break
+        chosen &= ~np.isin(req.cand_job, em.prec_b[bad])
+    return chosen
 
 
 def keep_bounds_of(em: EpochModel) -> tuple[np.ndarray, np.ndarray]:
@@ -188,19 +249,25 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
     sol[em.k] = placed.kept
     used_whole = np.zeros(len(snap.nodes), bool)
     count = np.zeros((len(snap.nodes), int(req.type_max_node.max(initial=0)) + 1), np.int64)
-    y_on = set()
+    y_on = np.zeros(len(em.classes), np.int64)  # gangs started per class
+    y_at: dict = {}  # (class, node) -> pieces
     for c in np.flatnonzero(placed.started):
         j, t = int(req.cand_job[c]), int(req.cand_type[c])
         pl = placed.placements[j]
         nodes = [snap.node_index[a.node] for a in pl.nodes]
         shape = req.shape[j, t]
         if shape == WHOLE:
-            q = int(req.pieces[j, t])
-            used_whole[nodes[:q]] = True
-            for n, a in zip(nodes[q:], pl.nodes[q:]):
-                count[n, len(a.gpus)] += 1
+            size = int(req.size[j, t])
+            for n, a in zip(nodes, pl.nodes):
+                if len(a.gpus) == size and snap.node_gpus[n] == size:
+                    used_whole[n] = True
+                else:
+                    count[n, len(a.gpus)] += 1
         elif shape == PIECES:
-            y_on.update((int(c), n) for n in nodes)
+            k = int(em.cand_class[c])
+            y_on[k] += 1
+            for n in nodes:
+                y_at[(k, n)] = y_at.get((k, n), 0) + 1
         else:
             count[nodes[0], int(req.size[j, t])] += 1
     if len(em.z):
@@ -208,7 +275,8 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
     if len(em.u):
         sol[em.u] = count[em.u_node, em.u_size]
     if len(em.y):
-        sol[em.y] = [(int(c), int(n)) in y_on for c, n in zip(em.y_cand, em.y_node)]
+        sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
+        sol[em.y_count] = y_on
     if len(em.m):
         got = got_by_org(em, placed)
         b = tier_bounds(em.floor, em.target)  # (O, T, K+1)

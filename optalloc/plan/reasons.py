@@ -299,18 +299,13 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -
         head += (f"; it stays below its floor ({got[p, t]:g} of {em.floor[p, t]:g}) because "
                  f"this {int(snap.job_gpus[j])}-GPU {shape} cannot shrink and its GPUs meet "
                  "more of the other projects' floors")
-    short = [k for k in takers if _below(em, got, k, t)]
-    if short:
-        k = short[0]
-        q = int(snap.job_project[k])
-        return (f"{head}; its GPUs go to {snap.org.names[q]} ({got[q, t]:g} of its "
-                f"{em.target[q, t]:g}-GPU target)")
-    return f"{head}; projects within their targets need its GPUs"
-
-
-def _below(em: EpochModel, got: np.ndarray, k: int, t: int) -> bool:
-    q = int(em.snap.job_project[k])
-    return bool(got[q, t] <= em.target[q, t] + 1e-9)
+    others = sorted({int(snap.job_project[k]) for k in takers} - {p})
+    if others:
+        q = others[0]
+        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        return (f"{head}; its GPUs go to {snap.org.names[q]}{more} ({got[q, t]:g} GPUs after "
+                f"this, floor {em.floor[q, t]:g}, target {em.target[q, t]:g})")
+    return f"{head}; other projects' floors and targets need its GPUs"
 
 
 def floor_violations(em: EpochModel, got: np.ndarray) -> tuple[FloorViolation, ...]:

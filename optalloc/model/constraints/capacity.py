@@ -5,17 +5,23 @@ assignment (J x N binaries) the model counts how many jobs of each size go on ea
 
 Variables  u[n, s] in {0..floor(G_n / s)}: single-node jobs (and remainder nodes of whole-node
            gangs, e.g. the 4 of an 8+8+4 job) of size s packed on up node n.
-           y[c, n] in {0,1}: one piece of per-node gang candidate c sits on up node n (pieces of
-           a per-node gang must be on distinct nodes, so they are not counted by size).
+           Per-node gangs (gpus_per_node p < node size) are grouped in classes kappa =
+           (type, p, pieces q) of interchangeable candidates:
+           n_kappa = sum_{c in kappa} x[c]   gangs of the class started, and
+           y[n, kappa] in {0..min(G_n / p, |kappa|)}: their pieces on up node n.
 
 Family `pack[t,s]`:  sum_n u[n,s] - sum_{c on t, single-node of size s or remainder s} x[c] = 0
-Family `pieces`   :  sum_n y[c,n] - pieces[c] x[c] = 0                  (one row per candidate)
+Family `pieces[t,p,q]`:  sum_n y[n,kappa] - q n_kappa = 0, n_kappa - sum_{c in kappa} x[c] = 0
+Family `spread[t,p,q]` (one row per node):  y[n,kappa] - n_kappa <= 0
 Family `capacity[t]` (one row per up node n of type t):
-           sum_s s u[n,s] + G_n z[n] + sum_c size[c] y[c,n] + sum_{i kept on n} g[i,n] k[i] <= G_n
+           sum_s s u[n,s] + G_n z[n] + sum_kappa p y[n,kappa] + sum_{i kept on n} g[i,n] k[i] <= G_n
 
 Together these are exact: any integer solution packs onto the nodes (kept jobs keep their
 GPUs, so the free space per node depends on which running jobs stay; a remainder never shares
-a node with its own gang's whole nodes, which z reserves entirely).
+a node with its own gang's whole nodes, which z reserves entirely). For the per-node gangs:
+k gangs of q pieces whose pieces sit y[n] <= k on each node always split into k sets of q
+distinct nodes (deal the pieces node by node round-robin to the k gangs), so counting per
+class is exact without a (candidate, node) binary each; the placement deals them that way.
 """
 
 from __future__ import annotations
@@ -71,28 +77,54 @@ def define_packing(ctx: BuildContext) -> None:
                    0.0, 0.0)
 
 
-def define_pieces(ctx: BuildContext) -> None:
-    """y[c, n] for per-node gangs: distinct nodes by construction (binary per node)."""
-    snap, req, b = ctx.snap, ctx.req, ctx.b
+def piece_classes(ctx_req) -> tuple[np.ndarray, list]:
+    """(C,) class index of each per-node gang candidate (-1: not one), and the classes
+    [(type, size p, pieces q), ...]."""
+    req = ctx_req
     cj, ct = req.cand_job, req.cand_type
-    pcs = np.flatnonzero(req.shape[cj, ct] == PIECES)
+    cls = np.full(len(cj), -1, dtype=np.int64)
+    pcs = np.flatnonzero(req.shape[cj, ct] == PIECES) if len(cj) else np.zeros(0, np.int64)
     if not len(pcs):
+        return cls, []
+    keys = np.stack([ct[pcs], req.size[cj[pcs], ct[pcs]], req.pieces[cj[pcs], ct[pcs]]], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    cls[pcs] = np.asarray(inv).reshape(-1)
+    return cls, [tuple(int(v) for v in row) for row in uniq]
+
+
+def define_pieces(ctx: BuildContext) -> None:
+    """n_kappa and y[n, kappa] for per-node gangs, counted per class (see the module)."""
+    snap, req, b = ctx.snap, ctx.req, ctx.b
+    cls, classes = piece_classes(req)
+    ctx.cand_class, ctx.classes = cls, classes
+    if not classes:
         return
-    c_of, n_of = [], []
-    for c in pcs:
-        t, s = int(ct[c]), int(req.size[cj[c], ct[c]])
-        nodes = np.flatnonzero(snap.node_up & (snap.node_type == t) & (snap.node_gpus >= s))
-        c_of.append(np.full(len(nodes), c))
-        n_of.append(nodes)
-    ctx.y_cand = np.concatenate(c_of)
-    ctx.y_node = np.concatenate(n_of)
-    ctx.y = b.add_vars("y", len(ctx.y_cand), 0, 1, 0.0)
-    row_of = np.full(len(cj), -1)
-    row_of[pcs] = np.arange(len(pcs))
-    rows = np.concatenate([row_of[ctx.y_cand], np.arange(len(pcs))])
-    cols = np.concatenate([ctx.y, ctx.x[pcs]])
-    vals = np.concatenate([np.ones(len(ctx.y)), -req.pieces[cj[pcs], ct[pcs]].astype(float)])
-    b.add_rows("pieces", len(pcs), rows, cols, vals, 0.0, 0.0)
+    size = np.bincount(cls[cls >= 0], minlength=len(classes))
+    ctx.y_count = b.add_vars("n", len(classes), 0, size, 0.0)
+    y_node, y_class = [], []
+    for k, (t, p, q) in enumerate(classes):
+        nodes = np.flatnonzero(snap.node_up & (snap.node_type == t) & (snap.node_gpus >= p))
+        y_node.append(nodes)
+        y_class.append(np.full(len(nodes), k))
+    ctx.y_node, ctx.y_class = np.concatenate(y_node), np.concatenate(y_class)
+    ub = np.minimum(snap.node_gpus[ctx.y_node] // np.array([c[1] for c in classes])[ctx.y_class],
+                    size[ctx.y_class])
+    ctx.y = b.add_vars("y", len(ctx.y_node), 0, ub, 0.0)
+    sel = np.flatnonzero(cls >= 0)
+    for k, (t, p, q) in enumerate(classes):
+        name = f"{snap.type_names[t]},{p},{q}"
+        mine = ctx.y[ctx.y_class == k]
+        members = ctx.x[sel[cls[sel] == k]]
+        # sum_n y - q n = 0 ;  n - sum_c x = 0
+        rows = np.concatenate([np.zeros(len(mine) + 1), np.ones(1 + len(members))])
+        cols = np.concatenate([mine, [ctx.y_count[k]], [ctx.y_count[k]], members])
+        vals = np.concatenate([np.ones(len(mine)), [-float(q)], [1.0], -np.ones(len(members))])
+        b.add_rows(f"pieces[{name}]", 2, rows, cols, vals, 0.0, 0.0)
+        # spread: y[n] - n <= 0, one row per node
+        r = np.arange(len(mine))
+        b.add_rows(f"spread[{name}]", len(mine), np.concatenate([r, r]),
+                   np.concatenate([mine, np.full(len(mine), ctx.y_count[k])]),
+                   np.concatenate([np.ones(len(mine)), -np.ones(len(mine))]), -np.inf, 0.0)
 
 
 def define_node_capacity(ctx: BuildContext) -> None:
@@ -103,7 +135,8 @@ def define_node_capacity(ctx: BuildContext) -> None:
     row_of = np.full(len(snap.nodes), -1)
     pk = req.run_pair_node
     on = np.isin(pk, nodes)
-    y_size = req.size[req.cand_job[ctx.y_cand], req.cand_type[ctx.y_cand]]
+    y_size = np.array([c[1] for c in ctx.classes], dtype=np.int64)[ctx.y_class] \
+        if len(ctx.y) else np.zeros(0, np.int64)
     for t in np.unique(snap.node_type[nodes]):
         nt = nodes[snap.node_type[nodes] == t]
         row_of[nt] = np.arange(len(nt))

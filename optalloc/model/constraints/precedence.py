@@ -10,15 +10,15 @@ Family `order[project]`:  sum_t x[b,t] - sum_t x[a,t] <= 0
 
 Rows link each b to the latest such a of every distinct size <= g_b; the rest follows by
 transitivity. A bigger job ahead (a gang that does not fit) does not block smaller ones behind
-it (backfill); running jobs are ordered by the objective instead (a strictly higher priority of
-their project may displace them, equal priority never does).
+it (backfill). Running jobs are ordered by the objective instead: a running job is worth its
+project's best submit score in its priority, so an equal-priority job displaces it only where
+that runs more of the project's higher-priority work (a strictly higher priority may).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
 from optalloc.model.order import project_order
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
@@ -115,69 +115,3 @@ def define_precedence(ctx: BuildContext) -> None:
     b.add_rows("order", len(a), np.asarray(rows), np.asarray(cols), np.asarray(vals), -np.inf,
                0.0)
 
-
-def define_no_self_displacement(ctx: BuildContext) -> None:
-    """Equal priority never displaces a started job: a project does not preempt one of its
-    own running jobs on a type and start a job of the same or lower priority there in the same
-    epoch (that only moves the project's GPUs around and loses work). For each project p, type
-    t and priority level c of p's preemptible running jobs on t:
-
-        s[p,t,c] in {0,1}       some running job of p on t with priority >= c is preempted
-        (1 - k[b]) - s <= 0     for every such running b            (`self[p,t]` rows)
-        x[a,t] + s <= 1         for every queued a of p on t whose priority is <= c and
-                                above the next lower level (so a is blocked exactly when a
-                                running job of at least its priority is preempted)
-
-    A strictly higher priority may still displace (its own level has no preempted job ahead).
-    Protected jobs (always kept) and jobs leaving a drain node (never kept) are not counted."""
-    snap, req, b = ctx.snap, ctx.req, ctx.b
-    rj, rt = req.run_job, req.run_type
-    if not len(rj) or not len(req.cand_job):
-        return
-    klb, kub = keep_bounds(ctx)
-    movable = (klb < 0.5) & (kub > 0.5) & snap.job_tier1[rj, rt]
-    if not movable.any():
-        return
-    cj, ct = req.cand_job, req.cand_type
-    queued = snap.job_tier1[cj, ct]  # candidates: queued or displaced jobs
-    # levels: (project, type, priority) of movable running jobs
-    run_keys: dict[tuple[int, int], list[int]] = {}
-    for i in np.flatnonzero(movable):
-        run_keys.setdefault((int(snap.job_project[rj[i]]), int(rt[i])), []).append(int(i))
-    cand_by: dict[tuple[int, int], list[int]] = {}
-    for c in np.flatnonzero(queued):
-        cand_by.setdefault((int(snap.job_project[cj[c]]), int(ct[c])), []).append(int(c))
-    rows_r, rows_c, rows_v, lo, hi, n = [], [], [], [], [], 0
-    s_levels = []
-    for key, runs in run_keys.items():
-        cands = cand_by.get(key)
-        if not cands:
-            continue
-        prios = sorted({int(snap.job_priority[rj[i]]) for i in runs})
-        for lvl in prios:
-            blocked = [c for c in cands if snap.job_priority[cj[c]] <= lvl
-                       and (lvl == prios[0] or snap.job_priority[cj[c]] > prios[prios.index(lvl) - 1])]
-            if not blocked:
-                continue
-            s_levels.append((key, lvl, [i for i in runs if snap.job_priority[rj[i]] >= lvl],
-                             blocked))
-    if not s_levels:
-        return
-    s = b.add_vars("s", len(s_levels), 0, 1, 0.0)
-    for (key, lvl, runs, blocked), sv in zip(s_levels, s):
-        for i in runs:  # 1 - k_b - s <= 0  <=>  -k_b - s <= -1
-            rows_r += [n, n]
-            rows_c += [int(ctx.k[i]), int(sv)]
-            rows_v += [-1.0, -1.0]
-            lo.append(-np.inf)
-            hi.append(-1.0)
-            n += 1
-        for c in blocked:  # x_a + s <= 1
-            rows_r += [n, n]
-            rows_c += [int(ctx.x[c]), int(sv)]
-            rows_v += [1.0, 1.0]
-            lo.append(-np.inf)
-            hi.append(1.0)
-            n += 1
-    b.add_rows("self", n, np.asarray(rows_r), np.asarray(rows_c), np.asarray(rows_v),
-               np.asarray(lo), np.asarray(hi))
