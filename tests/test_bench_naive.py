@@ -115,7 +115,7 @@ def _agrees_with_optalloc(em, res) -> None:
     objective is what CBC reports."""
     exact = BACKENDS["highs"].solve(em.lm, EXACT)
     lp = BACKENDS["lp"].solve(em.lm, EXACT)
-    assert exact.status == "optimal"
+    assert exact.status == "optimal", exact.message
     tol = 1e-6 * max(1.0, abs(exact.objective))
     assert res.objective == pytest.approx(exact.objective, abs=tol)
     assert res.objective <= lp.bound + tol

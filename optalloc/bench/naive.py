@@ -235,7 +235,7 @@ def _order(em: EpochModel, prob, x: list) -> int:
     by_job: dict[int, list] = {}
     for ci in range(len(x)):
         j, t = int(req.cand_job[ci]), int(req.cand_type[ci])
-        if snap.job_tier1[j, t] and not snap.job_running[j]:
+        if snap.job_tier1[j, t]:  # queued, or displaced from a down node (as the model)
             by_job.setdefault(j, []).append(x[ci])
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         prob += pulp.lpSum(by_job[b]) - pulp.lpSum(by_job[a]) <= 0

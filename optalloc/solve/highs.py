@@ -34,6 +34,10 @@ class HighsBackend(Backend):
         import highspy
 
         t0 = time.perf_counter()
+        if lm.n_cons == 0:  # no rows: HiGHS answers "model empty"; each column to its best bound
+            x = np.where(lm.c > 0, lm.ub, lm.lb).astype(float)
+            obj = lm.objective(x)
+            return finish(self.name, lm, "optimal", x, obj, t0, "no constraints", relax)
         h = self._load(lm, settings, relax)
         if start is not None and not relax:
             sol = highspy.HighsSolution()
