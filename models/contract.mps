@@ -21,6 +21,8 @@ ROWS
  L r15
  L r16
  L r17
+ L r18
+ L r19
 COLUMNS
     MARKER 'MARKER' 'INTORG'
     x0 obj 24.499999999999996
@@ -43,9 +45,11 @@ COLUMNS
     x4 r3 -1.0
     x4 r13 -2.0
     x4 r15 -2.0
+    x4 r18 -2.0
     x5 obj 2.5
     x5 r1 1.0
     x5 r5 -1.0
+    x5 r19 -2.0
     x6 obj 6.300459375000001
     x6 r8 4.0
     x6 r13 -4.0
@@ -106,6 +110,10 @@ COLUMNS
     x32 r17 1.0
     x33 obj 15.0
     x33 r17 1.0
+    x34 obj 3.75
+    x34 r18 1.0
+    x35 obj 3.75
+    x35 r19 1.0
     MARKER 'MARKER' 'INTEND'
 RHS
     rhs r0 1.0
@@ -150,4 +158,6 @@ BOUNDS
  UP bnd x31 3.0
  UP bnd x32 2.0
  UP bnd x33 6.0
+ UP bnd x34 3.0
+ UP bnd x35 1.0
 ENDATA

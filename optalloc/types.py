@@ -91,6 +91,10 @@ class Policy:
     grace_s: float = 60.0  # notice between SIGTERM and SIGKILL on preemption
     restart_overhead_s: float = 300.0  # cost of restarting a preempted job (model objective)
     checkpoint_interval_s: float = 3600.0  # default when a job does not say
+    # the contract's cheap grant: jobs protected for at most debug_protection_s (debug jobs)
+    # may run beyond their project's fair-share target, up to debug_allowance x its entitlement
+    debug_protection_s: float = 900.0
+    debug_allowance: float = 0.25
     solver: SolverSettings = field(default_factory=SolverSettings)
     # utilization (reported, never enforced): a job holding GPUs at under idle_util_pct percent
     # mean utilization for longer than idle_after_s is flagged idle (dashboard, jobs, metrics)

@@ -176,7 +176,8 @@ def test_the_binary_count_known_before_building_is_the_built_model_s(name, make,
     em = build_model(make())
     nm = build_naive(em)
     assert len(nm.y) == count_binaries(em)
-    assert nm.n_vars == count_binaries(em) + len(em.req.cand_job) + len(em.req.run_job) + len(em.m)
+    assert nm.n_vars == (count_binaries(em) + len(em.req.cand_job) + len(em.req.run_job)
+                         + len(em.m) + len(em.d))
     if binaries is not None:
         assert count_binaries(em) == binaries
 
@@ -213,7 +214,7 @@ def test_the_naive_model_refuses_a_model_with_parts_it_does_not_write(name, chan
         build_naive(changed)
 
 
-KEEP, GANG = {"x": 0, "k": 1, "m": 1, "y": 0}, {"x": 1, "k": 0, "m": 0, "y": 1}
+KEEP, GANG = {"x": 0, "k": 1, "m": 1, "y": 0, "d": 1}, {"x": 1, "k": 0, "m": 0, "y": 1, "d": 0}
 
 
 @pytest.mark.parametrize("name,optimal,log,point,reason", [

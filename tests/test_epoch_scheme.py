@@ -256,3 +256,21 @@ def test_the_lp_backend_reports_its_real_gap():
         assert rep.status == "feasible"
     else:
         assert rep.status == "optimal"
+
+
+def test_a_debug_job_starts_beyond_its_projects_target_on_capacity_no_share_needs():
+    # A holds its whole share (8 of 16); B holds 7 protected GPUs and waits with a gang that
+    # needs a whole node, so the last GPU runs B's unallocated work. A's 15-minute debug job,
+    # submitted last, takes that GPU (the debug allowance: a cheap grant), while A's 8-hour job
+    # submitted earlier still waits for its share
+    org = flat_org({"A": 1, "B": 1})
+    jobs = [running("A-run", "A", "h100", [("n00", range(8))], start=NOW - 10 * M),
+            running("B-run", "B", "h100", [("n01", range(7))], start=NOW - 10 * M),
+            running("B-unal", "B", "h100", [("n01", [7])], start=NOW - H, min_runtime_s=0.0),
+            Job("B-gang", "B", 8, min_runtime_s=H, submit_time=NOW - 2 * H),
+            Job("A-long", "A", 1, min_runtime_s=8 * H, submit_time=NOW - H),
+            Job("A-debug", "A", 1, min_runtime_s=15 * M, submit_time=NOW)]
+    plan = run_epoch(snapshot(nodes_of(2, 8), org, jobs, now=NOW))
+    assert {p.job_id: p.gpus for p in plan.placements} == {"A-run": 8, "B-run": 7, "A-debug": 1}
+    assert preempted(plan) == {"B-unal": ("PreemptedUnallocated", ("A-debug",))}
+    assert pending_codes(plan) == {"A-long": "OverShare", "B-gang": "WaitingForCapacity"}

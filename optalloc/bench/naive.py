@@ -55,8 +55,8 @@ PROGRESS_EVERY = 250_000  # report progress every this many binaries while build
 #: piece kinds, in the order a placement lists them (largest chunk first: 8 + 8 + 4)
 KINDS = ("whole", "piece", "job", "rem")
 #: optalloc's model parts this formulation writes element by element
-KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m"})
-KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share",
+KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m", "d"})
+KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share", "debug",
                             "order"})
 
 
@@ -140,7 +140,7 @@ def unwritten_parts(em: EpochModel) -> list[str]:
     out += sorted({f"row family {label.split('[')[0]}" for label, _, _ in lm.row_blocks
                    if label.split("[")[0] not in KNOWN_FAMILIES})
     mine = np.zeros(lm.n_vars, dtype=bool)
-    mine[np.concatenate([em.x, em.k, em.m]).astype(np.int64)] = True
+    mine[np.concatenate([em.x, em.k, em.m, em.d]).astype(np.int64)] = True
     if np.any(lm.c[~mine] != 0):
         out.append("objective terms on z, u or y")
     return out
@@ -162,9 +162,12 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     m = [pulp.LpVariable(f"m_{r}", lowBound=float(lm.lb[col]), upBound=float(lm.ub[col]),
                          cat=pulp.LpInteger if lm.integer[col] else pulp.LpContinuous)
          for r, col in enumerate(em.m)]
+    d = [pulp.LpVariable(f"d_{r}", lowBound=float(lm.lb[col]), upBound=float(lm.ub[col]),
+                         cat=pulp.LpInteger) for r, col in enumerate(em.d)]
     prob += (pulp.lpSum(float(c[em.x[ci]]) * x[ci] for ci in range(C))
              + pulp.lpSum(float(c[em.k[i]]) * k[i] for i in range(K))
              + pulp.lpSum(float(c[col]) * m[r] for r, col in enumerate(em.m))
+             + pulp.lpSum(float(c[col]) * d[r] for r, col in enumerate(em.d))
              + float(lm.obj_offset))
     n_cons = 0
 
@@ -200,8 +203,28 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     for n, terms in on_node.items():
         prob += pulp.lpSum(a * v for a, v in terms) <= int(snap.node_gpus[n])
         n_cons += 1
-    n_cons += _shares(em, prob, x, k, m) + _order(em, prob, x)
-    return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m), n_cons)
+    n_cons += _shares(em, prob, x, k, m) + _order(em, prob, x) + _debug(em, prob, x, k, d)
+    return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m) + len(d), n_cons)
+
+
+def _debug(em: EpochModel, prob, x: list, k: list, d: list) -> int:
+    """debug[p, t]: a project's debug GPUs beyond its target never exceed its short jobs'."""
+    import pulp
+
+    from optalloc.model.constraints.fairshare import short_jobs
+
+    snap, req = em.snap, em.req
+    short = short_jobs(snap)
+    held: dict[tuple[int, int], list] = {(int(o), int(t)): [] for o, t in zip(em.d_org, em.d_type)}
+    holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
+    holders += [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
+    for j, t, v in holders:
+        key = (int(snap.job_project[j]), t)
+        if short[j] and snap.job_tier1[j, t] and key in held:
+            held[key].append(int(snap.job_gpus[j]) * v)
+    for r, key in enumerate(zip(em.d_org.tolist(), em.d_type.tolist())):
+        prob += d[r] <= pulp.lpSum(held[key])
+    return len(em.d)
 
 
 def _shares(em: EpochModel, prob, x: list, k: list, m: list) -> int:

@@ -26,8 +26,10 @@ _POLICY_DURATIONS = {
     "restart_overhead": ("restart_overhead_s", False),
     "checkpoint_interval": ("checkpoint_interval_s", True),
     "idle_after": ("idle_after_s", True),
+    "debug_protection": ("debug_protection_s", False),
 }
-POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below")
+POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below",
+                                          "debug_allowance")
 SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads")
 
 
@@ -57,6 +59,11 @@ def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
                             maximum=100.0)
         if v is not MISSING:
             changes["idle_util_pct"] = v
+    if "debug_allowance" in d:  # fraction of a project's entitlement its short jobs may add
+        v = problems.number(d["debug_allowance"], loc.key("debug_allowance"), minimum=0.0,
+                            maximum=1.0)
+        if v is not MISSING:
+            changes["debug_allowance"] = v
     return replace(policy, **changes)
 
 

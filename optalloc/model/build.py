@@ -14,7 +14,12 @@ import numpy as np
 
 from optalloc.model.constraints.capacity import define_node_capacity, define_packing, define_pieces
 from optalloc.model.constraints.contract import define_decisions, define_one_choice
-from optalloc.model.constraints.fairshare import define_shares, met_tiers
+from optalloc.model.constraints.fairshare import (
+    debug_value,
+    define_debug_allowance,
+    define_shares,
+    met_tiers,
+)
 from optalloc.model.constraints.gang import define_whole_node_gangs
 from optalloc.model.constraints.precedence import define_precedence
 from optalloc.model.context import BuildContext
@@ -33,6 +38,7 @@ DEFINES = (
     define_pieces,  # n, y, pieces, spread (per-node gangs by class)   -- capacity.py
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
     define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
+    define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
     define_precedence,  # order (a project's own order)                -- precedence.py
 )
 
@@ -61,6 +67,9 @@ class EpochModel:
     m_org: np.ndarray
     m_type: np.ndarray
     m_seg: np.ndarray
+    d: np.ndarray
+    d_org: np.ndarray
+    d_type: np.ndarray
     prec_a: np.ndarray
     prec_b: np.ndarray
     build_s: float
@@ -91,7 +100,10 @@ class EpochModel:
         c = self.lm.c
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
         floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got)
-        return floors, targets, work
+        req = self.req
+        jobs = np.concatenate([req.run_job[kept], req.cand_job[started]])
+        types = np.concatenate([req.run_type[kept], req.cand_type[started]])
+        return floors, targets + debug_value(self.imp, self.snap, jobs, types), work
 
 
 def build_model(
@@ -112,6 +124,7 @@ def build_model(
         y=ctx.y, y_node=ctx.y_node, y_class=ctx.y_class, y_count=ctx.y_count,
         cand_class=ctx.cand_class, classes=ctx.classes,
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
+        d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b,
         build_s=time.perf_counter() - t0,
     )

@@ -54,6 +54,10 @@ class BuildContext:
     m_org: np.ndarray = field(default_factory=_empty)
     m_type: np.ndarray = field(default_factory=_empty)
     m_seg: np.ndarray = field(default_factory=_empty)
+    # d[i]: debug GPUs of project d_org[i] on d_type[i] beyond its target
+    d: np.ndarray = field(default_factory=_empty)
+    d_org: np.ndarray = field(default_factory=_empty)
+    d_type: np.ndarray = field(default_factory=_empty)
     # order rows: job prec_a[i] must start if job prec_b[i] does
     prec_a: np.ndarray = field(default_factory=_empty)
     prec_b: np.ndarray = field(default_factory=_empty)

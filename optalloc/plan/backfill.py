@@ -7,7 +7,12 @@ import heapq
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.constraints.fairshare import tier_bounds, tier_values
+from optalloc.model.constraints.fairshare import (
+    debug_allowance,
+    short_jobs,
+    tier_bounds,
+    tier_values,
+)
 from optalloc.plan.fit import alloc, chunks, nodes_for
 
 
@@ -30,6 +35,11 @@ class ShareGain:
                         for s in range(b.shape[-1]) if b[o, t, s] > 0] for t in range(T)]
                       for o in range(O)]
         self.got = np.zeros((O, T)).tolist()
+        # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
+        self.short = short_jobs(snap)
+        self.allow = debug_allowance(snap).tolist()
+        self.dbg_w = (imp.target_weight / 2.0).tolist()
+        self.dbg = np.zeros((O, T)).tolist()
         self.tier1 = snap.job_tier1
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
@@ -44,6 +54,9 @@ class ShareGain:
                 a, b = max(lo, cur), min(hi, cur + g)
                 if b > a:
                     out += (b - a) * w
+        if self.short[j]:
+            p = self.project[j]
+            out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
         return out
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:
@@ -51,6 +64,8 @@ class ShareGain:
             g = sign * self.gpus[j]
             for o in self.anc[self.project[j]]:
                 self.got[o][t] += g
+            if self.short[j]:
+                self.dbg[self.project[j]][t] += g
 
 
 def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started, placements,

@@ -277,6 +277,17 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
     if len(em.y):
         sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
         sol[em.y_count] = y_on
+    if len(em.d):
+        from optalloc.model.constraints.fairshare import short_jobs
+
+        short = short_jobs(snap)
+        held = np.zeros((snap.org.n, len(snap.gpu_types)))
+        c = np.flatnonzero(placed.started)
+        jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
+        types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
+        s = short[jobs] & snap.job_tier1[jobs, types]
+        np.add.at(held, (snap.job_project[jobs[s]], types[s]), snap.job_gpus[jobs[s]])
+        sol[em.d] = np.minimum(held[em.d_org, em.d_type], em.lm.ub[em.d])
     if len(em.m):
         got = got_by_org(em, placed)
         b = tier_bounds(em.floor, em.target)  # (O, T, K+1)

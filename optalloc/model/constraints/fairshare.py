@@ -93,3 +93,73 @@ def define_shares(ctx: BuildContext) -> None:
         a, z = bnd[i], bnd[i + 1]
         b.add_rows(f"share[{names[mo[i]]},{tnames[mt[i]]}]", 1, np.zeros(z - a), allc[a:z],
                    coef[a:z], -np.inf, 0.0)
+
+
+def short_jobs(snap) -> np.ndarray:
+    """(J,) bool: allocated jobs whose protection is short (debug jobs): a cheap grant."""
+    from optalloc.contract import protection_s
+
+    pol = snap.policy
+    prot = protection_s(snap.job_min_runtime, pol.min_runtime_cap_s)
+    return snap.job_allocated & (prot <= pol.debug_protection_s)
+
+
+def debug_allowance(snap) -> np.ndarray:
+    """(O, T) whole GPUs a project's debug jobs may hold beyond its target: the policy's
+    debug_allowance times its entitled GPUs, at least one where it has a share (0 on inner
+    nodes)."""
+    cap = snap.capacity_by_type(up_only=True).astype(float)
+    a = np.ceil(snap.policy.debug_allowance * snap.org.entitlement * cap[None, :] - 1e-9)
+    a = np.where(snap.org.entitlement > 0, np.maximum(a, 1.0), 0.0)
+    return np.where(snap.org.is_leaf[:, None] & (snap.policy.debug_allowance > 0), a, 0.0)
+
+
+def define_debug_allowance(ctx: BuildContext) -> None:
+    """The contract's cheap grant: a job protected for at most policy.debug_protection (a
+    debug job) holds its GPUs for minutes, so a project's debug jobs may run beyond its
+    target, up to debug_allowance x its entitlement (at least 1 GPU):
+
+    Variables  d[p,t] in {0..A[p,t]}   objective W_T(leaf) / 2 (below any target GPU of
+               another project, above all work)
+    Family `debug[p,t]`:  d[p,t] - sum_{short tier-1 jobs of p on t} g (x or k) <= 0
+
+    Debug jobs still count toward their project's floor and target like any job, and they
+    never jump ahead of the project's own jobs inside its target (they are worth less per
+    GPU there than the jobs ahead of them); the order rows let a debug job start while a longer
+    job ahead of it waits for its project's share."""
+    snap, req, imp, b = ctx.snap, ctx.req, ctx.imp, ctx.b
+    A = debug_allowance(snap)
+    short = short_jobs(snap)
+    jobs = np.concatenate([req.cand_job, req.run_job])
+    types = np.concatenate([req.cand_type, req.run_type])
+    cols = np.concatenate([ctx.x, ctx.k])
+    sel = short[jobs] & snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
+    if not sel.any():
+        return
+    jobs, types, cols = jobs[sel], types[sel], cols[sel]
+    proj = snap.job_project[jobs]
+    keys, inv = np.unique(np.stack([proj, types], axis=1), axis=0, return_inverse=True)
+    inv = np.asarray(inv).reshape(-1)
+    ok = A[keys[:, 0], keys[:, 1]] > 0
+    if not ok.any():
+        return
+    row_of = np.cumsum(ok) - 1
+    keep = ok[inv]
+    n = int(ok.sum())
+    w = imp.target_weight[keys[ok, 0]] / 2.0
+    ctx.d = b.add_vars("d", n, 0, A[keys[ok, 0], keys[ok, 1]], w)
+    ctx.d_org, ctx.d_type = keys[ok, 0], keys[ok, 1]
+    rows = np.concatenate([np.arange(n), row_of[inv[keep]]])
+    allc = np.concatenate([ctx.d, cols[keep]])
+    coef = np.concatenate([np.ones(n), -snap.job_gpus[jobs[keep]].astype(float)])
+    b.add_rows("debug", n, rows, allc, coef, -np.inf, 0.0)
+
+
+def debug_value(imp, snap, jobs: np.ndarray, types: np.ndarray) -> float:
+    """The debug tier's objective for a plan running jobs[i] on types[i]."""
+    A = debug_allowance(snap)
+    short = short_jobs(snap)
+    sel = short[jobs] & snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
+    held = np.zeros_like(A)
+    np.add.at(held, (snap.job_project[jobs[sel]], types[sel]), snap.job_gpus[jobs[sel]])
+    return float((np.minimum(held, A) * (imp.target_weight[:, None] / 2.0)).sum())

@@ -78,7 +78,12 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     if not A:
         return empty, empty
     a, b = np.concatenate(A), np.concatenate(B)
-    keep = a != b
+    from optalloc.model.constraints.fairshare import short_jobs
+
+    short = short_jobs(snap)
+    # a debug job may start while a longer job ahead of it waits (the debug allowance): the
+    # contract's cheap grant; inside the target it is still worth less than the jobs ahead
+    keep = (a != b) & ~(short[b] & ~short[a])
     pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
     return pairs[:, 0], pairs[:, 1]
 
