@@ -36,7 +36,8 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         free = pool.whole_free(t, size, evict)
         free_set = set(free.tolist())
         pref = [n for n in prefer if n in free_set]
-        rest = [int(n) for n in free if n not in set(pref)]
+        clear = set(pool.whole_free(t, size, False).tolist())  # truly free before evicting
+        rest = sorted((int(n) for n in free if n not in set(pref)), key=lambda n: n not in clear)
         chosen = (pref + rest)[:pieces]
         if len(chosen) < pieces:
             return None
@@ -74,4 +75,5 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
         if m not in exclude and room[m] >= size and pool.accept[m]:
             del lst[i]
             return m
-    return pool.best_fit(t, size, exclude=exclude, evict=evict)
+    n = pool.best_fit(t, size, exclude=exclude, evict=False)  # free GPUs before evicting
+    return n if n >= 0 or not evict else pool.best_fit(t, size, exclude=exclude, evict=True)

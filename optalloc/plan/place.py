@@ -91,13 +91,13 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     value = imp.value[req.cand_job, req.cand_type] if C else np.zeros(0)
     ch = np.flatnonzero(chosen)
     tier1 = snap.job_tier1[req.cand_job, req.cand_type] if C else np.zeros(0, bool)
-    # allocated work first (it may evict unallocated work), then whole-node gangs (largest
-    # first), then pieces, then single-node jobs (largest first)
+    # whole-node gangs (largest first), then per-node gang pieces, then single-node jobs
+    # (largest first), each where the model put it; allocated work first within a shape
     order = sorted(
         ch.tolist(),
         key=lambda c: (
-            not tier1[c],
             {WHOLE: 0, PIECES: 1, SMALL: 2}[int(shape[c])],
+            not tier1[c],
             -int(snap.job_gpus[req.cand_job[c]]),
             -value[c],
         ),
@@ -109,14 +109,30 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     # GPUs of another allowed type first (GPUs nobody was given), then evicting unallocated work
     # on its own type (allocated work only)
     late = []
+
+    def evict_for(j: int, c: int, nodes: list[int]) -> None:
+        """Make room on `nodes` for job j's chunks: unallocated work there goes (a running job
+        is preempted after all, an unallocated start of this epoch is undone)."""
+        for n, g in zip(nodes, chunks(req, j, int(req.cand_type[c]))):
+            for e in pool.make_room(n, g):
+                if e in placements:
+                    del placements[e]
+                    started[cand_of.pop(e)] = False
+                else:
+                    kept[run_of_job[e]] = False
+
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
             continue
-        nodes = nodes_for(pool, em, c, reserved, slots, evict=False, pick=pick)
+        # allocated work goes where the model put it even when running unallocated work that
+        # the model preempted still sits there (the advisory keep yields to the model's plan)
+        nodes = nodes_for(pool, em, c, reserved, slots, evict=bool(tier1[c]), pick=pick)
         if nodes is None:
             late.append(c)
         else:
+            if tier1[c]:
+                evict_for(j, c, nodes)
             placements[j] = alloc(pool, em, j, int(req.cand_type[c]), nodes)
             started[c] = True
             cand_of[j] = c
@@ -132,13 +148,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
         if nodes is None and tier1[c]:
             nodes = nodes_for(pool, em, c, reserved, {}, evict=True, pick=pick)
             if nodes is not None:
-                for n, g in zip(nodes, chunks(req, j, int(req.cand_type[c]))):
-                    for e in pool.make_room(n, g):
-                        if e in placements:  # an unallocated start of this epoch: undone
-                            del placements[e]
-                            started[cand_of.pop(e)] = False
-                        else:
-                            kept[run_of_job[e]] = False
+                evict_for(j, c, nodes)
         if nodes is None:
             failed[j] = True
         else:
