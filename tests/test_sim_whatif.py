@@ -71,6 +71,10 @@ def test_org_overrides_change_exactly_the_named_share(overrides, changed):
         ("policy.grace=0", "grace_s", 0.0),
         ("policy.usage_mode=decay", "usage_mode", UsageMode.DECAY),
         ("policy.min_runtime_cap=4h", "min_runtime_cap_s", 4 * H),
+        ("policy.idle_after=1h", "idle_after_s", H),
+        ("policy.idle_util_below=10", "idle_util_pct", 10.0),
+        ("policy.debug_allowance=1", "debug_allowance", 1.0),
+        ("policy.debug_protection=30m", "debug_protection_s", 1800.0),
     ],
 )
 def test_policy_overrides_are_parsed_as_in_a_config_file(override, field, value):

@@ -31,6 +31,10 @@ _POLICY_DURATIONS = {
 POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below",
                                           "debug_allowance")
 SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads")
+#: YAML policy key -> Policy field, for every key but `solver` (whatif --set uses it too)
+POLICY_FIELDS = {key: fld for key, (fld, _) in _POLICY_DURATIONS.items()} | {
+    "usage_mode": "usage_mode", "idle_util_below": "idle_util_pct",
+    "debug_allowance": "debug_allowance"}
 
 
 def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:

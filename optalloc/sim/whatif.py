@@ -29,23 +29,12 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from optalloc.config.orgtree import parse_share
-from optalloc.config.policy import POLICY_KEYS, SOLVER_KEYS, parse_policy, parse_solver
+from optalloc.config.policy import POLICY_FIELDS, POLICY_KEYS, SOLVER_KEYS, parse_policy, parse_solver
 from optalloc.config.problems import MISSING, Loc, Problems, closest, show_list
 from optalloc.org import walk
 from optalloc.sim.result import SimResult
 from optalloc.types import Config, OrgNode
 
-# YAML policy key -> Policy field
-_POLICY_FIELDS = {
-    "lookback": "lookback_s",
-    "usage_mode": "usage_mode",
-    "half_life": "half_life_s",
-    "min_runtime_cap": "min_runtime_cap_s",
-    "epoch": "epoch_s",
-    "grace": "grace_s",
-    "restart_overhead": "restart_overhead_s",
-    "checkpoint_interval": "checkpoint_interval_s",
-}
 _REL = re.compile(r"^\s*([+-]|\*)\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 
 
@@ -220,7 +209,7 @@ def _set_policy(config: Config, parts, value, loc: Loc, problems: Problems):
     parsed = parse_policy({parts[0]: raw}, Loc(f"{loc.source} {loc.path}", "policy"), problems)
     if len(problems) > n_before:
         return MISSING
-    fld = _POLICY_FIELDS[parts[0]]
+    fld = POLICY_FIELDS[parts[0]]
     return dataclasses.replace(config.policy, **{fld: getattr(parsed, fld)})
 
 
