@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Mapping
 
 from optalloc.codec import placement_from_dict, to_dict
+from optalloc.contract import protection_s
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
 from optalloc.runners.local import REQUEUE_EXIT_CODE, open_runner_db, write_transaction, _parse_signal
 from optalloc.runners.slurm_cli import (
@@ -156,7 +157,9 @@ class SlurmRunner:
         return slurm_id
 
     def _script(self, job: Job) -> str:
-        protected = min(job.min_runtime_s, self.policy.min_runtime_cap_s)
+        # the contract's one rule (the placement, which may be on a type where the project has
+        # no share, is not known when the script is written: a job with min_runtime gets it)
+        protected = protection_s(job.min_runtime_s, self.policy.min_runtime_cap_s)
         ckpt = job.checkpoint_interval_s or self.policy.checkpoint_interval_s
         env = {
             "OPTALLOC_JOB_ID": job.id,
