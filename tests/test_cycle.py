@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from optalloc.cycle import run_cycle
-from optalloc.ledger import StateStore
+from optalloc.state import StateStore
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
 from optalloc.types import (
     Config,

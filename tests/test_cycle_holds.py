@@ -10,7 +10,7 @@ import pytest
 
 from optalloc.cycle import run_cycle
 from optalloc.errors import OptallocError
-from optalloc.ledger import StateStore
+from optalloc.state import StateStore
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
 from optalloc.types import (
     Config,

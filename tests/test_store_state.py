@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optalloc.errors import OptallocError, StateError
-from optalloc.ledger import Ledger, StateStore
+from optalloc.ledger import Ledger
+from optalloc.state import StateStore
 from optalloc.org import OrgTree
 from optalloc.types import (
     GpuType, Interval, Job, JobState, NodeAlloc, OrgNode, Placement, Policy, UsageMode,

@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from optalloc.ledger import Ledger, StateStore
+from optalloc.ledger import Ledger
+from optalloc.state import StateStore
 from optalloc.org import OrgTree
 from optalloc.types import GpuType, OrgNode, Policy
 

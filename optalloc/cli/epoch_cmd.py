@@ -104,7 +104,7 @@ def _seconds(text: str, flag: str, *, positive: bool = False) -> float:
 def cmd_epoch(args) -> int:
     from optalloc.config import load_config
     from optalloc.cycle import run_cycle
-    from optalloc.ledger.store import StateStore, check_state_file
+    from optalloc.state import StateStore, check_state_file
     from optalloc.statefile import StateLock, check_output_path, write_atomic
 
     # every input is checked before the lock is taken or anything is written
@@ -240,7 +240,7 @@ def cmd_explain(args) -> int:
     from optalloc.codec import plan_from_dict
     from optalloc.config import load_config
     from optalloc.holds import hold_unknown
-    from optalloc.ledger import StateStore
+    from optalloc.state import StateStore
     from optalloc.plan.explain import explain, format_explanation
     from optalloc.snapshot import build_snapshot
 

@@ -135,7 +135,8 @@ class _Checker:
 
 def cmd_report(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import StateStore, format_table, rows_to_json, running_intervals
+    from optalloc.ledger import format_table, rows_to_json, running_intervals
+    from optalloc.state import StateStore
 
     config = load_config(args.config)
     now = _time_arg(args.now, "--now")
@@ -203,7 +204,7 @@ def cmd_report(args) -> int:
 
 def cmd_record(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import StateStore
+    from optalloc.state import StateStore
 
     config = load_config(args.config)
     problems: list[str] = []
@@ -273,7 +274,7 @@ def read_intervals_csv(path: str, config) -> list[Interval]:
 
 def cmd_import(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import StateStore
+    from optalloc.state import StateStore
 
     config = load_config(args.config)
     ivs = read_intervals_csv(args.file, config)

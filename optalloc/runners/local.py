@@ -55,8 +55,20 @@ from typing import Callable, Mapping
 
 from optalloc.codec import to_dict
 from optalloc.faults import fault_point
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
-from optalloc.runners.local_db import (
+from optalloc.runners.base import (
+    REQUEUE_EXIT_CODE,
+    ApplyResult,
+    EventKind,
+    JobEvent,
+    Observation,
+    Runner,
+    parse_signal,
+)
+from optalloc.runners.local_proc import comm, killpg, process_start_ticks
+from optalloc.runners.local_start import StartsMixin, describe
+from optalloc.runners.local_util import JobGpuSample, UtilizationStore
+from optalloc.runners.nvml import GpuInfo, GpuInventory, config_gpus
+from optalloc.state.local_tables import (
     Run,
     create_tables,
     get_run,
@@ -65,30 +77,17 @@ from optalloc.runners.local_db import (
     run_dir_of,
     write_transaction,
 )
-from optalloc.runners.local_proc import (
-    REQUEUE_EXIT_CODE,
-    comm,
-    killpg,
-    parse_signal,
-    process_start_ticks,
-)
-from optalloc.runners.local_start import StartsMixin, describe
-from optalloc.runners.local_util import JobGpuSample, UtilizationStore
-from optalloc.runners.nvml import GpuInfo, GpuInventory, config_gpus
 from optalloc.statefile import ensure_private_dir
 from optalloc.types import Job, JobEnv, Node, NodeState, Placement, Plan, Policy
 
 log = logging.getLogger(__name__)
 
-# kept importable from here (the slurm runner and tests use them)
-__all__ = ["LocalRunner", "JobGpuSample", "REQUEUE_EXIT_CODE", "open_runner_db",
-           "write_transaction", "process_start_ticks", "_parse_signal"]
-_parse_signal = parse_signal
+__all__ = ["LocalRunner", "JobGpuSample", "REQUEUE_EXIT_CODE", "process_start_ticks"]
 
 START_SETTLE_S = 5.0  # a start intent with no process after this long never started
 
 
-class LocalRunner(StartsMixin):
+class LocalRunner(StartsMixin, Runner):
     """Runs jobs as processes on this machine, which is the config node `node`.
 
     state_path: the optalloc state database (SQLite); runner tables are prefixed `runner_`.

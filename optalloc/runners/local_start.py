@@ -21,9 +21,9 @@ from pathlib import Path
 from optalloc.codec import to_dict
 from optalloc.contract import protected_until, protection_s
 from optalloc.faults import fault_point
-from optalloc.runners.base import EventKind
-from optalloc.runners.local_db import Run, get_run, write_transaction
-from optalloc.runners.local_proc import REQUEUE_EXIT_CODE, find_wrapper, job_environment, spawn
+from optalloc.runners.base import REQUEUE_EXIT_CODE, EventKind
+from optalloc.runners.local_proc import find_wrapper, job_environment, spawn
+from optalloc.state.local_tables import Run, get_run, write_transaction
 from optalloc.statefile import open_private_new
 from optalloc.types import Job, Placement
 

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
+from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
 from optalloc.types import Job, Node, NodeState, Placement, Plan, ReasonCode
 
 
@@ -58,7 +58,7 @@ class JobStats:
     completed: bool = False
 
 
-class SimulatedRunner:
+class SimulatedRunner(Runner):
     name = "simulated"
     authoritative = True  # it is the cluster: its running set is the truth
 
