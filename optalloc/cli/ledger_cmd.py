@@ -135,7 +135,7 @@ class _Checker:
 
 def cmd_report(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import format_table, rows_to_json, running_intervals
+    from optalloc.ledger import build_report, format_table, rows_to_json, running_intervals
     from optalloc.state import StateStore
 
     config = load_config(args.config)
@@ -168,7 +168,7 @@ def cmd_report(args) -> int:
         notes.append(f"no capacity recorded in the state DB: using the config's up nodes {cap}")
     from optalloc.ledger.report import legend, tracked_since
 
-    rows = led.report(now, open_ivs)
+    rows = build_report(led, now, open_ivs)
     since = tracked_since(led, now)
     window_start = now - policy.lookback_s
     lost = led.unattributed_gpu_hours(now)
