@@ -11,7 +11,8 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optalloc.sim.engine import NodeEvent, SimScenario, check_conservation, simulate
+from optalloc.sim.engine import check_conservation, simulate
+from optalloc.sim.scenario import NodeEvent, Scenario
 from optalloc.sim.policies import make_policy
 from optalloc.types import Config, GpuType, Job, Node, NodeState, OrgNode, Policy
 
@@ -46,7 +47,7 @@ def scenarios(draw):
         events.append(
             NodeEvent(
                 float(draw(st.integers(0, 8000))),
-                f"n{draw(st.integers(0, n_nodes - 1))}",
+                (f"n{draw(st.integers(0, n_nodes - 1))}",),
                 draw(st.sampled_from(list(NodeState))),
             )
         )
@@ -65,7 +66,7 @@ def scenarios(draw):
         lookback_s=4 * 3600.0,
     )
     cfg = Config(gpu_types=tuple(GpuType(t, w) for t, w in zip(TYPES, (1.0, 1.5))), nodes=nodes, org=org, policy=policy)
-    return SimScenario(
+    return Scenario(
         "random", cfg, tuple(jobs), duration_s=float(draw(st.sampled_from([3 * 3600, 12 * 3600]))),
         early_solve=draw(st.booleans()), node_events=tuple(events),
     )
