@@ -253,6 +253,14 @@ class StateStore(RecordsMixin):
             )
         return [(float(t), json.loads(doc)) for t, doc in rows]
 
+    def demand_samples(self, since: float | None = None) -> list[tuple[float, dict]]:
+        """(t, GPUs asked per project) in time order; with `since`, the ones in force from it."""
+        return self._samples("demand", "by_project", since)
+
+    def capacity_samples(self, since: float | None = None) -> list[tuple[float, dict]]:
+        """(t, GPUs per gpu_type on up nodes) in time order; with `since`, those in force from it."""
+        return self._samples("capacity", "by_type", since)
+
     # ------------------------------------------------------------------ the in-memory ledger
 
     def ledger(
