@@ -85,8 +85,10 @@ def _scheduler(args, settings):
         given = [f for f, v in (("--backend", args.backend), ("--time-limit", args.time_limit))
                  if v is not None]
         if given:
-            raise OptallocError(f"{' and '.join(given)} set the optimizer, which --policy {name} "
-                                "does not use; leave them out or use --policy ilp")
+            verb = "set" if len(given) > 1 else "sets"
+            raise OptallocError(f"{' and '.join(given)} {verb} the optimizer, which --policy "
+                                f"{name} does not use; leave {'them' if len(given) > 1 else 'it'} "
+                                "out or use --policy ilp")
         return make_policy(name)
     return make_policy("ilp", settings=settings)
 
