@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from optalloc.clock import Clock
 from optalloc.codec import plan_to_dict, to_dict
@@ -41,6 +41,7 @@ from optalloc.org import OrgTree
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Runner
 from optalloc.snapshot import Snapshot
 from optalloc.turn import (
+    Decides,
     Demand,
     Transitions,
     apply_plan,
@@ -50,9 +51,6 @@ from optalloc.turn import (
     observe,
 )
 from optalloc.types import Config, Interval, Job, Plan, SolverSettings, UsageMode
-
-if TYPE_CHECKING:
-    from optalloc.sim.policies.base import Scheduler
 
 
 @dataclass(frozen=True)
@@ -106,7 +104,7 @@ def record_transitions(store, tr: Transitions) -> None:
             store.record_event_once(ev.time, ev.job_id, ev.kind.value, ev.message)
 
 
-def default_scheduler(settings: SolverSettings | None = None) -> "Scheduler":
+def default_scheduler(settings: SolverSettings | None = None) -> Decides:
     """What cron runs unless told otherwise: optalloc's optimizer (the `ilp` policy)."""
     from optalloc.sim.policies.ilp import IlpScheduler
 
@@ -119,7 +117,7 @@ def run_cycle(
     runner: Runner,
     clock: Clock,
     *,
-    scheduler: "Scheduler | None" = None,
+    scheduler: Decides | None = None,
     settings: SolverSettings | None = None,
     dry_run: bool = False,
 ) -> CycleResult:

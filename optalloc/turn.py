@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping
+from typing import Iterable, Mapping, Protocol
 
 from optalloc.holds import Holds
 from optalloc.ledger import Ledger
@@ -25,8 +25,13 @@ from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation,
 from optalloc.snapshot import Snapshot, build_snapshot
 from optalloc.types import GpuType, Interval, Job, JobState, Node, NodeState, Placement, Plan
 
-if TYPE_CHECKING:
-    from optalloc.sim.policies.base import Scheduler
+
+class Decides(Protocol):
+    """What the turn uses of a scheduler (optalloc.sim.policies' Schedulers: ilp, greedy,
+    priority): a plan from the read-only snapshot."""
+
+    def decide(self, snapshot: Snapshot) -> Plan: ...
+
 
 FINAL_STATUS = {
     EventKind.FINISHED: "finished",
@@ -236,7 +241,7 @@ class Decision:
 
 
 def decide(holds: Holds, now: float, queue: Mapping[str, Job], ledger: Ledger,
-           nodes: Iterable[Node], scheduler: "Scheduler") -> Decision:
+           nodes: Iterable[Node], scheduler: Decides) -> Decision:
     """Usage ratios at `now` (running jobs' runs so far included) -> read-only snapshot of
     the jobs the config fits (`holds = optalloc.holds.hold_unknown(config, queue)`), in
     submission order -> the scheduler's plan, plus the held jobs' pending reasons."""
