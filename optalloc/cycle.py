@@ -19,7 +19,8 @@ makes a kill -9 at any instruction safe, and the runner's acknowledgements. Numb
   5. record     one transaction: job states, intervals, samples, the epoch; then the
                 runner's events are acknowledged (a crash before that repeats them)
   6. apply      runner.apply(plan) (the runner records each action before it takes it);
-                starts and immediate transitions recorded in a second transaction, then
+                starts and immediate transitions (and the demand sample again when the
+                plan ended a job) recorded in a second transaction, then
                 acknowledged (a crash between 5 and 6 loses no job: the next turn
                 re-decides, and an authoritative runner reports what it did start)
 
@@ -192,6 +193,8 @@ def run_cycle(
         for job_id in {ev.job_id for ev in tr2.events} & queue.keys():  # requeued at apply
             store.upsert_job(queue[job_id])
         record_transitions(store, tr2)
+        if tr2.finished:  # a job the plan ended (preempted, not resumable) asks nothing from now
+            store.record_demand(now, Demand.of(queue.values()).by_project())
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
     runner.ack_events()  # apply's own events are recorded too
