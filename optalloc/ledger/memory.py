@@ -331,10 +331,11 @@ class Ledger:
 
 
 def running_intervals(jobs: Iterable[Job], now: float) -> list[Interval]:
-    """Open intervals (start_time -> now) of running jobs, to pass as `open_intervals`."""
+    """Open intervals (start_time -> now) of running jobs, to pass as `open_intervals`; charged
+    as allocated work exactly when the placement says so (Placement.allocated)."""
     return [
         Interval(j.id, j.project, j.placement.gpu_type, j.placement.gpus, j.start_time, now,
-                 j.allocated and j.placement.allocated)
+                 j.placement.allocated)
         for j in jobs
         if j.running and j.placement is not None and j.start_time is not None and now > j.start_time
     ]
