@@ -1,57 +1,57 @@
-"""One turn of the production loop, what `optalloc epoch` runs from cron.
+"""The cron epoch: one scheduling turn (optalloc.turn, the code the simulator runs too) around
+the state DB, what `optalloc epoch` runs.
 
-Numbered phases (Kueue style); the optimizer itself (`optalloc.epoch.run_epoch`) is pure, and
-this module is the only place where its inputs are gathered and its outputs recorded:
+This module keeps what only a deployment has: the state DB's transactions, the order that
+makes a kill -9 at any instruction safe, and the runner's acknowledgements. Numbered phases:
 
-  0. clock      `now` may not be earlier than the last recorded epoch (checked under the
-                caller's state lock): out-of-order turns would charge overlapping intervals
-  1. queue      the state DB's queued/running jobs, plus config jobs it has never seen
-  2. observe    the runner's events not yet acknowledged (finished, failed, preempted,
-                requeued); an event repeated after a crash is recognised and not applied twice
-  3. reconcile  an authoritative runner's running set wins over the DB's belief
-  4. ledger     closed intervals + open intervals of running jobs -> usage ratios at `now`
-  5. decide     jobs the config no longer fits are held (optalloc.holds); immutable
-                snapshot -> run_epoch -> Plan
-  6. record     one transaction: job states, intervals, demand/capacity samples, the epoch;
-                then the runner's events are acknowledged (a crash before that repeats them)
-  7. apply      runner.apply(plan) (the runner records each action before it takes it);
-                starts and immediate transitions recorded in a second transaction (a crash
-                between 6 and 7 loses no job: the next turn re-decides, and an authoritative
-                runner reports what it did start)
+  0. clock      `now`, read once from the injected clock, may not be earlier than the last
+                recorded epoch (checked under the caller's state lock): out-of-order turns
+                would charge overlapping intervals
+  1. queue      the state DB's queued/running jobs, plus jobs it has never seen: the
+                config's and those the runner discovered
+  2. observe    the runner's events not yet acknowledged, applied to the queue (an event
+                repeated after a crash is recognised and not applied twice); an
+                authoritative runner's running set wins over the DB's belief (reconcile)
+  3. ledger     the state DB's ledger + this turn's closed intervals, capacity and demand
+                samples -> usage ratios at `now` (running jobs counted so far)
+  4. decide     jobs the config no longer fits are held (optalloc.holds); read-only
+                snapshot -> the scheduler (the ilp one unless told) -> Plan
+  5. record     one transaction: job states, intervals, samples, the epoch; then the
+                runner's events are acknowledged (a crash before that repeats them)
+  6. apply      runner.apply(plan) (the runner records each action before it takes it);
+                starts and immediate transitions (and the demand sample again when the
+                plan ended a job) recorded in a second transaction, then
+                acknowledged (a crash between 5 and 6 loses no job: the next turn
+                re-decides, and an authoritative runner reports what it did start)
 
-With `dry_run`, phases 6-7 are skipped: nothing is written, started or acknowledged.
+With `dry_run`, phases 5-6 are skipped: nothing is written, started or acknowledged.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Iterable
 
+from optalloc.clock import Clock
 from optalloc.codec import plan_to_dict, to_dict
-from optalloc.epoch import run_epoch
 from optalloc.errors import OptallocError
 from optalloc.faults import fault_point
 from optalloc.holds import hold_unknown
+from optalloc.org import OrgTree
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Runner
-from optalloc.snapshot import Snapshot, build_snapshot
-from optalloc.types import (
-    Config,
-    Interval,
-    Job,
-    JobState,
-    Node,
-    Plan,
-    SolverSettings,
-    UsageMode,
+from optalloc.snapshot import Snapshot
+from optalloc.turn import (
+    Decides,
+    Demand,
+    Transitions,
+    apply_plan,
+    capacity_by_type,
+    decide,
+    effective_nodes,
+    observe,
 )
-
-FINAL_STATUS = {
-    EventKind.FINISHED: "finished",
-    EventKind.FAILED: "failed",
-    EventKind.PREEMPTED: "cancelled",
-}
+from optalloc.types import Config, Interval, Job, Plan, SolverSettings, UsageMode
 
 
 @dataclass(frozen=True)
@@ -61,95 +61,6 @@ class CycleResult:
     events: tuple[JobEvent, ...]  # observed + immediate transitions at apply
     applied: ApplyResult | None
     intervals: tuple[Interval, ...]  # closed this turn
-
-
-# --------------------------------------------------------------------------- the turn
-
-
-def _interval(job: Job, end: float) -> Interval | None:
-    if job.placement is None or job.start_time is None or end <= job.start_time:
-        return None
-    return Interval(
-        job_id=job.id,
-        project=job.project,
-        gpu_type=job.placement.gpu_type,
-        gpus=job.placement.gpus,
-        start=job.start_time,
-        end=end,
-        allocated=job.placement.allocated,  # unallocated work, or no share on the type
-    )
-
-
-def _as_queued(job: Job) -> Job:
-    return dataclasses.replace(job, state=JobState.QUEUED, start_time=None, placement=None)
-
-
-class _Transitions:
-    """Applies runner events to an in-memory queue and collects what the store must record."""
-
-    def __init__(self, queue: dict[str, Job]):
-        self.queue = queue
-        self.intervals: list[Interval] = []
-        self.finished: list[tuple[Job, str, float, str]] = []  # job, status, time, message
-        self.events: list[JobEvent] = []
-
-    def apply(self, events: Iterable[JobEvent]) -> None:
-        for ev in sorted(events, key=lambda e: e.time):
-            job = self.queue.get(ev.job_id)
-            if job is None:
-                continue  # ended already (an end event repeated after a crash) or unknown
-            if ev.kind is EventKind.STARTED:
-                self.events.append(ev)
-                placement = ev.placement or job.placement
-                self.queue[job.id] = dataclasses.replace(
-                    job, state=JobState.RUNNING, start_time=ev.time, placement=placement
-                )
-                continue
-            job = _run_of(job, ev)
-            if job is None:
-                continue  # the end of an earlier run, recorded before a crash repeated it
-            self.events.append(ev)
-            iv = _interval(job, ev.time) if job.running else None
-            if iv is not None:
-                self.intervals.append(iv)
-            if ev.kind is EventKind.REQUEUED:
-                self.queue[job.id] = _as_queued(job)
-            else:
-                self.finished.append((job, FINAL_STATUS[ev.kind], ev.time, ev.message))
-                del self.queue[job.id]
-
-    def record(self, store) -> None:
-        """Write the closed intervals, ended jobs and events (inside the caller's transaction).
-        A job that ended gets one end event (finish_job's); an event repeated after a crash is
-        not written twice (intervals are keyed by job and start, so they cannot be either)."""
-        store.record_intervals(self.intervals)
-        ended = set()
-        for job, status, t, msg in self.finished:
-            store.upsert_job(job)  # a config job may end before the DB ever stored it
-            store.finish_job(job.id, status, t, msg)
-            ended.add((job.id, t))
-        for ev in self.events:
-            if (ev.job_id, ev.time) not in ended:
-                store.record_event_once(ev.time, ev.job_id, ev.kind.value, ev.message)
-
-
-STALE_RUN_S = 60.0  # an end event of a run that started this much before the job's current
-# run is a repeat (runs of one job are epochs apart); less is the runner's clock vs ours
-
-
-def _run_of(job: Job, ev: JobEvent) -> Job | None:
-    """The job as it ran in the run `ev` ends; None if that run ended before the job's
-    current run began (a repeated event). A run the DB never saw start (a crash after the
-    runner started it, before the start was recorded) is taken from the runner's record."""
-    if ev.run_start is None:
-        return job
-    if job.running and job.start_time is not None and ev.run_start < job.start_time - STALE_RUN_S:
-        return None
-    placement = ev.placement or (job.placement if job.running else None)
-    if placement is None:
-        return job
-    return dataclasses.replace(job, state=JobState.RUNNING, start_time=ev.run_start,
-                               placement=placement)
 
 
 def refuse_time_travel(store, now: float) -> None:
@@ -179,95 +90,82 @@ def gather_queue(config: Config, store, discovered: Iterable[Job] = ()) -> dict[
     return queue
 
 
-def effective_nodes(config: Config, node_states: Mapping) -> tuple[Node, ...]:
-    """Config nodes with states the runner reports (e.g. Slurm drain/down) applied."""
-    return tuple(
-        dataclasses.replace(n, state=node_states[n.name]) if n.name in node_states else n
-        for n in config.nodes
-    )
+def record_transitions(store, tr: Transitions) -> None:
+    """Write the closed intervals, ended jobs and events (inside the caller's transaction).
+    A job that ended gets one end event (finish_job's); an event repeated after a crash is
+    not written twice (intervals are keyed by job and start, so they cannot be either)."""
+    store.record_intervals(tr.intervals)
+    ended = set()
+    for job, status, t, msg in tr.finished:
+        store.upsert_job(job)  # a config job may end before the DB ever stored it
+        store.finish_job(job.id, status, t, msg)
+        ended.add((job.id, t))
+    for ev in tr.events:
+        if (ev.job_id, ev.time) not in ended:
+            store.record_event_once(ev.time, ev.job_id, ev.kind.value, ev.message)
 
 
-def demand_by_project(jobs: Iterable[Job]) -> dict[str, int]:
-    """GPUs asked by queued + running allocated jobs, per project (owed time depends on it)."""
-    out: dict[str, int] = {}
-    for j in jobs:
-        if j.allocated:
-            out[j.project] = out.get(j.project, 0) + j.gpus
-    return out
+def default_scheduler(settings: SolverSettings | None = None) -> Decides:
+    """What cron runs unless told otherwise: optalloc's optimizer (the `ilp` policy)."""
+    from optalloc.sim.policies.ilp import IlpScheduler
+
+    return IlpScheduler(settings)
 
 
 def run_cycle(
     config: Config,
     store,
     runner: Runner,
-    now: float,
+    clock: Clock,
     *,
+    scheduler: Decides | None = None,
     settings: SolverSettings | None = None,
     dry_run: bool = False,
 ) -> CycleResult:
+    """One epoch at `clock.now()`. `scheduler`: any Scheduler (default: the ilp one with
+    `settings`, None meaning the config's policy.solver)."""
     # 0. clock
+    now = clock.now()
     refuse_time_travel(store, now)
+    scheduler = scheduler or default_scheduler(settings)
 
     # 1. queue
-    discovered = runner.discover_jobs() if hasattr(runner, "discover_jobs") else ()
-    queue = gather_queue(config, store, discovered)
-    if hasattr(runner, "set_jobs"):
-        runner.set_jobs({k: j for k, j in queue.items() if j.running})
+    queue = gather_queue(config, store, runner.discover_jobs())
+    runner.set_jobs({k: j for k, j in queue.items() if j.running})
 
-    # 2. observe
-    obs = runner.observe(now)
+    # 2. observe (+ reconcile with an authoritative runner)
+    obs, tr = observe(runner, queue, now)
     fault_point("cycle.after_observe")
-    tr = _Transitions(queue)
-    tr.apply(obs.events)
 
-    # 3. reconcile: an authoritative runner's running set is the truth
-    if getattr(runner, "authoritative", True):
-        for job_id, (placement, start) in obs.running.items():
-            job = queue.get(job_id)
-            if job is not None and (not job.running or job.placement != placement):
-                queue[job_id] = dataclasses.replace(
-                    job, state=JobState.RUNNING, start_time=start, placement=placement
-                )
-        for job_id, job in list(queue.items()):
-            if job.running and job_id not in obs.running:
-                # the DB thought it ran, the runner has no trace of it: it never started
-                queue[job_id] = _as_queued(job)
-
-    # 4. ledger: usage ratios at now, counting what runs right now (the config the snapshot
-    # sees keeps a zero-share stand-in for a removed project whose jobs still run)
+    # 3. ledger: the config the snapshot sees keeps a zero-share stand-in for a removed
+    # project whose jobs still run, so the ledger's tree is built from it too
     holds = hold_unknown(config, queue.values())
-    nodes = effective_nodes(config, obs.node_states)
-    snap0 = build_snapshot(holds.config, now, jobs=(), nodes=nodes)
-    capacity = dict(zip(snap0.type_names, map(int, snap0.capacity_by_type())))
-    demand = demand_by_project(queue.values())
+    nodes = effective_nodes(config.nodes, obs.node_states)
+    capacity = capacity_by_type(config.gpu_types, nodes)
+    demand = Demand.of(queue.values()).by_project()
     policy = config.policy
     since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
-    ledger = store.ledger(config.gpu_types, snap0.org, policy, since=since)
+    tree = OrgTree.build(holds.config.org, [g.name for g in config.gpu_types])
+    ledger = store.ledger(config.gpu_types, tree, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
     ledger.record_demand(now, demand)
-    open_ivs = [iv for j in queue.values() if j.running and (iv := _interval(j, now))]
-    ratios = ledger.usage_ratios(now, open_intervals=open_ivs)
 
-    # 5. decide (jobs the config no longer fits are held, with their reason)
-    jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
-    snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=nodes)
-    plan = run_epoch(snapshot, settings)
-    if holds.held:
-        plan = dataclasses.replace(plan, pending=plan.pending + holds.held)
-
+    # 4. decide
+    decision = decide(holds, now, queue, ledger, nodes, scheduler)
+    plan = decision.plan
     if dry_run:
-        return CycleResult(plan, snapshot, tuple(tr.events), None, tuple(tr.intervals))
+        return CycleResult(plan, decision.snapshot, tuple(tr.events), None, tuple(tr.intervals))
 
-    # 6. record
+    # 5. record
     plan_record = plan_to_dict(plan)
     plan_record["inputs"] = {  # what `explain` needs (argv stays in the jobs table only)
-        "jobs": [{k: v for k, v in to_dict(j).items() if k != "command"} for j in jobs],
-        "usage_ratio": {k: (v if v != float("inf") else None) for k, v in ratios.items()},
+        "jobs": [{k: v for k, v in to_dict(j).items() if k != "command"} for j in decision.jobs],
+        "usage_ratio": {k: (v if v != float("inf") else None) for k, v in decision.ratios.items()},
         "nodes": [to_dict(n) for n in nodes],
     }
     with store.transaction():
-        tr.record(store)
+        record_transitions(store, tr)
         for job in queue.values():
             store.upsert_job(job)
         store.record_capacity(now, capacity)
@@ -279,25 +177,14 @@ def run_cycle(
             plan.degraded,
         )
     fault_point("cycle.before_ack")
-    if hasattr(runner, "ack_events"):  # the observed events are recorded: not again
-        runner.ack_events()
+    runner.ack_events()  # the observed events are recorded: not again
     fault_point("cycle.between_transactions")
 
-    # 7. apply (and sample GPU utilization per job where the runner can: the metrics pyramid's
-    # utilization layer, stored by the runner)
-    applied = runner.apply(plan, dict(queue), now)
+    # 6. apply (and sample GPU utilization per job where the runner can: the metrics
+    # pyramid's utilization layer, stored by the runner)
+    applied, tr2 = apply_plan(runner, plan, queue, now)
     fault_point("cycle.after_apply")
-    if hasattr(runner, "sample_utilization"):
-        runner.sample_utilization(now)
-    placements = {p.job_id: p for p in plan.placements}
-    tr2 = _Transitions(queue)
-    for job_id in applied.started:
-        job = queue.get(job_id)
-        if job is not None and job_id in placements:
-            queue[job_id] = dataclasses.replace(
-                job, state=JobState.RUNNING, start_time=now, placement=placements[job_id]
-            )
-    tr2.apply(applied.events)
+    runner.sample_utilization(now)
     with store.transaction():
         for job_id in applied.started:
             if job_id in queue:
@@ -305,12 +192,15 @@ def run_cycle(
                 store.record_event(now, job_id, EventKind.STARTED.value, "placed by plan")
         for job_id in {ev.job_id for ev in tr2.events} & queue.keys():  # requeued at apply
             store.upsert_job(queue[job_id])
-        tr2.record(store)
+        record_transitions(store, tr2)
+        if tr2.finished:  # a job the plan ended (preempted, not resumable) asks nothing from now
+            store.record_demand(now, Demand.of(queue.values()).by_project())
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
+    runner.ack_events()  # apply's own events are recorded too
     return CycleResult(
         plan,
-        snapshot,
+        decision.snapshot,
         tuple(tr.events) + tuple(tr2.events),
         applied,
         tuple(tr.intervals) + tuple(tr2.intervals),

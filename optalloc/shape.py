@@ -59,3 +59,16 @@ def chunks(gpus: int, gpus_per_node: int | None, node_size: int) -> list[int] | 
 def nodes_needed(shape, pieces, rem) -> np.ndarray:
     """Distinct nodes a shape occupies."""
     return np.asarray(pieces) + (np.asarray(rem) > 0)
+
+
+def fits_nodes(size, pieces, rem, node_gpus) -> np.ndarray:
+    """Whether nodes with `node_gpus` GPUs (one gpu_type's nodes, any order) can hold a shape
+    at once: `pieces` distinct nodes with at least `size` GPUs each and, when `rem` > 0, one
+    more distinct node with at least `rem` (exact: the largest nodes take the full pieces).
+    size, pieces, rem: arrays of one shape (e.g. a column of `shapes`); returns that shape."""
+    sizes = np.sort(np.asarray(node_gpus, dtype=np.int64))
+    size, pieces, rem = (np.asarray(a, dtype=np.int64) for a in (size, pieces, rem))
+    n = len(sizes)
+    at_least_size = n - np.searchsorted(sizes, size, side="left")
+    at_least_rem = n - np.searchsorted(sizes, np.maximum(rem, 1), side="left")
+    return (at_least_size >= pieces) & ((rem <= 0) | (at_least_rem >= pieces + 1))

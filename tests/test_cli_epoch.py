@@ -88,6 +88,38 @@ def test_an_unknown_backend_is_refused_with_the_known_ones_listed(paths, capsys)
     assert "--backend 'gurobi' is unknown" in err and "highs" in err
 
 
+@pytest.mark.parametrize("flags, message", [
+    (["--policy", "fifo"], "--policy 'fifo' is unknown; use one of: priority, greedy, ilp"),
+    (["--policy", "greedy", "--backend", "highs"],
+     "--backend sets the optimizer, which --policy greedy does not use; leave it out or use "
+     "--policy ilp"),
+    (["--policy", "priority", "--backend", "highs", "--time-limit", "5"],
+     "--backend and --time-limit set the optimizer, which --policy priority does not use; leave "
+     "them out or use --policy ilp"),
+], ids=["unknown policy", "a solver flag with a baseline", "two solver flags with a baseline"])
+def test_a_bad_policy_flag_is_refused_before_anything_is_written(paths, capsys, flags, message):
+    cfg, db, _ = paths
+    assert epoch(cfg, db, "--now", "0", *flags) == 2
+    assert capsys.readouterr().err == f"optalloc epoch: {message}\n"
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("policy", ["greedy", "priority", "ilp", "ILP"])
+def test_cron_runs_any_policy_on_the_same_state(paths, capsys, policy):
+    """An operator migrating from the old system can run the baselines from cron side by side
+    (a week of --policy priority, then ilp): the epoch is recorded the same way."""
+    cfg, db, out = paths
+    assert epoch(cfg, db, "--now", "0", "--policy", policy, "--out", str(out)) == 0
+    plan = json.loads(out.read_text())
+    assert len(plan["placements"]) == 2 and [p["code"] for p in plan["pending"]] == [
+        "WaitingForCapacity"]
+    solver = {"greedy": "greedy: heuristic", "priority": "priority: heuristic"}.get(
+        policy, "highs: optimal")
+    assert f"solver   {solver}" in capsys.readouterr().out
+    assert epoch(cfg, db, "--now", "600", "--policy", policy, "--out", str(out)) == 0
+    assert json.loads(out.read_text())["preemptions"] == []  # protected for their first hour
+
+
 def test_explain_names_the_reason_of_a_pending_job(paths, capsys):
     cfg, db, out = paths
     epoch(cfg, db, "--now", "0", "--out", str(out))

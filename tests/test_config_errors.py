@@ -223,9 +223,25 @@ CASES = [
         ["t.yaml: jobs[0].nodes: 12 GPUs do not divide evenly over 5 nodes; ask for a multiple of 5 GPUs, or change nodes"],
     ),
     (
-        "a job larger than every node that does not fill whole nodes can never be placed",
+        "a job larger than every node takes whole nodes and a remainder node (8 + 4)",
         [("jobs[0].gpus", 12)],
-        ["t.yaml: jobs[0].gpus: 12 GPUs neither fit on one node nor fill whole nodes (node sizes: 4, 8); ask for a multiple of the node size, or set gpus_per_node"],
+        [],
+    ),
+    (
+        "a whole-node gang needs as many nodes of the largest size as it has whole pieces",
+        [("nodes[0].name", "h-1"), ("nodes[2]", {"name": "h-[3-5]", "gpu_type": "h100", "gpus": 4}),
+         ("jobs[0].gpus", 16)],
+        ["t.yaml: jobs[0].gpus: 16 GPUs take 2 whole nodes of 8 GPUs, more than any allowed gpu_type has (h100 has 1 of 8 GPUs, 3 of 4 GPUs); ask for fewer GPUs, or set gpus_per_node to spread the gang over smaller pieces"],
+    ),
+    (
+        "a per-node gang needs distinct nodes, one per piece",
+        [("jobs[0].gpus", 12), ("jobs[0].gpus_per_node", 4)],
+        ["t.yaml: jobs[0].gpus_per_node: 3 nodes with 4 GPUs each do not fit on any allowed gpu_type (a per-node gang takes distinct nodes; h100 has 2 of 8 GPUs); use a larger gpus_per_node or fewer GPUs"],
+    ),
+    (
+        "gpus_per_node at or above the job's GPUs is a single-node job",
+        [("jobs[0].gpus", 4), ("jobs[0].gpus_per_node", 8)],
+        [],
     ),
     (
         "a job larger than its gpu_types' capacity can never run",

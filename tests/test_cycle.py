@@ -7,9 +7,10 @@ import dataclasses
 
 import pytest
 
+from optalloc.clock import FixedClock
 from optalloc.cycle import run_cycle
-from optalloc.ledger import StateStore
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
+from optalloc.state import StateStore
+from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
 from optalloc.types import (
     Config,
     GpuType,
@@ -37,7 +38,7 @@ def cluster(jobs=(), nodes=2) -> Config:
     )
 
 
-class ScriptedRunner:
+class ScriptedRunner(Runner):
     """Authoritative runner whose observations are scripted; it starts whatever is placed."""
 
     name = "scripted"
@@ -84,7 +85,7 @@ def job(id, project="a", gpus=8, **kw) -> Job:
 def test_config_jobs_enter_the_queue_and_placed_ones_run_after_the_first_epoch(store):
     cfg = cluster([job("a1"), job("b1", "b")])
     runner = ScriptedRunner()
-    res = run_cycle(cfg, store, runner, now=0.0)
+    res = run_cycle(cfg, store, runner, FixedClock(0.0))
     assert {p.job_id for p in res.plan.placements} == {"a1", "b1"}
     stored = {j.id: j for j in store.list_jobs()}
     assert {k: (j.state, j.start_time) for k, j in stored.items()} == {
@@ -98,9 +99,9 @@ def test_config_jobs_enter_the_queue_and_placed_ones_run_after_the_first_epoch(s
 def test_a_finished_job_is_charged_exactly_its_run_interval(store):
     cfg = cluster([job("a1", gpus=4)])
     runner = ScriptedRunner()
-    run_cycle(cfg, store, runner, now=0.0)
+    run_cycle(cfg, store, runner, FixedClock(0.0))
     runner.finish("a1", 2 * H)
-    run_cycle(cfg, store, runner, now=2 * H + 60)
+    run_cycle(cfg, store, runner, FixedClock(2 * H + 60))
     ivs = store.intervals()
     assert [(iv.job_id, iv.gpus, iv.start, iv.end, iv.allocated) for iv in ivs] == [
         ("a1", 4, 0.0, 2 * H, True)
@@ -108,7 +109,7 @@ def test_a_finished_job_is_charged_exactly_its_run_interval(store):
     assert store.job_status("a1") == "finished"
     assert store.list_jobs() == []
     # conservation: the ledger charges exactly the interval's GPU-hours
-    snap_tree = run_cycle(cfg, store, runner, now=3 * H).snapshot.org
+    snap_tree = run_cycle(cfg, store, runner, FixedClock(3 * H)).snapshot.org
     led = store.ledger(cfg.gpu_types, snap_tree, cfg.policy)
     assert led.usage(3 * H)[snap_tree.index["a"]] == pytest.approx(8.0)
 
@@ -116,9 +117,9 @@ def test_a_finished_job_is_charged_exactly_its_run_interval(store):
 def test_a_requeued_job_returns_to_the_queue_and_its_run_is_charged(store):
     cfg = cluster([job("a1")])
     runner = ScriptedRunner()
-    run_cycle(cfg, store, runner, now=0.0)
+    run_cycle(cfg, store, runner, FixedClock(0.0))
     runner.finish("a1", H, kind=EventKind.REQUEUED)
-    res = run_cycle(cfg, store, runner, now=H, dry_run=True)  # decide only
+    res = run_cycle(cfg, store, runner, FixedClock(H), dry_run=True)  # decide only
     assert res.intervals[0].end == H
     assert [j.state for j in res.snapshot.jobs] == [JobState.QUEUED]
 
@@ -126,7 +127,7 @@ def test_a_requeued_job_returns_to_the_queue_and_its_run_is_charged(store):
 def test_a_dry_run_writes_and_starts_nothing(store):
     cfg = cluster([job("a1")])
     runner = ScriptedRunner()
-    res = run_cycle(cfg, store, runner, now=0.0, dry_run=True)
+    res = run_cycle(cfg, store, runner, FixedClock(0.0), dry_run=True)
     assert [p.job_id for p in res.plan.placements] == ["a1"]
     assert runner.applied == [] and runner.running == {}
     assert store.list_jobs() == [] and store.last_epoch() is None
@@ -147,7 +148,7 @@ def test_a_job_the_db_thinks_runs_but_the_runner_never_started_is_queued_again(s
         def apply(self, plan, jobs, now):  # start nothing, to look at the reconciled queue
             return ApplyResult()
 
-    res = run_cycle(cfg, store, Frozen(), now=60.0)
+    res = run_cycle(cfg, store, Frozen(), FixedClock(60.0))
     assert [j.state for j in res.snapshot.jobs] == [JobState.QUEUED]
     assert store.intervals() == []  # it never ran: nothing charged
     del runner
@@ -156,7 +157,7 @@ def test_a_job_the_db_thinks_runs_but_the_runner_never_started_is_queued_again(s
 def test_a_crash_while_recording_leaves_the_previous_state_intact(store, monkeypatch):
     cfg = cluster([job("a1")])
     runner = ScriptedRunner()
-    run_cycle(cfg, store, runner, now=0.0)
+    run_cycle(cfg, store, runner, FixedClock(0.0))
     before = (store.list_jobs(), store.intervals(), store.last_epoch()["id"])
     runner.finish("a1", H)
 
@@ -165,7 +166,7 @@ def test_a_crash_while_recording_leaves_the_previous_state_intact(store, monkeyp
 
     monkeypatch.setattr(store, "record_epoch", boom)
     with pytest.raises(RuntimeError):
-        run_cycle(cfg, store, runner, now=H + 60)
+        run_cycle(cfg, store, runner, FixedClock(H + 60))
     assert (store.list_jobs(), store.intervals(), store.last_epoch()["id"]) == before
 
 
@@ -179,6 +180,6 @@ def test_node_states_reported_by_the_runner_override_the_config(store):
             obs = super().observe(now)
             return dataclasses.replace(obs, node_states={"n0": NodeState.DRAIN})
 
-    res = run_cycle(cfg, store, Draining(), now=0.0)
+    res = run_cycle(cfg, store, Draining(), FixedClock(0.0))
     assert [p.nodes[0].node for p in res.plan.placements] == ["n1"]
     assert len(res.plan.pending) == 1

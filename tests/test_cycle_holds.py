@@ -8,9 +8,11 @@ import dataclasses
 
 import pytest
 
+from optalloc.clock import FixedClock
 from optalloc.cycle import run_cycle
 from optalloc.errors import OptallocError
-from optalloc.ledger import StateStore
+from optalloc.state import StateStore
+from optalloc.runners import base
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
 from optalloc.types import (
     Config,
@@ -38,7 +40,7 @@ def cluster(projects=("a", "b"), types=("h100", "b200")) -> Config:
     )
 
 
-class Runner:
+class Runner(base.Runner):
     """Authoritative; starts what is placed; `repeat` makes observe hand out its last events
     again (a runner whose acknowledgement was lost to a crash)."""
 
@@ -116,7 +118,7 @@ def test_jobs_the_config_no_longer_fits_are_held_and_the_epoch_goes_on(
         store, case, queued, later_config, expected_held, expected_placed):
     for j in queued:
         store.add_job(j)
-    res = run_cycle(later_config, store, Runner(), now=0.0)
+    res = run_cycle(later_config, store, Runner(), FixedClock(0.0))
     assert held(res.plan) == expected_held
     assert {p.job_id for p in res.plan.placements} == expected_placed
     stored = {j.id: j for j in store.list_jobs()}
@@ -131,8 +133,8 @@ def test_jobs_the_config_no_longer_fits_are_held_and_the_epoch_goes_on(
 def test_a_held_job_runs_once_the_config_has_its_project_again(store):
     store.add_job(job("x1", "gone"))
     runner = Runner()
-    assert held(run_cycle(cluster(), store, runner, now=0.0).plan).keys() == {"x1"}
-    res = run_cycle(cluster(projects=("a", "b", "gone")), store, runner, now=60.0)
+    assert held(run_cycle(cluster(), store, runner, FixedClock(0.0)).plan).keys() == {"x1"}
+    res = run_cycle(cluster(projects=("a", "b", "gone")), store, runner, FixedClock(60.0))
     assert [p.job_id for p in res.plan.placements] == ["x1"] and held(res.plan) == {}
 
 
@@ -148,14 +150,14 @@ def test_a_running_job_of_a_removed_project_keeps_its_gpus_until_a_shared_projec
     store.upsert_job(r1)
     runner.running["r1"] = (r1.placement, 0.0)
     store.add_job(job("a0", gpu_types=("h100",)))  # a wants 8 of the 16 h100 GPUs: r1 stays
-    one = run_cycle(cluster(), store, runner, now=60.0)
+    one = run_cycle(cluster(), store, runner, FixedClock(60.0))
     assert "r1" in {p.job_id for p in one.plan.placements}
     assert not [p for p in one.plan.placements if p.job_id == "r1"][0].allocated  # not charged
     used = [(a.node, g) for p in one.plan.placements for a in p.nodes for g in a.gpus]
     assert len(used) == len(set(used))  # nobody was placed on r1's GPUs
     for i in range(1, 3):  # now a wants 24: a project with no share is unallocated work and
         store.add_job(job(f"a{i}", gpu_types=("h100",)))  # yields at once (never protected)
-    two = run_cycle(cluster(), store, runner, now=120.0)
+    two = run_cycle(cluster(), store, runner, FixedClock(120.0))
     assert [(p.job_id, p.code.value) for p in two.plan.preemptions] == [
         ("r1", "PreemptedUnallocated")]
 
@@ -166,11 +168,11 @@ def test_a_running_job_on_a_removed_node_is_left_running_and_charged_when_it_end
     store.upsert_job(r1)
     runner.running["r1"] = (r1.placement, 0.0)
     small = cluster(types=("h100",))  # the b200 nodes (and type) are gone from the config
-    res = run_cycle(small, store, runner, now=60.0)
+    res = run_cycle(small, store, runner, FixedClock(60.0))
     assert "r1" not in {j.id for j in res.snapshot.jobs}
     assert store.get_job("r1").state is JobState.RUNNING
     runner.end("r1", H)
-    run_cycle(small, store, runner, now=H + 60)
+    run_cycle(small, store, runner, FixedClock(H + 60))
     assert store.job_status("r1") == "finished"
     assert [(iv.job_id, iv.gpu_type, iv.start, iv.end) for iv in store.intervals()] == [
         ("r1", "b200", 0.0, H)]
@@ -180,10 +182,10 @@ def test_every_ended_job_gets_exactly_one_end_event(store):
     runner = Runner()
     for j in (job("a1"), job("b1", "b", resumable=False)):
         store.add_job(j)
-    run_cycle(cluster(types=("h100",)), store, runner, now=0.0)
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(0.0))
     runner.end("a1", H)
     runner.end("b1", H, EventKind.PREEMPTED)
-    run_cycle(cluster(types=("h100",)), store, runner, now=H + 60)
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(H + 60))
     kinds = [(e["job_id"], e["kind"]) for e in store.events(limit=100)
              if e["kind"] not in ("started",)]
     assert sorted(kinds) == [("a1", "finished"), ("b1", "cancelled")]
@@ -193,14 +195,14 @@ def test_events_repeated_after_a_crash_are_neither_charged_nor_recorded_twice(st
     runner = Runner()
     for j in (job("a1"), job("a2", resumable=True)):
         store.add_job(j)
-    run_cycle(cluster(types=("h100",)), store, runner, now=0.0)
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(0.0))
     runner.end("a1", H)
     runner.end("a2", H, EventKind.REQUEUED)
-    run_cycle(cluster(types=("h100",)), store, runner, now=H + 60)
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(H + 60))
     first = (store.intervals(), store.events(limit=100))
     runner.repeat = True  # the acknowledgement was lost: the same events again, twice
-    run_cycle(cluster(types=("h100",)), store, runner, now=H + 120)
-    run_cycle(cluster(types=("h100",)), store, runner, now=H + 180)
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(H + 120))
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(H + 180))
     assert store.intervals() == first[0]
     assert [(iv.job_id, iv.start, iv.end) for iv in first[0]] == [("a1", 0.0, H), ("a2", 0.0, H)]
     ends = [e for e in store.events(limit=100) if e["kind"] in ("finished", "requeued")]
@@ -216,7 +218,7 @@ def test_the_end_of_a_run_whose_start_was_never_recorded_is_charged(store):
     placement = Placement("a1", "h100", (NodeAlloc("h100-0", tuple(range(8))),))
     runner.events.append(JobEvent("a1", EventKind.FINISHED, 2 * H, placement, 0, "exited 0",
                                   run_start=600.0))
-    run_cycle(cluster(types=("h100",)), store, runner, now=2 * H + 60)
+    run_cycle(cluster(types=("h100",)), store, runner, FixedClock(2 * H + 60))
     assert store.job_status("a1") == "finished"
     assert [(iv.job_id, iv.start, iv.end, iv.gpus) for iv in store.intervals()] == [
         ("a1", 600.0, 2 * H, 8)]
@@ -225,9 +227,9 @@ def test_the_end_of_a_run_whose_start_was_never_recorded_is_charged(store):
 def test_an_epoch_earlier_than_the_last_one_is_refused_and_writes_nothing(store):
     runner = Runner()
     store.add_job(job("a1"))
-    run_cycle(cluster(), store, runner, now=H)
+    run_cycle(cluster(), store, runner, FixedClock(H))
     before = (store.list_jobs(), store.intervals(), store.epochs(limit=10))
     with pytest.raises(OptallocError, match="is earlier than the last recorded epoch"):
-        run_cycle(cluster(), store, runner, now=H - 1)
+        run_cycle(cluster(), store, runner, FixedClock(H - 1))
     assert (store.list_jobs(), store.intervals(), store.epochs(limit=10)) == before
-    run_cycle(cluster(), store, runner, now=H)  # the same time again (a retry) is fine
+    run_cycle(cluster(), store, runner, FixedClock(H))  # the same time again (a retry) is fine

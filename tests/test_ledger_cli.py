@@ -8,7 +8,7 @@ import re
 import pytest
 
 from optalloc.cli import main
-from optalloc.ledger import StateStore
+from optalloc.state import StateStore
 from optalloc.types import Job, JobState, NodeAlloc, Placement
 
 CONFIG = """

@@ -3,6 +3,8 @@ trap the preemption notice and write markers. Time is driven through the `now` a
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import signal
 import sqlite3
@@ -165,13 +167,20 @@ def test_a_placed_job_runs_in_its_own_process_group_with_its_gpus_and_contract(
     assert r.log_path("train-1").read_text().startswith("# optalloc: job train-1 run 1 on box")
 
 
-def test_min_runtime_in_the_environment_is_capped_by_the_policy(make_runner, scripts, marks):
+@pytest.mark.parametrize("min_runtime_s, allocated, expected", [
+    (10 * 3600, True, ("7200", f"{T0 + 7200:.3f}")),  # capped by the policy
+    (1800, True, ("1800", f"{T0 + 1800:.3f}")),
+    (0, True, ("0", f"{T0:.3f}")),  # unallocated work: never protected
+    (1800, False, ("0", f"{T0:.3f}")),  # a gpu_type where the project has no share
+], ids=["capped", "under the cap", "min_runtime 0", "no share on the type"])
+def test_the_protection_in_the_environment_is_the_contract_rule(
+        make_runner, scripts, marks, min_runtime_s, allocated, expected):
     r = make_runner(policy=Policy(min_runtime_cap_s=7200))
-    r.apply(plan(T0, place("j", 0)), {"j": job("j", scripts["polite"], marks,
-                                               min_runtime_s=10 * 3600)}, T0)
+    pl = dataclasses.replace(place("j", 0), allocated=allocated)
+    r.apply(plan(T0, pl), {"j": job("j", scripts["polite"], marks,
+                                    min_runtime_s=min_runtime_s)}, T0)
     env = read_env(marks, "j")
-    assert (env["OPTALLOC_MIN_RUNTIME"], env["OPTALLOC_PROTECTED_UNTIL"]) == (
-        "7200", f"{T0 + 7200:.3f}")
+    assert (env["OPTALLOC_MIN_RUNTIME"], env["OPTALLOC_PROTECTED_UNTIL"]) == expected
 
 
 def test_with_nvml_the_job_sees_its_gpus_by_uuid_and_the_node_is_reported_healthy(

@@ -11,7 +11,7 @@ import sqlite3
 import pytest
 
 from optalloc.cli import main
-from optalloc.ledger.store import StateStore
+from optalloc.state import StateStore
 from optalloc.runners import nvml
 from optalloc.types import Job
 from tests.conftest import FakeGpu, wait_until

@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from optalloc.sim.engine import NodeEvent, SimScenario, check_conservation, simulate
+from optalloc.sim.engine import check_conservation, simulate
+from optalloc.sim.scenario import NodeEvent, Scenario
 from optalloc.sim.policies import make_policy
 from optalloc.sim.result import JobRecord
 from optalloc.types import Config, GpuType, Job, Node, NodeState, OrgNode, Policy
@@ -22,7 +23,7 @@ def scenario(jobs, *, nodes=1, grace=0.0, ckpt=600.0, early=True, events=(), typ
         org=OrgNode("root", children=(OrgNode("A"), OrgNode("B"))),
         policy=Policy(grace_s=grace, epoch_s=300.0, checkpoint_interval_s=ckpt),
     )
-    return SimScenario("tiny", cfg, tuple(jobs), duration_s=duration, early_solve=early, node_events=tuple(events))
+    return Scenario("tiny", cfg, tuple(jobs), duration_s=duration, early_solve=early, node_events=tuple(events))
 
 
 TRAIN = Job("train", "A", 8, min_runtime_s=H, submit_time=0.0, duration_s=2 * H)
@@ -104,7 +105,7 @@ CASES = [
         # 2000, the next tick (2100) restarts it with 3000 - 600 s of work.
         "priority", dict(
             jobs=[Job("j", "A", 8, min_runtime_s=H, duration_s=3000.0)],
-            events=[NodeEvent(1000.0, "n1", NodeState.DOWN), NodeEvent(2000.0, "n1", NodeState.UP)],
+            events=[NodeEvent(1000.0, ("n1",), NodeState.DOWN), NodeEvent(2000.0, ("n1",), NodeState.UP)],
         ),
         [("j", 0, 1000), ("j", 2100, 4500)],
         {"j": (0, 4500, True, 1, 3200.0)},
@@ -115,7 +116,7 @@ CASES = [
         # next tick (1200) and restarts it on n2 at the tick after (1500); work lost 0 (ckpt 600).
         "greedy", dict(
             jobs=[Job("j", "A", 8, min_runtime_s=600.0, duration_s=3000.0)], nodes=2,
-            events=[NodeEvent(1000.0, "n1", NodeState.DRAIN)],
+            events=[NodeEvent(1000.0, ("n1",), NodeState.DRAIN)],
         ),
         [("j", 0, 1200), ("j", 1500, 3300)],
         {"j": (0, 3300, True, 1, 0.0)},
@@ -125,7 +126,7 @@ CASES = [
         # ... while priority lets it finish there.
         "priority", dict(
             jobs=[Job("j", "A", 8, min_runtime_s=600.0, duration_s=3000.0)], nodes=2,
-            events=[NodeEvent(1000.0, "n1", NodeState.DRAIN)],
+            events=[NodeEvent(1000.0, ("n1",), NodeState.DRAIN)],
         ),
         [("j", 0, 3000)],
         {"j": (0, 3000, True, 0, 0.0)},
@@ -142,6 +143,25 @@ CASES = [
         id="unallocated-fills-and-yields",
     ),
 ]
+
+
+# the optimizer, checked at every decision like the baselines, on the cases whose timeline
+# does not depend on how a policy ranks (the same hand-worked timelines)
+ILP_SAME = ("early-solve-starts-at-submission", "without-early-solve-a-job-waits-for-the-tick",
+            "jobs-run-at-the-speed-of-their-gpu-type", "node-down-kills-and-requeues",
+            "greedy-empties-a-drained-node", "unallocated-fills-and-yields")
+CASES += [pytest.param("ilp", *c.values[1:], id=f"ilp:{c.id}") for c in CASES if c.id in ILP_SAME]
+CASES.append(pytest.param(
+    # 20 GPUs on 8-GPU nodes: 8 + 8 + 4 on three nodes (optalloc/shape.py), under each policy;
+    # the 4 GPUs left on the third node take a 4-GPU job at once
+    "ilp", dict(jobs=[Job("gang", "A", 20, min_runtime_s=H, duration_s=H),
+                      Job("four", "B", 4, min_runtime_s=H, duration_s=H)], nodes=3),
+    [("four", 0, 3600), ("gang", 0, 3600)],
+    {"gang": (0, 3600, True, 0, 0.0), "four": (0, 3600, True, 0, 0.0)},
+    id="ilp:a-20-gpu-gang-is-8-8-4",
+))
+CASES += [pytest.param(p, *CASES[-1].values[1:], id=f"{p}:a-20-gpu-gang-is-8-8-4")
+          for p in ("greedy", "priority")]
 
 
 @pytest.mark.parametrize("policy, kw, intervals, recs", CASES)
@@ -163,7 +183,7 @@ def test_a_finite_horizon_cuts_intervals_and_leaves_unfinished_jobs_open():
 
 
 def test_demand_and_capacity_samples_follow_the_queue_and_the_nodes():
-    sc = scenario([TRAIN, DEBUG], nodes=2, events=[NodeEvent(500.0, "n2", NodeState.DRAIN)])
+    sc = scenario([TRAIN, DEBUG], nodes=2, events=[NodeEvent(500.0, ("n2",), NodeState.DRAIN)])
     res = simulate(sc, make_policy("greedy"), check=True)
     assert [(c.time, dict(c.by_type)) for c in res.capacity] == [(0.0, {"h100": 16}), (500.0, {"h100": 8})]
     assert [(d.time, dict(d.allocated_by_project), d.total_gpus) for d in res.demand] == [
@@ -191,7 +211,7 @@ def test_epoch_records_say_what_each_decision_did():
 def test_node_event_for_an_unknown_node_is_a_located_error():
     from optalloc.errors import OptallocError
 
-    sc = scenario([TRAIN], events=[NodeEvent(10.0, "nope", NodeState.DOWN)])
+    sc = scenario([TRAIN], events=[NodeEvent(10.0, ("nope",), NodeState.DOWN)])
     with pytest.raises(OptallocError, match="nope"):
         simulate(sc, make_policy("greedy"))
 

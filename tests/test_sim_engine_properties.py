@@ -11,7 +11,9 @@ from collections import defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from optalloc.sim.engine import NodeEvent, SimScenario, check_conservation, simulate
+from optalloc.contract import protection_s
+from optalloc.sim.engine import check_conservation, simulate
+from optalloc.sim.scenario import NodeEvent, Scenario
 from optalloc.sim.policies import make_policy
 from optalloc.types import Config, GpuType, Job, Node, NodeState, OrgNode, Policy
 
@@ -19,10 +21,10 @@ TYPES = ("h100", "b200")
 
 
 @st.composite
-def scenarios(draw):
+def scenarios(draw, max_jobs=10, horizons=(3 * 3600, 12 * 3600)):
     n_nodes = draw(st.integers(1, 4))
     nodes = tuple(Node(f"n{i}", TYPES[i % 2], 8) for i in range(n_nodes))
-    n_jobs = draw(st.integers(1, 10))
+    n_jobs = draw(st.integers(1, max_jobs))
     jobs = []
     for i in range(n_jobs):
         gpus = draw(st.sampled_from([1, 2, 4, 8, 12, 16]))
@@ -46,7 +48,7 @@ def scenarios(draw):
         events.append(
             NodeEvent(
                 float(draw(st.integers(0, 8000))),
-                f"n{draw(st.integers(0, n_nodes - 1))}",
+                (f"n{draw(st.integers(0, n_nodes - 1))}",),
                 draw(st.sampled_from(list(NodeState))),
             )
         )
@@ -65,8 +67,8 @@ def scenarios(draw):
         lookback_s=4 * 3600.0,
     )
     cfg = Config(gpu_types=tuple(GpuType(t, w) for t, w in zip(TYPES, (1.0, 1.5))), nodes=nodes, org=org, policy=policy)
-    return SimScenario(
-        "random", cfg, tuple(jobs), duration_s=float(draw(st.sampled_from([3 * 3600, 12 * 3600]))),
+    return Scenario(
+        "random", cfg, tuple(jobs), duration_s=float(draw(st.sampled_from(horizons))),
         early_solve=draw(st.booleans()), node_events=tuple(events),
     )
 
@@ -74,6 +76,16 @@ def scenarios(draw):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sc=scenarios(), policy=st.sampled_from(["priority", "greedy"]))
 def test_random_workloads_keep_every_invariant(sc, policy):
+    keeps_every_invariant(sc, policy)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sc=scenarios(max_jobs=6, horizons=(3 * 3600,)))
+def test_random_workloads_keep_every_invariant_under_the_optimizer(sc):
+    keeps_every_invariant(sc, "ilp")
+
+
+def keeps_every_invariant(sc, policy):
     res = simulate(sc, make_policy(policy), check=True)  # plan invariants at every decision
     check_conservation(res)
     jobs = {j.id: j for j in sc.jobs}
@@ -101,7 +113,7 @@ def test_random_workloads_keep_every_invariant(sc, policy):
             1 if ivs and rec.end_time is None and ivs[-1].end == res.end else 0
         )
         # protected: an allocated run ends early only by completion, the horizon or a node failure
-        protect = min(job.min_runtime_s, sc.config.policy.min_runtime_cap_s)
+        protect = protection_s(job.min_runtime_s, sc.config.policy.min_runtime_cap_s)
         for k, iv in enumerate(ivs):
             last = k == len(ivs) - 1
             if job.allocated and iv.end < iv.start + protect - 1e-9:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from optalloc.errors import ConfigError
-from optalloc.sim.engine import SimScenario, simulate
+from optalloc.sim.engine import simulate
+from optalloc.sim.scenario import Scenario
 from optalloc.sim.policies import make_policy
 from optalloc.sim.whatif import apply_overrides, run_whatif, with_config
 from optalloc.types import Config, GpuType, Job, Node, OrgNode, Policy, UsageMode
@@ -127,7 +128,7 @@ def test_zeroing_every_sibling_is_refused():
         apply_overrides(cfg(), ["org.A.share=0", "org.B.share=0"])
 
 
-def contended() -> SimScenario:
+def contended() -> Scenario:
     """Two projects keep one 8-GPU node busy with 1-hour jobs (8 h of work each)."""
     c = cfg()
     c = Config(c.gpu_types[:1], c.nodes[:1], c.org, c.policy)
@@ -135,7 +136,7 @@ def contended() -> SimScenario:
     for k in range(8):
         for p in ("A1", "B1"):
             jobs.append(Job(f"{p}-{k}", p, 8, min_runtime_s=H, submit_time=0.0, duration_s=H))
-    return SimScenario("contended", c, tuple(jobs), duration_s=8 * H)
+    return Scenario("contended", c, tuple(jobs), duration_s=8 * H)
 
 
 def test_a_bigger_budget_moves_gpu_time_to_the_project_that_got_it():

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from optalloc.runners.slurm import job_from_slurm
+from optalloc.runners.slurm_submit import job_from_slurm
 from optalloc.runners.slurm_cli import (
     SlurmCli,
     SlurmError,

@@ -57,7 +57,7 @@ def runner(slurm_cluster, tmp_path):
                     slurm_conf=str(slurm_cluster.conf), log_dir=tmp_path / "logs",
                     workdir=tmp_path, timeout_s=20)
     yield r
-    for row in r._rows():
+    for row in r.table.rows():
         subprocess.run(["scancel", row.slurm_id], env=slurm_cluster.env(), capture_output=True)
     r.close()
 
@@ -97,6 +97,7 @@ def observe_until(runner, pred, timeout=40.0):
     def step():
         obs = runner.observe(time.time())
         seen.extend(obs.events)
+        runner.ack_events()  # recorded, as the cycle does: not handed out again
         return obs if pred(obs, seen) else None
 
     obs = wait_until(step, timeout=timeout, interval=0.3)
@@ -228,7 +229,7 @@ def test_drained_nodes_are_reported_and_bad_commands_become_errors(runner, slurm
 def test_optalloc_submit_with_the_slurm_runner_queues_the_job_and_holds_it_in_slurm(
         slurm_cluster, tmp_path, monkeypatch, capsys):
     from optalloc.cli import main
-    from optalloc.ledger.store import StateStore
+    from optalloc.state import StateStore
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "cfg.yaml").write_text(
@@ -254,3 +255,17 @@ def test_optalloc_submit_with_the_slurm_runner_queues_the_job_and_holds_it_in_sl
         r.close()
     finally:
         subprocess.run(["scancel", sid], env=slurm_cluster.env())
+
+
+def test_events_are_handed_out_again_until_the_cycle_acknowledges_them(runner):
+    """A crash between observe and the epoch's record must not lose a job's end: the runner
+    keeps its events until `ack_events` (delivery at least once, like the local runner)."""
+    job = Job("quick-1", "A1", 1, command=("true",))
+    res = runner.apply(plan(place("quick-1", "node1", 1)), {"quick-1": job}, time.time())
+    assert res.started == ("quick-1",)
+    first = wait_until(lambda: runner.observe(time.time()).events or None, timeout=40,
+                       interval=0.3)
+    again = runner.observe(time.time()).events  # not acknowledged: the same events again
+    runner.ack_events()
+    after = runner.observe(time.time()).events
+    assert ([e.kind for e in first], again, after) == ([EventKind.FINISHED], first, ())

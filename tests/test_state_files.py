@@ -12,7 +12,7 @@ import pytest
 
 from optalloc.cli import main
 from optalloc.errors import StateError
-from optalloc.ledger.store import STORED_PLANS, StateStore
+from optalloc.state import STORED_PLANS, StateStore
 from optalloc.runners import nvml
 from optalloc.statefile import StateLock, write_atomic
 from tests.conftest import wait_until

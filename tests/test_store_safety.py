@@ -10,7 +10,7 @@ import sqlite3
 import pytest
 
 from optalloc.errors import StateError
-from optalloc.ledger import SCHEMA_VERSION, StateStore
+from optalloc.state import SCHEMA_VERSION, StateStore
 from optalloc.types import Interval, Job
 
 # fork keeps child start-up cheap; no parent connection is open when children start

@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from optalloc.errors import OptallocError, StateError
-from optalloc.ledger import Ledger, StateStore
+from optalloc.ledger import Ledger, build_report
+from optalloc.state import StateStore
 from optalloc.org import OrgTree
 from optalloc.types import (
     GpuType, Interval, Job, JobState, NodeAlloc, OrgNode, Placement, Policy, UsageMode,
@@ -119,7 +120,7 @@ def test_the_loaded_ledger_answers_like_one_built_in_memory(store):
         a, b = loaded.owed_delivered(0, now), mem.owed_delivered(0, now)
         np.testing.assert_allclose(a.owed_h, b.owed_h)
         np.testing.assert_allclose(a.delivered_h, b.delivered_h)
-        ra, rb = loaded.report(now), mem.report(now)
+        ra, rb = build_report(loaded, now), build_report(mem, now)
         assert [(r.name, r.depth) for r in ra] == [(r.name, r.depth) for r in rb]
         np.testing.assert_allclose([astuple(r)[3:] for r in ra], [astuple(r)[3:] for r in rb])
 

@@ -7,18 +7,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from optalloc.sim.engine import SimScenario
+from optalloc.sim.scenario import Scenario
 from optalloc.sim.sweep import ProcessExecutor
 from optalloc.sim.sweep.executors import Task
 from optalloc.types import Config, GpuType, Job, Node, OrgNode, Policy
 
 
-def tiny() -> SimScenario:
+def tiny() -> Scenario:
     org = OrgNode("lab", children=(OrgNode("A", children=(OrgNode("A1"),)), OrgNode("B", children=(OrgNode("B1"),))))
     cfg = Config((GpuType("h100"),), (Node("n1", "h100", 8),), org, Policy(epoch_s=300.0, grace_s=0.0))
     jobs = (Job("a", "A1", 8, min_runtime_s=3600.0, duration_s=3600.0),
             Job("b", "B1", 4, min_runtime_s=3600.0, submit_time=60.0, duration_s=1800.0))
-    return SimScenario("tiny", cfg, jobs, duration_s=4 * 3600.0)
+    return Scenario("tiny", cfg, jobs, duration_s=4 * 3600.0)
 
 
 def _arrive(marker: str, always: bool, scenario):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from optalloc.config.problems import Problems
 from optalloc.errors import ConfigError
-from optalloc.sim.engine import SimScenario
+from optalloc.sim.scenario import Scenario
 from optalloc.sim.sweep import format_seeds, parse_seeds, plan_sweep
 from optalloc.sim.sweep.grid import Axis, make_cells, parse_grid, parse_policies
 from optalloc.sim.sweep.table import flatten
@@ -29,9 +29,9 @@ def config() -> Config:
                   policy=Policy(epoch_s=300.0, grace_s=0.0, lookback_s=86400.0))
 
 
-def scenario(seed: int = 0, name: str = "s", jobs: int = 2) -> SimScenario:
+def scenario(seed: int = 0, name: str = "s", jobs: int = 2) -> Scenario:
     js = tuple(Job(f"j{k}", "A1", 4, min_runtime_s=3600.0, duration_s=3600.0) for k in range(jobs))
-    return SimScenario(name, config(), js, duration_s=7200.0, seed=seed, source_path=f"/somewhere/{name}.yaml")
+    return Scenario(name, config(), js, duration_s=7200.0, seed=seed, source_path=f"/somewhere/{name}.yaml")
 
 
 # --------------------------------------------------------------------------- parsing

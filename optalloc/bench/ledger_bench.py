@@ -4,7 +4,7 @@ The issue's target: `ledger report` over 1,000,000 intervals and 200 projects in
 Each row times, in one process and one run (wall seconds, best of `repeat`):
 
     build_s             Ledger from columns (what StateStore.ledger does after reading)
-    report_s            Ledger.report(now): usage, entitled, ratios, owed/delivered over lookback
+    report_s            build_report(ledger, now): usage, entitled, ratios, owed/delivered over lookback
     usage_ratios_s      Ledger.usage_ratios(now) (the per-epoch call of cron and simulator)
     owed_delivered_s    Ledger.owed_delivered over the whole span, hourly (simulator metrics)
     store_load_s        StateStore.ledger() from a SQLite file (only with store=True)
@@ -25,7 +25,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from optalloc.ledger import Ledger, StateStore
+from optalloc.ledger import Ledger, build_report
+from optalloc.state import StateStore
 from optalloc.org import OrgTree
 from optalloc.types import GpuType, OrgNode, Policy
 
@@ -134,13 +135,13 @@ def run(
             "projects": n_projects,
             "days": days,
             "build_s": build_s,
-            "report_s": _best(lambda: led.report(now), repeat),
+            "report_s": _best(lambda: build_report(led, now), repeat),
             "usage_ratios_s": _best(lambda: led.usage_ratios(now), repeat),
             "owed_delivered_s": _best(lambda: led.owed_delivered(0.0, now), repeat),
             "build_with_samples_s": samples_s,
         }
         tracemalloc.start()
-        build(tree, data, policy).report(now)
+        build_report(build(tree, data, policy), now)
         row["peak_mem_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
         if store:

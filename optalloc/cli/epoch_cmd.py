@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", required=True, help="YAML config file or directory")
     p.add_argument("--state", required=True, help="state DB (SQLite), created if missing")
     p.add_argument("--now", help="epoch time (seconds or ISO-8601); default: the clock")
+    p.add_argument("--policy", default="ilp",
+                   help="who decides: ilp (default: optalloc's optimizer), greedy (the published "
+                        "system's rules) or priority (the old system), for a side-by-side week")
     p.add_argument("--backend", help="solver backend (highs, scip, cpsat, cbc); default: policy")
     p.add_argument("--time-limit", help="solver time limit in seconds (up to a day)")
     p.add_argument("--dry-run", action="store_true", help="solve and print; write and start nothing")
@@ -70,6 +73,26 @@ def _runner(name: str, args, config, state: str):
     return make_runner(name, **opts)
 
 
+def _scheduler(args, settings):
+    """The --policy's scheduler; --backend and --time-limit are the ilp policy's."""
+    from optalloc.sim.policies import POLICIES, make_policy
+
+    name = (args.policy or "").strip().lower()
+    if name not in POLICIES:
+        raise OptallocError(f"--policy {args.policy!r} is unknown; use one of: "
+                            f"{', '.join(POLICIES)}")
+    if name != "ilp":
+        given = [f for f, v in (("--backend", args.backend), ("--time-limit", args.time_limit))
+                 if v is not None]
+        if given:
+            verb = "set" if len(given) > 1 else "sets"
+            raise OptallocError(f"{' and '.join(given)} {verb} the optimizer, which --policy "
+                                f"{name} does not use; leave {'them' if len(given) > 1 else 'it'} "
+                                "out or use --policy ilp")
+        return make_policy(name)
+    return make_policy("ilp", settings=settings)
+
+
 def _settings(args, config):
     import dataclasses
 
@@ -102,15 +125,17 @@ def _seconds(text: str, flag: str, *, positive: bool = False) -> float:
 
 
 def cmd_epoch(args) -> int:
+    from optalloc.clock import FixedClock, WallClock
     from optalloc.config import load_config
     from optalloc.cycle import run_cycle
-    from optalloc.ledger.store import StateStore, check_state_file
+    from optalloc.state import StateStore, check_state_file
     from optalloc.statefile import StateLock, check_output_path, write_atomic
 
     # every input is checked before the lock is taken or anything is written
     config = load_config(args.config)
     given_now = None if args.now is None else parse_now(args.now)
     settings = _settings(args, config)
+    scheduler = _scheduler(args, settings)
     wait = _seconds(args.wait, "--wait")
     check_state_file(args.state)
     if args.out:
@@ -121,12 +146,14 @@ def cmd_epoch(args) -> int:
 
         check_outputs(*outputs)
     written: list[str] = []
+    # the clock is read by the turn, once the lock is held
+    clock = WallClock() if given_now is None else FixedClock(given_now)
     with StateLock(args.state, wait_s=wait):
-        now = time.time() if given_now is None else given_now  # the clock, once we hold the lock
         store = StateStore(args.state)
         try:
             runner = _runner(args.runner, args, config, args.state)
-            result = run_cycle(config, store, runner, now, settings=settings, dry_run=args.dry_run)
+            result = run_cycle(config, store, runner, clock, scheduler=scheduler,
+                               dry_run=args.dry_run)
         finally:
             store.close()
         doc = plan_to_dict(result.plan)
@@ -240,7 +267,7 @@ def cmd_explain(args) -> int:
     from optalloc.codec import plan_from_dict
     from optalloc.config import load_config
     from optalloc.holds import hold_unknown
-    from optalloc.ledger import StateStore
+    from optalloc.state import StateStore
     from optalloc.plan.explain import explain, format_explanation
     from optalloc.snapshot import build_snapshot
 

@@ -110,7 +110,7 @@ def _flag_job(args: argparse.Namespace, now: float) -> dict[str, Any]:
 def cmd_submit(args: argparse.Namespace) -> int:
     from optalloc.cli.epoch_cmd import parse_now
     from optalloc.config import load_config, load_jobs, parse_jobs
-    from optalloc.ledger.store import StateStore, check_state_file
+    from optalloc.state import StateStore, check_state_file
 
     now = time.time() if args.now is None else parse_now(args.now)
     config = load_config(args.config)

@@ -135,7 +135,8 @@ class _Checker:
 
 def cmd_report(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import StateStore, format_table, rows_to_json, running_intervals
+    from optalloc.ledger import build_report, format_table, rows_to_json, running_intervals
+    from optalloc.state import StateStore
 
     config = load_config(args.config)
     now = _time_arg(args.now, "--now")
@@ -167,7 +168,7 @@ def cmd_report(args) -> int:
         notes.append(f"no capacity recorded in the state DB: using the config's up nodes {cap}")
     from optalloc.ledger.report import legend, tracked_since
 
-    rows = led.report(now, open_ivs)
+    rows = build_report(led, now, open_ivs)
     since = tracked_since(led, now)
     window_start = now - policy.lookback_s
     lost = led.unattributed_gpu_hours(now)
@@ -203,7 +204,7 @@ def cmd_report(args) -> int:
 
 def cmd_record(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import StateStore
+    from optalloc.state import StateStore
 
     config = load_config(args.config)
     problems: list[str] = []
@@ -273,7 +274,7 @@ def read_intervals_csv(path: str, config) -> list[Interval]:
 
 def cmd_import(args) -> int:
     from optalloc.config import load_config
-    from optalloc.ledger import StateStore
+    from optalloc.state import StateStore
 
     config = load_config(args.config)
     ivs = read_intervals_csv(args.file, config)

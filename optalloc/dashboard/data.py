@@ -27,7 +27,7 @@ from optalloc.dashboard.utilization import (
     job_utilization,
     project_utilization,
 )
-from optalloc.ledger import running_intervals
+from optalloc.ledger import build_report, running_intervals
 from optalloc.ledger.report import ReportRow, owed_window
 from optalloc.org import OrgTree
 from optalloc.types import Config, NodeState, Policy, UsageMode, frozen_map
@@ -142,7 +142,7 @@ def gather(config: Config, store, *, history: int = DEFAULT_HISTORY,
     if led.entitled(now)[0] == 0:
         led.record_capacity(now, cap_up)
         notes.append(f"no capacity recorded in the state DB: using the config's up nodes {cap_up}")
-    report = led.report(now, open_ivs)
+    report = build_report(led, now, open_ivs)
     tracked, od, _ = owed_window(led, now, open_ivs)
 
     ancestors = {nm: tuple(tree.path(nm)[1:]) for nm in tree.names}

@@ -17,7 +17,7 @@ import sqlite3
 import urllib.parse
 
 from optalloc.errors import StateError
-from optalloc.ledger.store import SCHEMA_VERSION, StateStore
+from optalloc.state import SCHEMA_VERSION, StateStore
 
 
 class ReadOnlyStore(StateStore):

@@ -21,6 +21,7 @@ import numpy as np
 from optalloc.errors import OptallocError
 from optalloc.ledger.columns import Columns
 from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals
+from optalloc.ledger.owed import OwedDelivered
 from optalloc.org import OrgTree
 from optalloc.types import GpuType, Interval, Job, Policy
 
@@ -291,10 +292,8 @@ class Ledger:
         end: float,
         step: float = 3600.0,
         open_intervals: Sequence[Interval] = (),
-    ):
+    ) -> OwedDelivered:
         """Owed and delivered GPU-hours per project and bin of `step` seconds (see owed.py)."""
-        from optalloc.ledger.owed import OwedDelivered
-
         if not end > start or step <= 0:
             raise OptallocError(
                 f"ledger: owed_delivered needs end > start and step > 0 (got start={start}, "
@@ -330,18 +329,13 @@ class Ledger:
             delivered_h=delivered_h,
         )
 
-    def report(self, now: float, open_intervals: Sequence[Interval] = ()):
-        """One ReportRow per org node (pre-order): see report.py."""
-        from optalloc.ledger.report import build_report
-
-        return build_report(self, now, open_intervals)
-
 
 def running_intervals(jobs: Iterable[Job], now: float) -> list[Interval]:
-    """Open intervals (start_time -> now) of running jobs, to pass as `open_intervals`."""
+    """Open intervals (start_time -> now) of running jobs, to pass as `open_intervals`; charged
+    as allocated work exactly when the placement says so (Placement.allocated)."""
     return [
         Interval(j.id, j.project, j.placement.gpu_type, j.placement.gpus, j.start_time, now,
-                 j.allocated and j.placement.allocated)
+                 j.placement.allocated)
         for j in jobs
         if j.running and j.placement is not None and j.start_time is not None and now > j.start_time
     ]

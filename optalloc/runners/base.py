@@ -1,15 +1,17 @@
-"""The Runner protocol: where a Plan meets the machines.
+"""The Runner interface: where a Plan meets the machines.
 
-A runner executes plans (`apply`) and reports what actually happened (`observe`). optalloc's
-epoch loop is: observe -> update queue + ledger -> snapshot -> plan -> apply. Runners: local
-(subprocesses + pynvml), slurm (sbatch/scontrol/scancel), simulated (the simulator's).
+A runner executes plans (`apply`) and reports what actually happened (`observe`); the
+scheduling turn (optalloc.turn) is observe -> queue transitions -> ledger -> snapshot -> plan ->
+apply. Runners: noop, local (subprocesses + pynvml), slurm (sbatch/scontrol/scancel), simulated
+(the simulator's cluster). The events' vocabulary and the requeue exit code are shared by all.
 """
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Mapping, Protocol, runtime_checkable
+from typing import Mapping
 
 from optalloc.types import Job, NodeState, Placement, Plan, frozen_map
 
@@ -33,6 +35,9 @@ class JobEvent:
     # start of the run this event ends (finished/failed/preempted/requeued) or begins (started):
     # with `time` it is the exact run interval the ledger records
     run_start: float | None = None
+    # a requeued job's expected remaining work (speed-1 seconds) when the runner knows it (the
+    # simulated cluster does); the queue's copy of the job takes it as its duration
+    work_left_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -57,14 +62,60 @@ class ApplyResult:
     # preemption of a job with nothing to signal); handled exactly like observed events
 
 
-@runtime_checkable
-class Runner(Protocol):
-    name: str
+REQUEUE_EXIT_CODE = 75  # EX_TEMPFAIL: a resumable job that exits with it asks to be requeued
+
+
+def parse_signal(sig: int | str) -> int:
+    """A notice signal by number or name (TERM, SIGTERM, usr1); ValueError if unknown."""
+    if isinstance(sig, str):
+        name = sig.upper()
+        name = name if name.startswith("SIG") else f"SIG{name}"
+        try:
+            return int(signal.Signals[name])
+        except KeyError:
+            raise ValueError(f"unknown signal {sig!r}; use e.g. TERM, INT or USR1") from None
+    return int(signal.Signals(sig))
+
+
+class Runner:
+    """What the scheduling turn (optalloc.turn) uses of a runner; every runner subclasses this.
+
+    `observe` and `apply` are the runner. The rest are capabilities with defaults that do
+    nothing, so the turn calls them on every runner and never asks which it has:
+
+    * `authoritative`: True when `Observation.running` is the truth about what runs (the turn
+      then reconciles the queue with it); False for a runner that does not know (noop).
+    * `discover_jobs()`: jobs submitted around optalloc that the queue should hold (Slurm's
+      held jobs with an optalloc comment).
+    * `set_jobs(jobs)`: the running jobs the state DB knows, before `observe` (the noop runner
+      reports their completions from it).
+    * `ack_events()`: the events handed out so far are recorded: do not hand them out again.
+      Until then a runner that keeps its events repeats them (delivery at least once).
+    * `sample_utilization(now)`: sample and store GPU utilization of running jobs.
+    """
+
+    name: str = "runner"
+    authoritative: bool = True
 
     def observe(self, now: float) -> Observation:
-        """Report running jobs and events since the last call."""
-        ...
+        """Report running jobs and events since the last acknowledgement."""
+        raise NotImplementedError
 
     def apply(self, plan: Plan, jobs: Mapping[str, Job], now: float) -> ApplyResult:
         """Start the plan's new placements and preempt its preemptions (with notice)."""
-        ...
+        raise NotImplementedError
+
+    def discover_jobs(self) -> tuple[Job, ...]:
+        return ()
+
+    def set_jobs(self, jobs: Mapping[str, Job]) -> None:
+        return None
+
+    def ack_events(self) -> None:
+        return None
+
+    def sample_utilization(self, now: float) -> tuple:
+        return ()
+
+    def close(self) -> None:
+        return None

@@ -53,10 +53,22 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from optalloc.codec import to_dict
 from optalloc.faults import fault_point
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
-from optalloc.runners.local_db import (
+from optalloc.runners.base import (
+    REQUEUE_EXIT_CODE,
+    ApplyResult,
+    EventKind,
+    JobEvent,
+    Observation,
+    Runner,
+    parse_signal,
+)
+from optalloc.runners.local_proc import comm, process_start_ticks
+from optalloc.runners.local_start import StartsMixin
+from optalloc.runners.local_stop import StopsMixin
+from optalloc.runners.local_util import JobGpuSample, UtilizationStore
+from optalloc.runners.nvml import GpuInfo, GpuInventory, config_gpus
+from optalloc.state.local_tables import (
     Run,
     create_tables,
     get_run,
@@ -65,30 +77,17 @@ from optalloc.runners.local_db import (
     run_dir_of,
     write_transaction,
 )
-from optalloc.runners.local_proc import (
-    REQUEUE_EXIT_CODE,
-    comm,
-    killpg,
-    parse_signal,
-    process_start_ticks,
-)
-from optalloc.runners.local_start import StartsMixin, describe
-from optalloc.runners.local_util import JobGpuSample, UtilizationStore
-from optalloc.runners.nvml import GpuInfo, GpuInventory, config_gpus
 from optalloc.statefile import ensure_private_dir
 from optalloc.types import Job, JobEnv, Node, NodeState, Placement, Plan, Policy
 
 log = logging.getLogger(__name__)
 
-# kept importable from here (the slurm runner and tests use them)
-__all__ = ["LocalRunner", "JobGpuSample", "REQUEUE_EXIT_CODE", "open_runner_db",
-           "write_transaction", "process_start_ticks", "_parse_signal"]
-_parse_signal = parse_signal
+__all__ = ["LocalRunner", "JobGpuSample", "REQUEUE_EXIT_CODE", "process_start_ticks"]
 
 START_SETTLE_S = 5.0  # a start intent with no process after this long never started
 
 
-class LocalRunner(StartsMixin):
+class LocalRunner(StartsMixin, StopsMixin, Runner):
     """Runs jobs as processes on this machine, which is the config node `node`.
 
     state_path: the optalloc state database (SQLite); runner tables are prefixed `runner_`.
@@ -271,95 +270,6 @@ class LocalRunner(StartsMixin):
 
     def close(self) -> None:
         self.conn.close()
-
-    # ------------------------------------------------------------------ internals: stop
-    def _send_notice(self, run: Run) -> None:
-        """The notice of a committed preemption, then its confirmation."""
-        if self._alive(run):
-            killpg(run.pid, self.notice_signal)
-            log.info("preemption notice (%s) to %s, SIGKILL at %.0f",
-                     signal.Signals(self.notice_signal).name, run.job_id, run.kill_deadline)
-        fault_point("runner.after_notice")
-        with write_transaction(self.conn):
-            self.conn.execute("UPDATE runner_local_runs SET notice_sent = 1 WHERE run_id = ?",
-                              (run.run_id,))
-
-    def _escalate(self, now: float) -> None:
-        """SIGKILL the process group of every run whose grace period is over."""
-        overdue = [r for r in self._live_runs() if r.state == "stopping"
-                   and r.kill_deadline is not None and now >= r.kill_deadline and self._alive(r)]
-        for r in overdue:
-            killpg(r.pid, signal.SIGKILL)
-            with write_transaction(self.conn):
-                self.conn.execute("UPDATE runner_local_runs SET kill_time = ? WHERE run_id = ?",
-                                  (now, r.run_id))
-            log.info("grace over: SIGKILL to %s", r.job_id)
-        wait_until = time.monotonic() + self.kill_wait_s
-        while overdue and time.monotonic() < wait_until:
-            self._reap_children()
-            overdue = [r for r in overdue if self._alive(r)]
-            if overdue:
-                time.sleep(0.02)
-
-    # ------------------------------------------------------------------ internals: reconcile
-    def _reconcile(self, now: float) -> None:
-        self._reap_children()
-        self._settle_starts()
-        for run in self._live_runs():  # a committed notice that may not have gone out
-            if run.state == "stopping" and not run.notice_sent:
-                self._send_notice(run)
-        self._escalate(now)
-        self._reap_children()
-        with write_transaction(self.conn):
-            for run in self._live_runs():
-                if run.state != "starting" and not self._alive(run):
-                    self._record_end(run, now)
-
-    def _record_end(self, run: Run, now: float) -> None:
-        rc, end = self._exit_status(run, now)
-        if run.notice_time is not None:
-            kind = EventKind.REQUEUED if run.resumable else EventKind.PREEMPTED
-            how = ("killed after the grace period" if rc is None or run.kill_time is not None
-                   else f"exited {rc} after the notice")
-            why = f"preempted ({run.preempt_code}): notice at {run.notice_time:.3f}, {how}"
-        elif rc == 0:
-            kind, why = EventKind.FINISHED, "exited 0"
-        elif rc == REQUEUE_EXIT_CODE and run.resumable:
-            kind, why = EventKind.REQUEUED, f"exited {rc} (EX_TEMPFAIL): asked to be requeued"
-        elif rc is None:
-            kind, why = EventKind.FAILED, "vanished without an exit record (killed outside optalloc?)"
-        else:
-            kind, why = EventKind.FAILED, f"exited {rc}"
-        self.conn.execute(
-            "UPDATE runner_local_runs SET state = 'ended', end_time = ?, exit_code = ? "
-            "WHERE run_id = ?", (end, rc, run.run_id))
-        self._event(run.job_id, kind.value, end, run.start_time, run.placement, rc,
-                    f"{why}; ran {run.start_time:.3f}-{end:.3f} on {describe(run.placement)}")
-
-    def _exit_status(self, run: Run, now: float) -> tuple[int | None, float]:
-        """(exit code or None, end time on the runner's clock)."""
-        path = Path(run.exit_path)
-        try:
-            rc: int | None = int(path.read_text().strip())
-            end = now - (time.time() - path.stat().st_mtime)
-        except (FileNotFoundError, ValueError):
-            proc = self._children.pop(run.pid, None) if run.pid else None
-            rc = None if proc is None or proc.returncode is None else proc.returncode
-            rc = None if rc is not None and rc < 0 else rc  # killed by a signal: no code
-            end = run.kill_time if run.kill_time is not None else now
-        else:
-            if run.pid:
-                self._children.pop(run.pid, None)
-        return rc, min(max(end, run.start_time), now)
-
-    def _event(self, job_id: str, kind: str, t: float, run_start: float | None,
-               pl: Placement | None, exit_code: int | None, message: str,
-               delivered: bool = False) -> None:
-        self.conn.execute(
-            "INSERT INTO runner_local_events (job_id, kind, time, run_start, placement, "
-            "exit_code, message, delivered) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (job_id, kind, t, run_start, None if pl is None else json.dumps(to_dict(pl)),
-             exit_code, message, int(delivered)))
 
     def _reap_children(self) -> None:
         for proc in list(self._children.values()):

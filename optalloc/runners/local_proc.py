@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import signal
 import subprocess
 from pathlib import Path
 from typing import Mapping
@@ -15,7 +14,6 @@ from typing import Mapping
 from optalloc.config.jobenv import reserved_env_name
 from optalloc.types import JobEnv
 
-REQUEUE_EXIT_CODE = 75  # EX_TEMPFAIL: "requeue me" from a resumable job
 SHELL = "/bin/sh"
 
 # The wrapper keeps the job's exit status on disk so a restarted optalloc (no longer the
@@ -92,17 +90,6 @@ def find_wrapper(exit_path: str) -> int | None:
                 process_start_ticks(int(entry.name)) is not None:
             return int(entry.name)
     return None
-
-
-def parse_signal(sig: int | str) -> int:
-    if isinstance(sig, str):
-        name = sig.upper()
-        name = name if name.startswith("SIG") else f"SIG{name}"
-        try:
-            return int(signal.Signals[name])
-        except KeyError:
-            raise ValueError(f"unknown signal {sig!r}; use e.g. TERM, INT or USR1") from None
-    return int(signal.Signals(sig))
 
 
 def killpg(pgid: int, sig: int) -> None:

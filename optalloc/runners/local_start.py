@@ -19,10 +19,11 @@ import time
 from pathlib import Path
 
 from optalloc.codec import to_dict
+from optalloc.contract import protected_until, protection_s
 from optalloc.faults import fault_point
-from optalloc.runners.base import EventKind
-from optalloc.runners.local_db import Run, get_run, write_transaction
-from optalloc.runners.local_proc import REQUEUE_EXIT_CODE, find_wrapper, job_environment, spawn
+from optalloc.runners.base import REQUEUE_EXIT_CODE, EventKind
+from optalloc.runners.local_proc import find_wrapper, job_environment, spawn
+from optalloc.state.local_tables import Run, get_run, write_transaction
 from optalloc.statefile import open_private_new
 from optalloc.types import Job, Placement
 
@@ -85,7 +86,7 @@ class StartsMixin:
             (job.id,)).fetchone()
         gpu_idx = [g for a in pl.nodes for g in a.gpus]
         env = job_environment(self.base_env, self.job_env,
-                              self._job_env(job, gpu_idx, now, restarts))
+                              self._job_env(job, gpu_idx, now, restarts, pl.allocated))
         try:
             fd = open_private_new(run.log_path)
         except OSError as exc:
@@ -162,20 +163,26 @@ class StartsMixin:
         self._abandon(run, f"no process appeared within {self.start_settle_s:g}s of the intent "
                            "(optalloc stopped before spawning it)")
 
-    def _job_env(self, job: Job, gpu_idx: list[int], now: float, restarts: int) -> dict[str, str]:
+    def _job_env(self, job: Job, gpu_idx: list[int], now: float, restarts: int,
+                 allocated: bool) -> dict[str, str]:
         uuids = {g.index: g.uuid for g in self.gpus()}
         if gpu_idx and all(uuids.get(i) for i in gpu_idx):
             visible = ",".join(str(uuids[i]) for i in gpu_idx)
         else:
             visible = ",".join(str(i) for i in gpu_idx)
-        protected = min(job.min_runtime_s, self.policy.min_runtime_cap_s)
+        # the contract's one rule: no protection for unallocated work (min_runtime 0, or a
+        # gpu_type where the project has no share: the placement says which)
+        until = protected_until(now, job.min_runtime_s, self.policy.min_runtime_cap_s,
+                                allocated)
+        protected = 0.0 if until is None else protection_s(job.min_runtime_s,
+                                                           self.policy.min_runtime_cap_s)
         ckpt = job.checkpoint_interval_s or self.policy.checkpoint_interval_s
         return {
             "CUDA_VISIBLE_DEVICES": visible,
             "OPTALLOC_JOB_ID": job.id,
             "OPTALLOC_GPUS": str(len(gpu_idx)),
             "OPTALLOC_MIN_RUNTIME": f"{protected:g}",
-            "OPTALLOC_PROTECTED_UNTIL": f"{now + protected:.3f}",
+            "OPTALLOC_PROTECTED_UNTIL": f"{now if until is None else until:.3f}",
             "OPTALLOC_CHECKPOINT_INTERVAL": f"{ckpt:g}",
             "OPTALLOC_RESUMABLE": "1" if job.resumable else "0",
             "OPTALLOC_PREEMPT_SIGNAL": signal.Signals(self.notice_signal).name,

@@ -7,7 +7,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Sequence
 
-from optalloc.runners.local_db import Run, write_transaction
+from optalloc.state.local_tables import Run, write_transaction
 
 
 @dataclass(frozen=True)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
+from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
 from optalloc.types import Job, Plan
 
 
-class NoopRunner:
+class NoopRunner(Runner):
     name = "noop"
     authoritative = False  # observe() does not list running jobs; the store's view stands
 

@@ -31,19 +31,20 @@ in the table `runner_slurm_jobs` of the state database, so a restart re-adopts e
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
-import shlex
-import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from optalloc.codec import placement_from_dict, to_dict
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
-from optalloc.runners.local import REQUEUE_EXIT_CODE, open_runner_db, write_transaction, _parse_signal
+from optalloc.runners.base import (
+    REQUEUE_EXIT_CODE,
+    ApplyResult,
+    EventKind,
+    JobEvent,
+    Observation,
+    Runner,
+    parse_signal,
+)
 from optalloc.runners.slurm_cli import (
     ACTIVE,
     TERMINAL,
@@ -51,44 +52,16 @@ from optalloc.runners.slurm_cli import (
     SlurmError,
     SlurmJob,
     compress_hostlist,
-    format_comment,
 )
+from optalloc.runners.slurm_submit import SubmitMixin, job_from_slurm, signame
+from optalloc.state.slurm_tables import SlurmRow, SlurmTable
 from optalloc.types import Config, Job, NodeAlloc, Placement, Plan, Policy
-from optalloc.units import parse_duration
 
+__all__ = ["SlurmRunner", "job_from_slurm"]
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS runner_slurm_jobs (
-    job_id TEXT PRIMARY KEY,
-    slurm_id TEXT NOT NULL,
-    state TEXT NOT NULL CHECK (state IN ('held', 'placed', 'running', 'stopping', 'done')),
-    resumable INTEGER NOT NULL,
-    placement TEXT,          -- the plan's placement (JSON) while placed/running
-    placed_time REAL,
-    run_start REAL,          -- Slurm's start_time of the current run
-    notice_time REAL,
-    kill_deadline REAL,
-    preempt_code TEXT
-);
-"""
 
-
-@dataclass(frozen=True)
-class _Row:
-    job_id: str
-    slurm_id: str
-    state: str
-    resumable: bool
-    placement: Placement | None
-    placed_time: float | None
-    run_start: float | None
-    notice_time: float | None
-    kill_deadline: float | None
-    preempt_code: str | None
-
-
-class SlurmRunner:
+class SlurmRunner(SubmitMixin, Runner):
     """Drives a Slurm cluster through its CLI. `partition`: where jobs go and whose nodes are
     observed (default: Slurm's default partition); `slurm_conf`: SLURM_CONF for every command;
     `log_dir`: where jobs submitted by optalloc write their output."""
@@ -114,127 +87,36 @@ class SlurmRunner:
         self.policy = policy or (config.policy if config else Policy())
         self.partition = partition
         self.cli = cli or SlurmCli(slurm_conf=slurm_conf, timeout_s=timeout_s)
-        self.notice_signal = _parse_signal(notice_signal)
+        self.notice_signal = parse_signal(notice_signal)
         self.workdir = str(workdir or os.getcwd())
+        self.table = SlurmTable(state_path)  # None: in memory
+        self.conn = self.table.conn
         if state_path is None:
-            self.conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
             self.log_dir = Path(log_dir or self.workdir)
         else:
-            self.conn = open_runner_db(state_path)
             self.log_dir = Path(log_dir) if log_dir else Path(state_path).resolve().parent / "slurm-logs"
-        self.conn.executescript(_SCHEMA)
-
-    # ------------------------------------------------------------------ submission
-    def submit(self, job: Job, *, held: bool = True) -> str:
-        """`sbatch -H` the job (argv in a generated batch script, each word shell-quoted) with
-        optalloc's comment; returns the Slurm job id and records it."""
-        if not job.command:
-            raise SlurmError(f"{job.id} has no command (argv) to submit to Slurm")
-        gpn, nodes = self._shape(job)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        fields: dict[str, object] = {
-            "project": job.project,
-            "min_runtime": f"{job.min_runtime_s:g}",
-            "resumable": int(job.resumable),
-            "priority": job.priority,
-        }
-        if job.gpu_types:
-            fields["gpu_types"] = ",".join(job.gpu_types)
-        argv = ["sbatch", "--parsable", "-J", job.id, f"--comment={format_comment(fields)}",
-                f"--gres=gpu:{gpn}", f"--nodes={nodes}", "--requeue",
-                f"--output={self.log_dir / (job.id + '.%j.log')}", f"--chdir={self.workdir}"]
-        if held:
-            argv.insert(2, "-H")
-        if self.partition:
-            argv.append(f"--partition={self.partition}")
-        out = self.cli.run(argv, input=self._script(job))
-        slurm_id = out.strip().split(";")[0]
-        with write_transaction(self.conn):
-            self.conn.execute(
-                "INSERT OR REPLACE INTO runner_slurm_jobs (job_id, slurm_id, state, resumable) "
-                "VALUES (?, ?, 'held', ?)", (job.id, slurm_id, int(job.resumable)))
-        return slurm_id
-
-    def _script(self, job: Job) -> str:
-        protected = min(job.min_runtime_s, self.policy.min_runtime_cap_s)
-        ckpt = job.checkpoint_interval_s or self.policy.checkpoint_interval_s
-        env = {
-            "OPTALLOC_JOB_ID": job.id,
-            "OPTALLOC_GPUS": str(job.gpus),
-            "OPTALLOC_MIN_RUNTIME": f"{protected:g}",
-            "OPTALLOC_CHECKPOINT_INTERVAL": f"{ckpt:g}",
-            "OPTALLOC_RESUMABLE": "1" if job.resumable else "0",
-            "OPTALLOC_PREEMPT_SIGNAL": f"SIG{_signame(self.notice_signal)}",
-            "OPTALLOC_GRACE": f"{self.policy.grace_s:g}",
-            "OPTALLOC_REQUEUE_EXIT_CODE": str(REQUEUE_EXIT_CODE),
-        }
-        lines = ["#!/bin/sh", "# generated by optalloc: the job's argv, exec'd so the notice "
-                 "signal reaches it"]
-        lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
-        lines.append(f"export OPTALLOC_PROTECTED_UNTIL=$(( $(date +%s) + {int(protected)} ))")
-        lines.append("exec " + " ".join(shlex.quote(a) for a in job.command))
-        return "\n".join(lines) + "\n"
-
-    def _shape(self, job: Job) -> tuple[int, int]:
-        """(GPUs per node, nodes) for sbatch; a placement overrides both later."""
-        if job.gpus_per_node:
-            return job.gpus_per_node, max(1, job.gpus // job.gpus_per_node)
-        biggest = max((n.gpus for n in (self.config.nodes if self.config else ())), default=0)
-        if biggest and job.gpus > biggest:
-            return biggest, math.ceil(job.gpus / biggest)
-        return max(job.gpus, 1), 1
-
-    def discover_jobs(self) -> tuple[Job, ...]:
-        """Held Slurm jobs with an optalloc comment that optalloc does not know yet, as Jobs
-        for the queue (the epoch loop adds them to the state store). Jobs with a malformed
-        comment are skipped with a logged warning naming the field."""
-        known = {r.slurm_id for r in self._rows(include_done=True)}
-        names = {r.job_id for r in self._rows(include_done=True)}
-        found = []
-        for sj in self.cli.jobs():
-            fields = sj.optalloc_fields
-            if fields is None or sj.slurm_id in known or sj.state != "PENDING":
-                continue
-            if sj.name in names:
-                log.warning("Slurm job %s: name %r is already an optalloc job; rename it "
-                            "(sbatch -J) to submit it", sj.slurm_id, sj.name)
-                continue
-            try:
-                job = job_from_slurm(sj, fields)
-            except ValueError as err:
-                log.warning("Slurm job %s (%s): %s; fix its --comment", sj.slurm_id, sj.name, err)
-                continue
-            names.add(job.id)
-            found.append(job)
-            with write_transaction(self.conn):
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO runner_slurm_jobs (job_id, slurm_id, state, resumable)"
-                    " VALUES (?, ?, 'held', ?)", (job.id, sj.slurm_id, int(job.resumable)))
-            if not sj.held:
-                self._try(["scontrol", "hold", sj.slurm_id])  # optalloc decides when it runs
-        return tuple(found)
-
-    def slurm_id(self, job_id: str) -> str | None:
-        row = self.conn.execute("SELECT slurm_id FROM runner_slurm_jobs WHERE job_id = ?",
-                                (job_id,)).fetchone()
-        return None if row is None else row[0]
+        self._handed_seq = 0  # events up to here were handed out (observe or apply)
 
     # ------------------------------------------------------------------ protocol
     def observe(self, now: float) -> Observation:
         sjobs = {j.slurm_id: j for j in self.cli.jobs()}  # SlurmError: blind, stop the epoch
         events: list[JobEvent] = []
-        with write_transaction(self.conn):
-            for row in self._rows():
+        with self.table.transaction():  # the row changes and the events they report, together
+            for row in self.table.rows():
                 events += self._reconcile(row, sjobs.get(row.slurm_id), now)
             events += self._escalate(sjobs, now)
+            self.table.emit(_event_row(e) for e in events)
+        # every event not yet acknowledged: a crash before the cycle recorded them repeats them
+        self._handed_seq, rows = self.table.undelivered()
+        events = [_event(r) for r in rows]
         running = {}
-        for row in self._rows():
+        for row in self.table.rows():
             if row.state in ("placed", "running", "stopping"):
                 sj = sjobs.get(row.slurm_id)
                 actual = self._placement(row, sj) if sj is not None else None
                 start = row.run_start if row.run_start is not None else row.placed_time
                 running[row.job_id] = (actual or row.placement, start if start is not None else now)
-        ours = {r.slurm_id for r in self._rows(include_done=True)}
+        ours = {r.slurm_id for r in self.table.rows(include_done=True)}
         unknown = tuple(
             f"slurm job {sj.slurm_id} ({sj.name}, user {sj.user}) is {sj.state.lower()} on "
             f"{','.join(sj.nodes)} and was not submitted through optalloc"
@@ -258,8 +140,8 @@ class SlurmRunner:
         except SlurmError as err:
             ids = [p.job_id for p in plan.placements] + [p.job_id for p in plan.preemptions]
             return ApplyResult(errors={j: str(err) for j in ids})
-        with write_transaction(self.conn):
-            rows = {r.job_id: r for r in self._rows(include_done=True)}
+        with self.table.transaction():
+            rows = {r.job_id: r for r in self.table.rows(include_done=True)}
             for pre in plan.preemptions:
                 row = rows.get(pre.job_id)
                 if row is None or row.state not in ("placed", "running", "stopping"):
@@ -287,11 +169,18 @@ class SlurmRunner:
                 elif err:
                     errors[pl.job_id] = err
             events += self._escalate(sjobs, now)
+            self.table.emit(_event_row(e) for e in events)
+        self._handed_seq = self.table.last_seq()
         return ApplyResult(started=tuple(started), preempting=tuple(preempting),
                            errors=errors, events=tuple(events))
 
+    def ack_events(self) -> None:
+        """The events handed out so far (by observe and apply) are recorded: they are not
+        handed out again. Without this call the next observe repeats them."""
+        self.table.ack(self._handed_seq)
+
     # ------------------------------------------------------------------ placing
-    def _place(self, pl: Placement, row: _Row | None, job: Job | None,
+    def _place(self, pl: Placement, row: SlurmRow | None, job: Job | None,
                sjobs: Mapping[str, SlurmJob], now: float) -> str | None:
         """None: released now; "": kept as it runs; else the error."""
         if row is not None and row.state in ("placed", "running", "stopping"):
@@ -310,7 +199,7 @@ class SlurmRunner:
             if job is None:
                 return f"{pl.job_id} is placed but the plan's job list does not contain it"
             self.submit(job)
-            row = self._row(pl.job_id)
+            row = self.table.row(pl.job_id)
             sj = None
         else:
             sj = sjobs.get(row.slurm_id)
@@ -323,15 +212,12 @@ class SlurmRunner:
                       f"NumNodes={len(pl.nodes)}", f"Gres=gpu:{per_node}", "StartTime=now"])
         if sj is None or sj.held or sj.state in TERMINAL:
             self.cli.run(["scontrol", "release", row.slurm_id])
-        self.conn.execute(
-            "UPDATE runner_slurm_jobs SET state = 'placed', placement = ?, placed_time = ?, "
-            "run_start = NULL, notice_time = NULL, kill_deadline = NULL, preempt_code = NULL "
-            "WHERE job_id = ?", (json.dumps(to_dict(pl)), now, pl.job_id))
+        self.table.placed(pl.job_id, pl, now)
         log.info("released %s (slurm %s) on %s", pl.job_id, row.slurm_id, ",".join(pl.node_names))
         return None
 
     # ------------------------------------------------------------------ preempting
-    def _preempt(self, row: _Row, sj: SlurmJob | None, grace_s: float, code: str,
+    def _preempt(self, row: SlurmRow, sj: SlurmJob | None, grace_s: float, code: str,
                  now: float) -> JobEvent | None:
         """Send the notice; a job that has not started yet is simply held again (returned
         as an immediate REQUEUED event)."""
@@ -339,12 +225,12 @@ class SlurmRunner:
             return None
         if row.state == "placed" and (sj is None or sj.state == "PENDING"):
             self.cli.run(["scontrol", "hold", row.slurm_id])
-            self._set(row.job_id, state="held", placement=None)
+            self.table.set(row.job_id, state="held", placement=None)
             return JobEvent(row.job_id, EventKind.REQUEUED, now, row.placement, None,
                             f"preempted ({code}) before it started; held again", now)
-        self.cli.run(["scancel", f"--signal={_signame(self.notice_signal)}", "--batch",
+        self.cli.run(["scancel", f"--signal={signame(self.notice_signal)}", "--batch",
                       row.slurm_id])
-        self._set(row.job_id, state="stopping", notice_time=now,
+        self.table.set(row.job_id, state="stopping", notice_time=now,
                   kill_deadline=now + max(0.0, grace_s), preempt_code=code)
         log.info("preemption notice to %s (slurm %s), grace %.0fs", row.job_id, row.slurm_id,
                  grace_s)
@@ -353,7 +239,7 @@ class SlurmRunner:
     def _escalate(self, sjobs: Mapping[str, SlurmJob], now: float) -> list[JobEvent]:
         """Grace over for a job still running: requeue it held (resumable) or cancel it."""
         out = []
-        for row in self._rows():
+        for row in self.table.rows():
             sj = sjobs.get(row.slurm_id)
             if (row.state != "stopping" or row.kill_deadline is None or now < row.kill_deadline
                     or sj is None or sj.state not in ACTIVE):
@@ -373,18 +259,18 @@ class SlurmRunner:
         return out
 
     # ------------------------------------------------------------------ reconciling
-    def _reconcile(self, row: _Row, sj: SlurmJob | None, now: float) -> list[JobEvent]:
+    def _reconcile(self, row: SlurmRow, sj: SlurmJob | None, now: float) -> list[JobEvent]:
         if sj is None:
             if row.state in ("placed", "running", "stopping"):
                 return [self._end(row, None, now, EventKind.FAILED,
                                   f"Slurm job {row.slurm_id} vanished from the queue", False)]
             if row.state == "held":
-                self._set(row.job_id, state="done")
+                self.table.set(row.job_id, state="done")
                 return [JobEvent(row.job_id, EventKind.FAILED, now, None, None,
                                  f"Slurm job {row.slurm_id} was removed while queued", None)]
             return []
         if sj.state in ACTIVE and row.state == "placed":
-            self._set(row.job_id, state="running", run_start=sj.start_time)
+            self.table.set(row.job_id, state="running", run_start=sj.start_time)
             return []
         if sj.state in TERMINAL and row.state in ("placed", "running", "stopping"):
             if row.state == "stopping":
@@ -400,7 +286,7 @@ class SlurmRunner:
                                                f"reason {sj.reason})")
             return [self._end(row, sj, now, kind, why, requeue=kind is EventKind.REQUEUED)]
         if sj.state in TERMINAL and row.state == "held":
-            self._set(row.job_id, state="done")
+            self.table.set(row.job_id, state="done")
             return [JobEvent(row.job_id, EventKind.FAILED, now, None, sj.exit_code,
                              f"Slurm job {row.slurm_id} ended ({sj.state}) while held", None)]
         if sj.state == "PENDING" and row.state in ("running", "stopping"):
@@ -410,7 +296,7 @@ class SlurmRunner:
                               f"requeued by Slurm ({sj.reason}); held for optalloc", False)]
         return []
 
-    def _end(self, row: _Row, sj: SlurmJob | None, now: float, kind: EventKind, why: str,
+    def _end(self, row: SlurmRow, sj: SlurmJob | None, now: float, kind: EventKind, why: str,
              requeue: bool) -> JobEvent:
         """Close the run with Slurm's times, requeue (held) when asked, and make the event."""
         start = row.run_start
@@ -424,16 +310,16 @@ class SlurmRunner:
         if requeue:
             self._try(["scontrol", "requeuehold", row.slurm_id])
         placement = (self._placement(row, sj) if sj is not None else None) or row.placement
-        self._set(row.job_id, state="held" if kind is EventKind.REQUEUED else "done",
+        self.table.set(row.job_id, state="held" if kind is EventKind.REQUEUED else "done",
                   placement=None)
         return JobEvent(row.job_id, kind, end, placement, None if sj is None else sj.exit_code,
                         f"{why}; ran {start:.0f}-{end:.0f} on "
                         f"{','.join(placement.node_names) if placement else '?'}", start)
 
-    def _preempted_kind(self, row: _Row) -> EventKind:
+    def _preempted_kind(self, row: SlurmRow) -> EventKind:
         return EventKind.REQUEUED if row.resumable else EventKind.PREEMPTED
 
-    def _placement(self, row: _Row, sj: SlurmJob) -> Placement | None:
+    def _placement(self, row: SlurmRow, sj: SlurmJob) -> Placement | None:
         """Where Slurm actually runs the job (nodes and GPU indices), or None if not yet."""
         if not sj.nodes or not sj.gpu_idx:
             return None
@@ -445,28 +331,6 @@ class SlurmRunner:
         return Placement(row.job_id, gpu_type or "gpu",
                          tuple(NodeAlloc(n, g) for n, g in zip(sj.nodes, sj.gpu_idx)), allocated)
 
-    # ------------------------------------------------------------------ table
-    def _rows(self, include_done: bool = False) -> list[_Row]:
-        q = ("SELECT job_id, slurm_id, state, resumable, placement, placed_time, run_start, "
-             "notice_time, kill_deadline, preempt_code FROM runner_slurm_jobs")
-        if not include_done:
-            q += " WHERE state != 'done'"
-        return [
-            _Row(r[0], r[1], r[2], bool(r[3]),
-                 None if r[4] is None else placement_from_dict(json.loads(r[4])), *r[5:])
-            for r in self.conn.execute(q + " ORDER BY job_id").fetchall()
-        ]
-
-    def _row(self, job_id: str) -> _Row | None:
-        return next((r for r in self._rows(include_done=True) if r.job_id == job_id), None)
-
-    def _set(self, job_id: str, **cols) -> None:
-        if "placement" in cols and cols["placement"] is not None:
-            cols["placement"] = json.dumps(to_dict(cols["placement"]))
-        sets = ", ".join(f"{k} = ?" for k in cols)
-        self.conn.execute(f"UPDATE runner_slurm_jobs SET {sets} WHERE job_id = ?",
-                          (*cols.values(), job_id))
-
     def _try(self, argv: list[str]) -> None:
         try:
             self.cli.run(argv)
@@ -474,36 +338,13 @@ class SlurmRunner:
             log.warning("%s", err)
 
     def close(self) -> None:
-        self.conn.close()
+        self.table.close()
 
 
-def job_from_slurm(sj: SlurmJob, fields: Mapping[str, str]) -> Job:
-    """An optalloc Job from a held Slurm job and its comment fields (ValueError if bad)."""
-    if not fields.get("project"):
-        raise ValueError("comment has no project= field (optalloc:project=NAME;...)")
-    try:
-        min_rt = parse_duration(fields.get("min_runtime", "0"))
-        priority = int(fields.get("priority", "0"))
-    except ValueError as err:
-        raise ValueError(f"comment: {err}") from None
-    resumable = fields.get("resumable", "1").lower()
-    if resumable not in ("1", "0", "true", "false", "yes", "no"):
-        raise ValueError(f"comment: resumable={resumable!r} must be 1 or 0")
-    gpn = max(sj.gpus_per_node, 1)
-    return Job(
-        id=sj.name,
-        project=fields["project"],
-        gpus=gpn * max(sj.node_count, 1),
-        gpus_per_node=gpn if sj.node_count > 1 else None,
-        gpu_types=tuple(t for t in fields.get("gpu_types", "").split(",") if t),
-        min_runtime_s=min_rt,
-        resumable=resumable in ("1", "true", "yes"),
-        priority=priority,
-        submit_time=sj.submit_time or 0.0,
-    )
+def _event_row(e: JobEvent) -> tuple:
+    return (e.job_id, e.kind.value, e.time, e.run_start, e.placement, e.exit_code, e.message)
 
 
-def _signame(sig: int) -> str:
-    import signal as _signal
-
-    return _signal.Signals(sig).name.removeprefix("SIG")
+def _event(r: tuple) -> JobEvent:
+    job_id, kind, t, run_start, placement, exit_code, message = r
+    return JobEvent(job_id, EventKind(kind), t, placement, exit_code, message, run_start)

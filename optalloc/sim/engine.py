@@ -1,8 +1,7 @@
-"""The event-driven simulator: production's epoch loop with an injected clock and runner.
-
-Per decision point, the same phases as the cron path:
-
-    observe (runner)  ->  update queue + ledger  ->  build_snapshot  ->  policy.decide  ->  apply
+"""The event-driven simulator: the cron epoch's turn (optalloc.turn) with a simulated clock and
+cluster injected. What the engine adds is only *when* things happen; what happens is the turn's
+code: the queue transitions of runner events, the run intervals, the demand and capacity
+samples, the ledger's usage ratios, the snapshot, the policy's decision and the plan applied.
 
 Time jumps between events: submissions, completions and stops (the SimulatedRunner's),
 min-runtime expiries, node state changes and epoch ticks. A decision happens
@@ -17,8 +16,9 @@ min-runtime expiries, node state changes and epoch ticks. A decision happens
   is made on GPUs that are still being released.
 
 Jobs enter the queue at their submit time (a scenario job declared running starts queued).
-Every run interval goes to the ledger (usage ratios) and into the SimResult, as do demand and
-capacity samples; `check_conservation` proves the ledger charged exactly what the cluster ran.
+Every run interval goes to the ledger (usage ratios) and into the SimResult, as do demand
+samples (whenever demand changes) and capacity samples (whenever a node changes);
+`check_conservation` proves the ledger charged exactly what the cluster ran.
 """
 
 from __future__ import annotations
@@ -26,66 +26,37 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
-import time
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
 
-import numpy as np
-
-from optalloc.ledger import Ledger
+from optalloc.clock import SimClock
 from optalloc.contract import protection_s
+from optalloc.holds import hold_unknown
+from optalloc.ledger import Ledger
 from optalloc.org import OrgTree
-from optalloc.runners.base import EventKind, JobEvent
-from optalloc.sim.clock import SimClock
-from optalloc.sim.invariants import SimulationInvariantError, check_plan
+from optalloc.sim.invariants import (
+    SimulationInvariantError,
+    check_cluster,
+    check_conservation,
+    check_plan,
+)
 from optalloc.sim.policies.base import Scheduler
 from optalloc.sim.result import CapacitySample, DemandSample, EpochRecord, JobRecord, SimResult
 from optalloc.sim.runner import SimulatedRunner
-from optalloc.snapshot import build_snapshot
-from optalloc.types import Config, Interval, Job, JobState, Node, NodeState
+from optalloc.sim.scenario.spec import Scenario
+from optalloc.turn import (
+    Demand,
+    Ended,
+    Started,
+    Transitions,
+    apply_plan,
+    as_queued,
+    capacity_by_type,
+    decide,
+    interval,
+)
+from optalloc.types import Interval, Job, Node, NodeState
 
-
-class NodeEventLike(Protocol):
-    time: float
-    nodes: Sequence[str]  # or a single `node`
-    state: Any  # NodeState or its value
-
-
-class ScenarioLike(Protocol):
-    """What the engine reads from a scenario (optalloc.sim.scenario.Scenario has these)."""
-
-    name: str
-    config: Config
-    jobs: Sequence[Job]
-    duration_s: float | None
-    epoch_s: float | None
-    checkpoint_interval_s: float | None
-    early_solve: Any
-    seed: int | None
-    node_events: Sequence[NodeEventLike]
-
-
-@dataclass(frozen=True)
-class NodeEvent:
-    time: float
-    node: str
-    state: NodeState
-
-
-@dataclass(frozen=True)
-class SimScenario:
-    """A scenario built in code (tests, notebooks): the fields the engine reads."""
-
-    name: str
-    config: Config
-    jobs: tuple[Job, ...]
-    duration_s: float | None = None  # None: until every job has ended
-    epoch_s: float | None = None  # None: config.policy.epoch_s
-    checkpoint_interval_s: float | None = None  # None: config.policy.checkpoint_interval_s
-    early_solve: bool = True
-    seed: int | None = None
-    node_events: tuple[NodeEvent, ...] = ()
-    source_path: str | None = None
+__all__ = ["check_conservation", "simulate"]
 
 
 @dataclass
@@ -97,7 +68,7 @@ class _Rec:
 
 
 def simulate(
-    scenario: ScenarioLike,
+    scenario: Scenario,
     policy: Scheduler,
     *,
     progress: bool = False,
@@ -109,15 +80,15 @@ def simulate(
 
 
 class _Simulation:
-    def __init__(self, scenario: ScenarioLike, policy: Scheduler, *, check: bool, refresh_s: float):
+    def __init__(self, scenario: Scenario, policy: Scheduler, *, check: bool, refresh_s: float):
         self.sc = scenario
         self.policy = policy
         self.check = check
         self.refresh_s = float(refresh_s)
         # the scenario's epoch and checkpoint interval win; the policies see the same values
         pol = scenario.config.policy
-        self.epoch_s = float(getattr(scenario, "epoch_s", None) or pol.epoch_s)
-        ci = float(getattr(scenario, "checkpoint_interval_s", None) or pol.checkpoint_interval_s)
+        self.epoch_s = float(scenario.epoch_s or pol.epoch_s)
+        ci = float(scenario.checkpoint_interval_s or pol.checkpoint_interval_s)
         pol = dataclasses.replace(pol, epoch_s=self.epoch_s, checkpoint_interval_s=ci)
         cfg = dataclasses.replace(scenario.config, policy=pol)
         self.cfg = cfg
@@ -127,33 +98,22 @@ class _Simulation:
         self.ledger = Ledger(cfg.gpu_types, tree, pol)
         self.nodes: dict[str, Node] = {n.name: n for n in cfg.nodes}
         self.cap_rt = pol.min_runtime_cap_s
-        self.early_solve = bool(getattr(scenario, "early_solve", False))
-        subs = sorted(scenario.jobs, key=lambda j: (j.submit_time, j.id))
-        self.subs = [
-            dataclasses.replace(j, state=JobState.QUEUED, start_time=None, placement=None)
-            for j in subs
-        ]
+        self.subs = [as_queued(j) for j in sorted(scenario.jobs, key=lambda j: (j.submit_time, j.id))]
         self.node_events = sorted(
-            (
-                NodeEvent(float(e.time), name, NodeState(getattr(e.state, "value", e.state)))
-                for e in (getattr(scenario, "node_events", None) or ())
-                for name in (getattr(e, "nodes", None) or (e.node,))
-            ),
-            key=lambda e: e.time,
+            ((float(e.time), name, NodeState(e.state)) for e in scenario.node_events
+             for name in e.nodes),
+            key=lambda e: e[0],
         )
-        dur = getattr(scenario, "duration_s", None)
-        self.end = float(dur) if dur is not None else math.inf
+        self.end = math.inf if scenario.duration_s is None else float(scenario.duration_s)
         # state
         self.queue: dict[str, Job] = {}  # queued + running jobs, current view
         self.recs: dict[str, _Rec] = {}
-        self.open: dict[str, tuple[Job, Any, float]] = {}  # job -> (job, placement, start)
         self.intervals: list[Interval] = []
         self.expiries: list[tuple[float, str, float]] = []  # (time, job, run start)
         self.epochs: list[EpochRecord] = []
-        self.demand: list[DemandSample] = []
-        self.capacity: list[CapacitySample] = []
-        self.alloc_by_proj: dict[str, int] = {}
-        self.total_demand = 0
+        self.demand_samples: list[DemandSample] = []
+        self.capacity_samples: list[CapacitySample] = []
+        self.demand = Demand()
         self.demand_changed = True
         self.dirty = True
         self.last_decision = -math.inf
@@ -172,7 +132,7 @@ class _Simulation:
         while True:
             cand = [
                 self.subs[si].submit_time if si < len(self.subs) else math.inf,
-                self.node_events[ni].time if ni < len(self.node_events) else math.inf,
+                self.node_events[ni][0] if ni < len(self.node_events) else math.inf,
                 self.expiries[0][0] if self.expiries else math.inf,
                 self.runner.next_event_time(),
                 self.decision_wanted_at,
@@ -186,25 +146,26 @@ class _Simulation:
                     bar.update((self.end - t) / 3600.0)
                 t = self.end
                 self.clock.advance_to(t)
-                self._handle(self.runner.observe(t).events)
+                self._observe(t)
                 break
             if bar is not None:
                 bar.update((t_next - t) / 3600.0)
             t = t_next
             self.clock.advance_to(t)
             if self.runner.next_event_time() <= t:  # observe only when the cluster changed
-                self._handle(self.runner.observe(t).events)
-            while ni < len(self.node_events) and self.node_events[ni].time <= t:
-                self._node_event(self.node_events[ni], t)
+                self._observe(t)
+            while ni < len(self.node_events) and self.node_events[ni][0] <= t:
+                self._node_event(*self.node_events[ni][1:], t)
                 ni += 1
             want = False
             while si < len(self.subs) and self.subs[si].submit_time <= t:
                 self._submit(self.subs[si])
                 si += 1
-                want = want or self.early_solve
+                want = want or self.sc.early_solve
             while self.expiries and self.expiries[0][0] <= t:
                 _, jid, start = heapq.heappop(self.expiries)
-                if jid in self.open and self.open[jid][2] == start:
+                job = self.queue.get(jid)
+                if job is not None and job.running and job.start_time == start:
                     self.dirty = True
             if t >= next_tick:
                 next_tick = (math.floor(t / self.epoch_s) + 1) * self.epoch_s
@@ -237,35 +198,27 @@ class _Simulation:
             return False
         return not self.queue or (not self.runner.runs and not self.dirty)
 
-    # ------------------------------------------------------------------ phases
+    # ------------------------------------------------------------------ the turn's pieces
 
     def _decide(self, now: float) -> None:
-        """snapshot -> decide -> (check) -> apply, then handle the transitions at apply."""
-        open_ivs = [
-            Interval(jid, job.project, pl.gpu_type, job.gpus, start, now, pl.allocated)
-            for jid, (job, pl, start) in self.open.items()
-            if start < now
-        ]
-        ratios = self.ledger.usage_ratios(now, open_ivs)
-        jobs = list(self.queue.values())
-        snap = build_snapshot(self.cfg, now, jobs, ratios, list(self.nodes.values()))
-        t0 = time.perf_counter()
-        plan = self.policy.decide(snap)
-        solve_s = time.perf_counter() - t0
+        """The turn's decision (ledger -> snapshot -> policy), checked, then applied."""
+        holds = hold_unknown(self.cfg, self.queue.values())
+        d = decide(holds, now, self.queue, self.ledger, self.nodes.values(), self.policy)
         if self.check:
-            check_plan(snap, plan)
+            check_plan(d.snapshot, d.plan)
         self.dirty = False  # transitions from here on (requeues at apply) count as changes
-        res = self.runner.apply(plan, self.queue, now)
+        res, tr = apply_plan(self.runner, d.plan, self.queue, now)
         if res.errors:
             raise SimulationInvariantError(f"t={now:g}: the cluster refused the plan: {dict(res.errors)}")
-        self._handle(res.events)
+        self._handle(tr)
         if self.check:
-            self._check_cluster(now)
-        rep = plan.report
+            check_cluster(self.runner.runs, now)
+        rep = d.plan.report
+        snap = d.snapshot
         self.epochs.append(
             EpochRecord(
                 time=now,
-                solve_s=solve_s,
+                solve_s=d.decide_s,
                 status=rep.status if rep else "heuristic",
                 n_queued=int((~snap.job_running).sum()),
                 n_running=int(snap.job_running.sum()),
@@ -276,132 +229,99 @@ class _Simulation:
         )
         self.last_decision = now
 
-    def _handle(self, events: Sequence[JobEvent]) -> None:
-        for ev in events:
-            rec = self.recs[ev.job_id]
-            if ev.kind is EventKind.STARTED:
-                job = self.queue[ev.job_id]
-                self.queue[ev.job_id] = dataclasses.replace(
-                    job, state=JobState.RUNNING, start_time=ev.time, placement=ev.placement
-                )
-                self.open[ev.job_id] = (job, ev.placement, ev.time)
-                self.n_queued -= 1
-                if rec.first_start is None:
-                    rec.first_start = ev.time
-                if ev.placement.allocated:  # unallocated runs have no protection to expire
-                    heapq.heappush(
-                        self.expiries, (ev.time + protection_s(job.min_runtime_s, self.cap_rt),
-                                        job.id, ev.time)
-                    )
-                continue
-            self._close(ev.job_id, ev.time)
-            self.dirty = True
-            job = self.queue[ev.job_id]
-            if ev.kind is EventKind.REQUEUED:
-                left = self.runner.work_left(ev.job_id)
-                self.queue[ev.job_id] = dataclasses.replace(
-                    rec.job,
-                    duration_s=None if not math.isfinite(left) else left,
-                )
-                self.n_queued += 1
-            else:  # finished, failed, or preempted without resume: gone
-                del self.queue[ev.job_id]
-                rec.end_time = ev.time
-                rec.completed = ev.kind is EventKind.FINISHED
-                self._demand_delta(job, -1)
+    def _observe(self, now: float) -> None:
+        self._handle(Transitions(self.queue).apply(self.runner.observe(now).events))
 
-    def _close(self, jid: str, t: float) -> None:
-        job, pl, start = self.open.pop(jid)
-        if t > start:
-            iv = Interval(jid, job.project, pl.gpu_type, job.gpus, start, t, pl.allocated)
-            self.intervals.append(iv)
-            self.ledger.record_interval(iv)
-        elif self.recs[jid].first_start == start and self.runner.stats[jid].runs == 1:
-            self.recs[jid].first_start = None  # stopped before it ever ran
+    def _handle(self, tr: Transitions) -> None:
+        """What the engine keeps of the turn's transitions: intervals into the ledger and the
+        result, protection expiries, first starts and ends, demand, whether anything changed."""
+        self.n_queued += tr.queued_delta
+        for o in tr.outcomes:
+            if isinstance(o, Started):
+                job, rec = o.job, self.recs[o.job.id]
+                if rec.first_start is None:
+                    rec.first_start = job.start_time
+                if job.placement.allocated:  # unallocated runs have no protection to expire
+                    end = job.start_time + protection_s(job.min_runtime_s, self.cap_rt)
+                    heapq.heappush(self.expiries, (end, job.id, job.start_time))
+                continue
+            assert isinstance(o, Ended)
+            jid = o.event.job_id
+            rec = self.recs[jid]
+            self.dirty = True
+            if o.interval is not None:
+                self.intervals.append(o.interval)
+                self.ledger.record_interval(o.interval)
+            elif rec.first_start == o.run.start_time and self.runner.stats[jid].runs == 1:
+                rec.first_start = None  # stopped before it ever ran
+            if o.status is not None:  # finished, failed, or preempted without resume: gone
+                rec.end_time = o.event.time
+                rec.completed = o.status == "finished"
+                self.demand.add(o.run, -1)
+                self.demand_changed = True
 
     def _submit(self, job: Job) -> None:
         self.queue[job.id] = job
         self.recs[job.id] = _Rec(job)
         self.n_queued += 1
-        self._demand_delta(job, +1)
+        self.demand.add(job)
+        self.demand_changed = True
         self.dirty = True
 
-    def _node_event(self, ev: NodeEvent, now: float) -> None:
-        node = self.nodes.get(ev.node)
+    def _node_event(self, name: str, state: NodeState, now: float) -> None:
+        node = self.nodes.get(name)
         if node is None:
             raise SimulationInvariantError(
-                f"node event at t={ev.time:g} names node {ev.node!r}, which is not in the config"
+                f"node event at t={now:g} names node {name!r}, which is not in the config"
             )
-        self.nodes[ev.node] = dataclasses.replace(node, state=ev.state)
-        self.runner.set_node_state(ev.node, ev.state, now)
-        self._handle(self.runner.observe(now).events)
+        self.nodes[name] = dataclasses.replace(node, state=state)
+        self.runner.set_node_state(name, state, now)
+        self._observe(now)
         self._record_capacity(now)
         self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
         self.dirty = True
 
     # ------------------------------------------------------------------ samples
 
-    def _demand_delta(self, job: Job, sign: int) -> None:
-        self.total_demand += sign * job.gpus
-        if job.allocated:
-            self.alloc_by_proj[job.project] = self.alloc_by_proj.get(job.project, 0) + sign * job.gpus
-        self.demand_changed = True
-
     def _record_demand(self, t: float) -> None:
         if not self.demand_changed:
             return
         self.demand_changed = False
-        by = {p: g for p, g in self.alloc_by_proj.items() if g}
-        sample = DemandSample(t, by, self.total_demand)
-        if self.demand and self.demand[-1].time == t:
-            self.demand[-1] = sample
+        by = self.demand.by_project()
+        sample = DemandSample(t, by, self.demand.total)
+        if self.demand_samples and self.demand_samples[-1].time == t:
+            self.demand_samples[-1] = sample
         else:
-            self.demand.append(sample)
+            self.demand_samples.append(sample)
         self.ledger.record_demand(t, by)
 
     def _record_capacity(self, t: float) -> None:
-        by: dict[str, int] = {g.name: 0 for g in self.cfg.gpu_types}
-        for n in self.nodes.values():
-            if n.state is NodeState.UP:
-                by[n.gpu_type] += n.gpus
+        by = capacity_by_type(self.cfg.gpu_types, self.nodes.values())
         sample = CapacitySample(t, by)
-        if self.capacity and self.capacity[-1].time == t:
-            self.capacity[-1] = sample
+        if self.capacity_samples and self.capacity_samples[-1].time == t:
+            self.capacity_samples[-1] = sample
         else:
-            self.capacity.append(sample)
+            self.capacity_samples.append(sample)
         self.ledger.record_capacity(t, by)
 
-    # ------------------------------------------------------------------ checks and result
+    # ------------------------------------------------------------------ result
 
-    def _check_cluster(self, now: float) -> None:
-        """No GPU is held by two runs at overlapping times (stopping and starting included)."""
-        holders: dict[tuple[str, int], list] = {}
-        for jid, run in self.runner.runs.items():
-            span = (run.start, run.stop_at if run.stop_at is not None else math.inf)
-            for a in run.placement.nodes:
-                for g in a.gpus:
-                    holders.setdefault((a.node, g), []).append((span, jid))
-        for key, spans in holders.items():
-            spans.sort()
-            for (s1, j1), (s2, j2) in zip(spans, spans[1:]):
-                if s2[0] < s1[1]:
-                    raise SimulationInvariantError(
-                        f"t={now:g}: GPU {key[0]}:{key[1]} is held by {j1} and {j2} at once"
-                    )
-
-    def _result(self, t_end: float) -> SimResult:
-        end = t_end
+    def _result(self, end: float) -> SimResult:
+        running = [j for j in self.queue.values() if j.running]
         # the cluster's own count of allocated GPU-seconds, runs still open counted to the end
         ran_s = sum(st.charged_gpu_s for st in self.runner.stats.values()) + sum(
-            (end - start) * job.gpus for job, pl, start in self.open.values()
-            if pl.allocated and end > start
+            (end - j.start_time) * j.gpus for j in running
+            if j.placement.allocated and end > j.start_time
         )
-        for jid in list(self.open):
-            self._close(jid, end)
+        for job in running:  # runs still open are cut at the end
+            iv = interval(job, end)
+            if iv is not None:
+                self.intervals.append(iv)
+                self.ledger.record_interval(iv)
         if self.check:
             cols = self.ledger.columns()
             alloc = cols["allocated"]
-            charged_s = float(np.sum((cols["gpus"] * (cols["end"] - cols["start"]))[alloc]))
+            charged_s = float(((cols["gpus"] * (cols["end"] - cols["start"]))[alloc]).sum())
             if not math.isclose(charged_s, ran_s, rel_tol=1e-9, abs_tol=1e-3):
                 raise SimulationInvariantError(
                     f"the ledger charged {charged_s / 3600:.6f} GPU-hours but the cluster ran "
@@ -434,28 +354,10 @@ class _Simulation:
             intervals=tuple(sorted(self.intervals, key=lambda iv: (iv.start, iv.end, iv.job_id))),
             jobs=tuple(recs),
             epochs=tuple(self.epochs),
-            demand=tuple(self.demand),
-            capacity=tuple(self.capacity),
-            seed=getattr(self.sc, "seed", None),
+            demand=tuple(self.demand_samples),
+            capacity=tuple(self.capacity_samples),
+            seed=self.sc.seed,
         )
-
-
-def check_conservation(result: SimResult, ledger: Ledger | None = None) -> tuple[float, float]:
-    """(charged GPU-hours in a ledger fed the result's intervals, allocated GPU-hours of the run
-    intervals). Raises SimulationInvariantError when they differ."""
-    cfg = result.config
-    if ledger is None:
-        ledger = Ledger(cfg.gpu_types, OrgTree.build(cfg.org, [g.name for g in cfg.gpu_types]), cfg.policy)
-        ledger.record_intervals(result.intervals)
-    cols = ledger.columns()
-    w = {g.name: g.billing_weight for g in cfg.gpu_types}
-    charged = float(np.sum(cols["charge"] * (cols["end"] - cols["start"]))) / 3600.0
-    ran = sum(iv.gpus * w[iv.gpu_type] * (iv.end - iv.start) for iv in result.intervals if iv.allocated) / 3600.0
-    if not math.isclose(charged, ran, rel_tol=1e-9, abs_tol=1e-6):
-        raise SimulationInvariantError(
-            f"ledger charged {charged:.6f} GPU-hours but the run intervals hold {ran:.6f}"
-        )
-    return charged, ran
 
 
 def _bar(progress: bool, end: float, scenario: str, policy: str):

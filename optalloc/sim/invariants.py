@@ -5,16 +5,27 @@ Plan against its snapshot:
 * every running job is kept (placed) or preempted, and only a move (code Moved) is both;
   every queued job is placed or has a pending reason; no unknown job ids;
 * a protected job (allocated, inside its min_runtime) is never preempted nor moved;
-* a placement is a whole gang: exactly `gpus` GPUs of one allowed gpu_type, `gpus_per_node` on
-  each node when the job says so, valid distinct GPU indices, new starts only on nodes that are
-  up, kept jobs only on nodes that are present;
+* a placement is a whole gang: exactly `gpus` GPUs of one allowed gpu_type, a new one in the
+  job's shape (optalloc/shape.py: 8 + 8 + 4 for 20 GPUs on 8-GPU nodes), valid distinct GPU
+  indices, new starts only on nodes that are up, kept jobs only on nodes that are present;
 * no GPU is given to two jobs, so no node or gpu_type is over capacity.
+
+The simulated cluster (`check_cluster`): no GPU is held by two runs at overlapping times; and
+a finished run (`check_conservation`): the ledger charged exactly the allocated GPU-hours run.
 """
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from optalloc.errors import OptallocError
+from optalloc.ledger import Ledger
+from optalloc.org import OrgTree
+from optalloc.shape import chunks
 from optalloc.snapshot import Snapshot
+from optalloc.sim.result import SimResult
 from optalloc.types import Plan, ReasonCode
 
 
@@ -73,9 +84,14 @@ def check_plan(snap: Snapshot, plan: Plan) -> None:
             fail(f"job {jid} asks {job.gpus} GPUs but is placed on {pl.gpus}")
         if pl.gpu_type not in types or not snap.job_allowed[k, types.index(pl.gpu_type)]:
             fail(f"job {jid} is placed on gpu_type {pl.gpu_type}, which it does not allow")
-        if job.gpus_per_node and any(len(a.gpus) != job.gpus_per_node for a in pl.nodes):
-            fail(f"job {jid} asks {job.gpus_per_node} GPUs per node, placed as "
-                 f"{[len(a.gpus) for a in pl.nodes]}")
+        got = sorted((len(a.gpus) for a in pl.nodes), reverse=True)
+        if new:  # the one gang-shape rule, on the type's largest up node
+            t = types.index(pl.gpu_type)
+            size = int(snap.node_gpus[snap.node_up & (snap.node_type == t)].max(initial=0))
+            want = chunks(job.gpus, job.gpus_per_node, size)
+            if got != want:
+                fail(f"job {jid} takes the shape {want} on {pl.gpu_type} (optalloc/shape.py) "
+                     f"but is placed as {got}")
         if len(set(pl.node_names)) != len(pl.nodes):
             fail(f"job {jid} lists a node twice")
         for a in pl.nodes:
@@ -104,3 +120,39 @@ def _present(snap: Snapshot, pl) -> bool:
     return all(
         a.node in snap.node_index and snap.node_present[snap.node_index[a.node]] for a in pl.nodes
     )
+
+
+def check_cluster(runs, now: float) -> None:
+    """No GPU is held by two runs at overlapping times (stopping and starting included).
+    `runs`: the simulated runner's runs (job id -> run with placement, start, stop_at)."""
+    holders: dict[tuple[str, int], list] = {}
+    for jid, run in runs.items():
+        span = (run.start, run.stop_at if run.stop_at is not None else math.inf)
+        for a in run.placement.nodes:
+            for g in a.gpus:
+                holders.setdefault((a.node, g), []).append((span, jid))
+    for key, spans in holders.items():
+        spans.sort()
+        for (s1, j1), (s2, j2) in zip(spans, spans[1:]):
+            if s2[0] < s1[1]:
+                raise SimulationInvariantError(
+                    f"t={now:g}: GPU {key[0]}:{key[1]} is held by {j1} and {j2} at once"
+                )
+
+
+def check_conservation(result: SimResult, ledger: Ledger | None = None) -> tuple[float, float]:
+    """(charged GPU-hours in a ledger fed the result's intervals, allocated GPU-hours of the run
+    intervals). Raises SimulationInvariantError when they differ."""
+    cfg = result.config
+    if ledger is None:
+        ledger = Ledger(cfg.gpu_types, OrgTree.build(cfg.org, [g.name for g in cfg.gpu_types]), cfg.policy)
+        ledger.record_intervals(result.intervals)
+    cols = ledger.columns()
+    w = {g.name: g.billing_weight for g in cfg.gpu_types}
+    charged = float(np.sum(cols["charge"] * (cols["end"] - cols["start"]))) / 3600.0
+    ran = sum(iv.gpus * w[iv.gpu_type] * (iv.end - iv.start) for iv in result.intervals if iv.allocated) / 3600.0
+    if not math.isclose(charged, ran, rel_tol=1e-9, abs_tol=1e-6):
+        raise SimulationInvariantError(
+            f"ledger charged {charged:.6f} GPU-hours but the run intervals hold {ran:.6f}"
+        )
+    return charged, ran

@@ -23,7 +23,10 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from optalloc.sim.metrics import HOUR, TimeSeries, compare, job_waits, lookup
+from optalloc.sim.compare import compare, lookup
+from optalloc.sim.metrics import HOUR, TimeSeries, job_waits, time_series
+from optalloc.sim.report_plots import bin_factor, coarsen
+from optalloc.sim.report_tables import MAX_PROJECT_PANELS, PLOT_CLASSES, format_value, project_names
 from optalloc.sim.result import SimResult
 
 COLOURS = tuple(plotly.colors.qualitative.Plotly)
@@ -42,14 +45,12 @@ def _div(fig: go.Figure, div_id: str, height: int) -> Markup:
 
 
 def _binned(ts: TimeSeries) -> tuple[np.ndarray, int, str]:
-    from optalloc.sim.report import _bin_factor
 
-    k, unit = _bin_factor(ts)
+    k, unit = bin_factor(ts)
     return ts.hours / (24 if unit == "day" else 1), k, unit
 
 
 def chart_owed(series: Mapping[str, TimeSeries], max_projects: int) -> Markup:
-    from optalloc.sim.report import _coarsen
 
     first = next(iter(series.values()))
     owed_tot = sum(ts.owed_h.sum(axis=1) for ts in series.values())
@@ -61,17 +62,17 @@ def chart_owed(series: Mapping[str, TimeSeries], max_projects: int) -> Markup:
                         vertical_spacing=min(0.08, 0.6 / rows))
     for pi, (policy, ts) in enumerate(series.items()):
         x, k, unit = _binned(ts)
-        x = _coarsen(x, k)
+        x = coarsen(x, k)
         c = COLOURS[pi % len(COLOURS)]
         for i, proj in enumerate(order):
             if proj not in ts.projects:
                 continue
             j = ts.projects.index(proj)
             r, col = i // cols + 1, i % cols + 1
-            fig.add_trace(go.Scatter(x=x, y=_coarsen(ts.delivered_h[j], k), mode="lines",
+            fig.add_trace(go.Scatter(x=x, y=coarsen(ts.delivered_h[j], k), mode="lines",
                                      name=f"{_label(policy)} delivered", legendgroup=f"{pi}d",
                                      showlegend=i == 0, line=dict(color=c)), r, col)
-            fig.add_trace(go.Scatter(x=x, y=_coarsen(ts.owed_h[j], k), mode="lines",
+            fig.add_trace(go.Scatter(x=x, y=coarsen(ts.owed_h[j], k), mode="lines",
                                      name=f"{_label(policy)} owed", legendgroup=f"{pi}o",
                                      showlegend=i == 0, line=dict(color=c, dash="dash")), r, col)
     fig.update_yaxes(rangemode="tozero")
@@ -102,24 +103,23 @@ def chart_waits(results: Mapping[str, SimResult], classes: tuple[str, ...]) -> M
 
 
 def chart_occupancy(series: Mapping[str, TimeSeries]) -> Markup:
-    from optalloc.sim.report import _coarsen
 
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35],
                         subplot_titles=["occupancy", "queued jobs (mean)"])
     unit = "hour"
     for pi, (policy, ts) in enumerate(series.items()):
         x, k, unit = _binned(ts)
-        x = _coarsen(x, k)
+        x = coarsen(x, k)
         c = COLOURS[pi % len(COLOURS)]
         name = _label(policy)
-        fig.add_trace(go.Scatter(x=x, y=_coarsen(ts.occupancy_total, k), name=f"{name} total",
+        fig.add_trace(go.Scatter(x=x, y=coarsen(ts.occupancy_total, k), name=f"{name} total",
                                  line=dict(color=c)), 1, 1)
-        fig.add_trace(go.Scatter(x=x, y=_coarsen(ts.occupancy_allocated, k),
+        fig.add_trace(go.Scatter(x=x, y=coarsen(ts.occupancy_allocated, k),
                                  name=f"{name} allocated", line=dict(color=c, dash="dot")), 1, 1)
-        fig.add_trace(go.Scatter(x=x, y=_coarsen(np.minimum(1.0, ts.demand_ratio), k),
+        fig.add_trace(go.Scatter(x=x, y=coarsen(np.minimum(1.0, ts.demand_ratio), k),
                                  name=f"{name} limit min(1, demand ratio)", opacity=0.6,
                                  line=dict(color=c, dash="dash", width=1)), 1, 1)
-        fig.add_trace(go.Scatter(x=x, y=_coarsen(ts.queue_length, k), name=f"{name} queue",
+        fig.add_trace(go.Scatter(x=x, y=coarsen(ts.queue_length, k), name=f"{name} queue",
                                  line=dict(color=c), showlegend=False), 2, 1)
     fig.update_yaxes(range=[0, 1.05], row=1)
     fig.update_xaxes(title_text=f"{unit}s", row=2)
@@ -130,8 +130,6 @@ def write_html_report(results: Mapping[str, SimResult], metrics: Mapping[str, Ma
                       path: str | Path, *, title: str | None = None,
                       note: str | None = None) -> Path:
     """Write the page to `path` (and plotly.min.js beside it, once); returns the path."""
-    from optalloc.sim.metrics import time_series
-    from optalloc.sim.report import MAX_PROJECT_PANELS, PLOT_CLASSES, _project_names, format_value
     from optalloc.units import format_duration
 
     if not results:
@@ -144,7 +142,7 @@ def write_html_report(results: Mapping[str, SimResult], metrics: Mapping[str, Ma
              "cells": [(p, format_value(r["values"][p], r["kind"])) for p in policies]}
             for r in compare(metrics)]
     projects = []
-    for proj in _project_names(metrics):
+    for proj in project_names(metrics):
         cells = []
         for p in policies:
             v = lookup(metrics[p], f"projects.{proj}") or {}

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
+from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
 from optalloc.types import Job, Node, NodeState, Placement, Plan, ReasonCode
 
 
@@ -58,7 +58,7 @@ class JobStats:
     completed: bool = False
 
 
-class SimulatedRunner:
+class SimulatedRunner(Runner):
     name = "simulated"
     authoritative = True  # it is the cluster: its running set is the truth
 
@@ -228,8 +228,10 @@ class SimulatedRunner:
         for k in _gpu_keys(run.placement):
             if self._gpu_free_at.get(k, -math.inf) <= t:
                 self._gpu_free_at.pop(k, None)
+        left = st.remaining if kind is EventKind.REQUEUED and math.isfinite(st.remaining) else None
         self._outbox.append(
-            JobEvent(jid, kind, t, run.placement, 0 if completed else None, message)
+            JobEvent(jid, kind, t, run.placement, 0 if completed else None, message,
+                     run_start=run.start, work_left_s=left)
         )
         restart = self._restarts.pop(jid, None)
         if restart is not None and kind is EventKind.REQUEUED:

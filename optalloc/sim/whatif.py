@@ -50,7 +50,7 @@ class WhatIf:
     variant_metrics: Mapping[str, Any]
 
     def format_diff(self) -> str:
-        from optalloc.sim.report import format_diff
+        from optalloc.sim.report_tables import format_diff
 
         return format_diff(
             {**self.base_metrics, "policy": f"{self.policy} (base)"},

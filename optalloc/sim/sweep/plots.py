@@ -14,7 +14,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from optalloc.sim.metrics import HEADLINE
+from optalloc.sim.compare import HEADLINE
 from optalloc.sim.sweep.grid import format_seeds
 from optalloc.sim.sweep.plan import SweepPlan
 from optalloc.sim.sweep.store import atomic_write

@@ -1,5 +1,5 @@
 """The sweep's summary as text: a terminal table of a few headline metrics and `summary.md`
-with all of them, each `mean ± sd` over seeds (`optalloc.sim.report.format_value` formats the
+with all of them, each `mean ± sd` over seeds (`optalloc.sim.report_tables.format_value` formats the
 numbers, so a sweep reads like `optalloc simulate`)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from optalloc.sim.metrics import HEADLINE, MetricRow
-from optalloc.sim.report import format_value
+from optalloc.sim.compare import HEADLINE, MetricRow
+from optalloc.sim.report_tables import format_value
 from optalloc.sim.sweep.grid import format_seeds
 from optalloc.sim.sweep.plan import SweepPlan
 

@@ -1,4 +1,5 @@
-"""The local runner's tables in the state database, and how it opens and writes them.
+"""The local runner's tables in the state database (opened and written through
+optalloc.state.db).
 
 A run row is written *before* its process exists (state `starting`: the intent), confirmed
 with the pid once it does (`running`), marked `stopping` before the preemption notice is sent
@@ -11,15 +12,15 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from optalloc.codec import placement_from_dict
-from optalloc.errors import StateError
-from optalloc.statefile import check_state_path, claim_sqlite, create_private_file
+from optalloc.state.db import open_state_db, write_transaction
 from optalloc.types import Placement
+
+__all__ = ["Run", "create_tables", "get_run", "live_runs", "open_runner_db", "run_dir_of",
+           "write_transaction"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runner_local_runs (
@@ -92,29 +93,10 @@ class Run:
 
 
 def open_runner_db(path) -> sqlite3.Connection:
-    """A connection for runner tables in the state database (autocommit, WAL, busy wait). The
-    path gets the state DB's checks and its 0600 mode; another program's SQLite file is
-    refused (StateError)."""
-    full = check_state_path(path)
-    try:
-        create_private_file(full)
-    except OSError as err:
-        raise StateError(f"state DB {path}: cannot create it ({err.strerror})") from None
-    conn = sqlite3.connect(full, timeout=30.0, isolation_level=None,
-                           check_same_thread=False)  # one runner per thread at a time
-    try:
-        conn.execute("PRAGMA busy_timeout = 30000")
-        with write_transaction(conn):  # ownership before anything is written (WAL included)
-            claim_sqlite(conn, str(path))
-        conn.execute("PRAGMA journal_mode = WAL")
-    except sqlite3.DatabaseError as err:
-        conn.close()
-        raise StateError(f"state DB {path} is not a usable SQLite database ({err}); point "
-                         "--state at an optalloc state file or a new path") from None
-    except BaseException:
-        conn.close()
-        raise
-    return conn
+    """A connection for runner tables in the state database (optalloc.state.db: the state
+    file's checks, mode 0600, optalloc's mark claimed first, WAL, locked retries, StateError
+    for SQLite's errors). One runner per thread at a time may use it."""
+    return open_state_db(path, check_same_thread=False)
 
 
 def create_tables(conn: sqlite3.Connection) -> None:
@@ -134,22 +116,6 @@ def create_tables(conn: sqlite3.Connection) -> None:
         for stmt in SCHEMA.split(";"):
             if stmt.strip():
                 conn.execute(stmt)
-
-
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """BEGIN IMMEDIATE ... COMMIT: one writer at a time, so two optalloc processes that
-    apply at once cannot both start the same job. Nested use joins the outer transaction."""
-    if conn.in_transaction:
-        yield conn
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 def live_runs(conn: sqlite3.Connection, node: str) -> list[Run]:

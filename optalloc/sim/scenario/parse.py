@@ -1,65 +1,17 @@
-"""Scenario files: a config (cluster, org tree, policy) plus `workload:` and `simulation:`.
-
-```yaml
-workload:
-  source: itp              # itp | philly | synthetic | jobs (the config's own `jobs:`)
-  cluster: cluster04       # itp: <traces>/itp/<cluster>.csv; or `file: path` (relative to this file)
-  teams: [6214e9, ee9e8c]  # philly: teams to read (default: every team in the folder)
-  base_gpu_type: v100      # philly: speedups are relative to it (duration = work on it)
-  window: {start: 0, end: 60d}   # keep jobs submitted in [start, end); time 0 = start
-  load_scale: 1.0          # divide submit times (after the window) by this: offered load x it
-  sample: 1.0              # keep this fraction of jobs (stable hash of the id)
-  max_jobs: 5000           # keep only the first N (by submit time)
-  synthetic: {offered_load: 0.95, debug_fraction: 0.3, team_skew: 1.0, ...}  # see generate.py
-  mapping: {unallocated_share: 0.1, resumable_fraction: 0.9, ...}           # see workload.py
-simulation:
-  start: 2026-11-29T12:00:00Z  # optional: the wall-clock time that scenario time 0 stands for;
-                           # times in the config's `jobs:` and ISO node-event times are shifted by it
-  duration: 60d            # simulated horizon (default: window length, else last submit, whole days)
-  epoch: 5m                # default policy.epoch
-  checkpoint_interval: 1h  # default policy.checkpoint_interval
-  early_solve: true        # also solve when a job is submitted, not only every epoch
-  seed: 0
-  node_events:
-    - {at: 10d, nodes: ["gpu-[001-004]"], state: drain}   # at: a duration after time 0 or an ISO time
-    - {at: 11d, node: gpu-001, state: up}
-```
-Every problem is reported with file, key path and a fix, all at once (ConfigError).
-"""
+"""The `simulation:` and `workload:` sections of a scenario file, parsed and checked with every
+problem located (file, key path, fix), all at once."""
 
 from __future__ import annotations
 
 import datetime
-import math
-import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
-import numpy as np
-
-from optalloc.config import load as config_load
 from optalloc.config.nodes import expand_node_names
 from optalloc.config.problems import MISSING, Loc, Problems, show_list, type_name
-from optalloc.errors import ConfigError
 from optalloc.sim import generate as gen
-from optalloc.sim.traces import (
-    RawJobs,
-    philly_teams,
-    read_itp,
-    read_philly,
-    traces_available,
-    traces_dir,
-)
-from optalloc.sim.workload import (
-    MappingRules,
-    WorkloadSummary,
-    build_jobs,
-    parse_mapping,
-    project_names,
-    stable_uniform,
-)
-from optalloc.types import Config, Job, NodeState
+from optalloc.sim.scenario.spec import NodeEvent
+from optalloc.sim.workload import MappingRules, parse_mapping, project_names
+from optalloc.types import Config, NodeState
 from optalloc.units import parse_duration, parse_time
 
 SOURCES = ("itp", "philly", "synthetic", "jobs")
@@ -75,97 +27,8 @@ SYNTHETIC_KEYS = (
 NODE_EVENT_KEYS = ("at", "node", "nodes", "state")
 
 
-@dataclass(frozen=True)
-class NodeEvent:
-    time: float
-    nodes: tuple[str, ...]
-    state: NodeState
 
-
-@dataclass(frozen=True)
-class Scenario:
-    name: str
-    config: Config
-    jobs: tuple[Job, ...]  # sorted by submit_time
-    duration_s: float
-    epoch_s: float
-    checkpoint_interval_s: float
-    early_solve: bool
-    seed: int
-    node_events: tuple[NodeEvent, ...]
-    source_path: str
-    workload: WorkloadSummary | None = None
-    start_time: float = 0.0  # wall-clock seconds that scenario time 0 stands for (simulation.start)
-
-    @property
-    def capacity_gpus(self) -> int:
-        return sum(n.gpus for n in self.config.nodes)
-
-
-# --------------------------------------------------------------------------- loading
-
-
-def load_scenario(path: str | os.PathLike, *, env: Mapping[str, str] | None = None) -> Scenario:
-    """Load a scenario file (or config directory) into a Scenario. Raises ConfigError for any
-    problem in the file; OptallocError when a trace it needs cannot be found."""
-    path = Path(path)
-    config, extras = config_load.load_document(path)
-    source = str(path)
-    return scenario_from_parts(config, extras, source, name=path.stem, base_dir=_base_dir(path), env=env)
-
-
-def scenario_from_parts(
-    config: Config,
-    extras: Mapping[str, Any],
-    source: str,
-    *,
-    name: str = "scenario",
-    base_dir: Path | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Scenario:
-    """Build a Scenario from a parsed config and its raw `workload` / `simulation` sections."""
-    problems = Problems()
-    root = Loc(source)
-    if "workload" not in extras:
-        problems.add(root.key("workload"), "missing section", "add `workload: {source: itp|philly|synthetic|jobs, ...}`")
-    sim = _parse_simulation(extras.get("simulation"), root.key("simulation"), config, problems)
-    wl = _parse_workload(extras.get("workload"), root.key("workload"), config, problems)
-    problems.raise_if_any()
-    policy = replace(config.policy, epoch_s=sim["epoch_s"], checkpoint_interval_s=sim["checkpoint_interval_s"])
-    config = replace(config, policy=policy)
-    jobs, summary, last_submit = _build_workload(wl, config, sim, source, base_dir or Path("."), env, problems)
-    problems.raise_if_any()
-    duration = sim["duration_s"]
-    if duration is None:
-        w = wl["window"]
-        if w[1] is not None:
-            duration = (w[1] - w[0]) / wl["load_scale"]
-        else:
-            duration = max(86400.0, math.ceil(last_submit / 86400.0) * 86400.0)
-    return Scenario(
-        name=name,
-        config=config,
-        jobs=jobs,
-        duration_s=float(duration),
-        epoch_s=sim["epoch_s"],
-        checkpoint_interval_s=sim["checkpoint_interval_s"],
-        early_solve=sim["early_solve"],
-        seed=sim["seed"],
-        node_events=sim["node_events"],
-        source_path=source,
-        workload=summary,
-        start_time=sim["start"],
-    )
-
-
-def _base_dir(path: Path) -> Path:
-    return path if path.is_dir() else path.parent
-
-
-# --------------------------------------------------------------------------- simulation section
-
-
-def _parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) -> dict:
+def parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) -> dict:
     out = {
         "start": 0.0,
         "duration_s": None,
@@ -283,7 +146,8 @@ def _event_time(value: Any, loc: Loc, start: float, problems: Problems) -> float
 # --------------------------------------------------------------------------- workload section
 
 
-def _parse_workload(value: Any, loc: Loc, config: Config, problems: Problems) -> dict:
+
+def parse_workload(value: Any, loc: Loc, config: Config, problems: Problems) -> dict:
     out: dict[str, Any] = {"source": MISSING, "window": (0.0, None), "load_scale": 1.0, "sample": 1.0, "max_jobs": None,
                            "mapping": MappingRules(), "loc": loc}
     if value is None:
@@ -438,178 +302,3 @@ def _parse_sizes(value: Any, loc: Loc, problems: Problems) -> Mapping[int, float
     if d and sum(out.values()) <= 0:
         problems.add(loc, "no size has a positive probability", "give at least one size a probability > 0")
     return out
-
-
-# --------------------------------------------------------------------------- building
-
-
-def _build_workload(wl: dict, config: Config, sim: dict, source: str, base_dir: Path,
-                    env: Mapping[str, str] | None, problems: Problems):
-    src, loc, seed = wl["source"], wl["loc"], sim["seed"]
-    start, end = wl["window"]
-    if src == "jobs":
-        jobs = tuple(sorted((_shifted(j, -sim["start"]) for j in config.jobs), key=lambda j: j.submit_time))
-        if not jobs:
-            problems.add(loc.key("source"), "source 'jobs' but the config has no `jobs:`", "add jobs or pick another source")
-        return jobs, None, max((j.submit_time for j in jobs), default=0.0)
-    raw = _read_raw(wl, config, sim, base_dir, env, problems)
-    if raw is None:
-        return (), None, 0.0
-    if src != "synthetic":
-        keep = raw.submit_time >= start
-        if end is not None:
-            keep &= raw.submit_time < end
-        raw = raw.take(keep).shifted(-start)
-        if wl["load_scale"] != 1.0:
-            raw = raw.rescaled_arrivals(wl["load_scale"])
-    if wl["sample"] < 1.0:
-        raw = raw.take(stable_uniform(raw.job_id, "sample", seed) < wl["sample"])
-    if wl["max_jobs"] is not None:
-        raw = raw.take(np.arange(min(len(raw), wl["max_jobs"])))
-    if len(raw) == 0:
-        problems.add(loc, "no jobs left after window/sample/max_jobs", "widen workload.window or raise sample")
-        return (), None, 0.0
-    jobs, summary = build_jobs(raw, wl["mapping"], config, seed=seed, loc=loc.key("mapping"), problems=problems)
-    return jobs, summary, float(raw.submit_time.max())
-
-
-def _shifted(job: Job, offset: float) -> Job:
-    if offset == 0:
-        return job
-    return replace(
-        job,
-        submit_time=job.submit_time + offset,
-        start_time=None if job.start_time is None else job.start_time + offset,
-    )
-
-
-def _read_raw(wl: dict, config: Config, sim: dict, base_dir: Path, env, problems: Problems) -> RawJobs | None:
-    src, loc = wl["source"], wl["loc"]
-    if src == "synthetic":
-        kw = dict(wl.get("synthetic", {}))
-        spec = gen.SyntheticSpec(**kw)
-        capacity = sum(n.gpus for n in config.nodes)
-        horizon = sim["duration_s"]
-        if horizon is None:
-            w = wl["window"]
-            horizon = (w[1] - w[0]) if w[1] is not None else None
-        if horizon is None:
-            problems.add(Loc(loc.source, "simulation.duration"), "a synthetic workload needs the simulated horizon",
-                         "add `simulation: {duration: 7d}`")
-            return None
-        return gen.generate(replace(spec, max_gpus=capacity), capacity_gpus=capacity, horizon_s=horizon, seed=sim["seed"])
-    try:
-        if src == "itp":
-            if "file" in wl:
-                p = _resolve(wl["file"], base_dir, env)
-            else:
-                p = traces_dir(env) / "itp" / f"{wl['cluster']}.csv"
-                if not p.exists():
-                    have = sorted(q.stem for q in p.parent.glob("*.csv"))
-                    problems.add(loc.key("cluster"), f"no trace {p}", f"ITP clusters there: {show_list(have)}")
-                    return None
-            return read_itp(p)
-        if src == "philly":
-            folder = _resolve(wl["file"], base_dir, env) if "file" in wl else traces_dir(env) / "philly-vc"
-            teams = wl.get("teams")
-            if teams:
-                have = philly_teams(folder)
-                bad = [t for t in teams if t not in have]
-                if bad:
-                    for i, t in enumerate(teams):
-                        if t in bad:
-                            problems.add(loc.key("teams").idx(i), f"no trace for team {t!r} in {folder}",
-                                         f"teams there: {show_list(have)}")
-                    return None
-            tnames = tuple(g.name for g in config.gpu_types)
-            base = wl.get("base_gpu_type", "v100" if "v100" in tnames else tnames[0])
-            return read_philly(folder, teams, base_type=base, gpu_types=tnames)
-    except ConfigError as err:
-        for p in err.problems:
-            problems.add(loc, p)
-        return None
-    return None
-
-
-def _resolve(name: str, base_dir: Path, env) -> Path:
-    p = Path(name).expanduser()
-    if p.is_absolute():
-        return p
-    if (base_dir / p).exists() or not traces_available(env):
-        return base_dir / p  # a missing file is reported by the reader
-    return traces_dir(env) / p
-
-
-# --------------------------------------------------------------------------- sizing a cluster
-
-
-@dataclass(frozen=True)
-class ClusterSize:
-    nodes: int
-    gpus: int
-    demand_ratio: float
-    tried: tuple[tuple[int, float], ...] = field(default_factory=tuple)  # (nodes, measured ratio)
-
-
-def nodes_for_offered_load(jobs, target_load: float, gpus_per_node: int, horizon_s: float | None = None) -> int:
-    """Nodes whose capacity the jobs load to `target_load` (a first guess for the search)."""
-    from optalloc.sim.workload import offered_load
-
-    load_per_gpu = offered_load(jobs, 1.0, horizon_s)  # = GPU demand in GPUs
-    return max(1, math.ceil(load_per_gpu / target_load / gpus_per_node))
-
-
-def scale_cluster_to_demand_ratio(
-    measure: Callable[[int], float],
-    *,
-    gpus_per_node: int = 8,
-    target: tuple[float, float] = (2.0, 3.0),
-    start_nodes: int = 8,
-    max_nodes: int = 4096,
-    max_runs: int = 12,
-) -> ClusterSize:
-    """Find a node count whose *measured* demand ratio lies in `target` (DESIGN.md section 6).
-
-    `measure(nodes)` runs a simulation on a cluster of that many nodes and returns the
-    realised demand ratio (time-average of GPUs asked by queued + running jobs / capacity);
-    the ratio falls as nodes grow. Doubles/halves from `start_nodes` (e.g.
-    `nodes_for_offered_load(jobs, 0.95, 8)`) until the target is bracketed, then bisects.
-    Returns the closest node count found within `max_runs` simulations."""
-    lo_t, hi_t = target
-    if not 0 < lo_t <= hi_t:
-        raise ValueError("target must be (low, high) with 0 < low <= high")
-    mid_t = 0.5 * (lo_t + hi_t)
-    tried: list[tuple[int, float]] = []
-
-    def run(n: int) -> float:
-        r = float(measure(n))
-        tried.append((n, r))
-        return r
-
-    n = max(1, start_nodes)
-    r = run(n)
-    small, big = None, None  # small: too few nodes (ratio > hi); big: too many (ratio < lo)
-    while not (lo_t <= r <= hi_t) and len(tried) < max_runs:
-        if r > hi_t:
-            small = n
-            n = (n + big) // 2 if big is not None else min(max_nodes, n * 2)
-        else:
-            big = n
-            n = (n + small) // 2 if small is not None else max(1, n // 2)
-        if any(t == n for t, _ in tried):
-            break
-        r = run(n)
-    best_n, best_r = min(tried, key=lambda x: (not (lo_t <= x[1] <= hi_t), abs(x[1] - mid_t)))
-    return ClusterSize(nodes=best_n, gpus=best_n * gpus_per_node, demand_ratio=best_r, tried=tuple(tried))
-
-
-def with_horizon(sc: "Scenario", duration_s: float) -> "Scenario":
-    """The scenario cut to its first `duration_s` seconds (never longer than it was): jobs
-    submitted and node events due later are dropped."""
-    d = min(float(duration_s), sc.duration_s)
-    return replace(
-        sc,
-        duration_s=d,
-        jobs=tuple(j for j in sc.jobs if j.submit_time < d),
-        node_events=tuple(e for e in sc.node_events if e.time < d),
-    )

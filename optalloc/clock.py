@@ -1,6 +1,7 @@
-"""Clocks: the one thing that differs between production (wall time) and simulation (a
-clock the event engine advances). Core code asks an injected clock for `now()` and never
-branches on which one it has."""
+"""Clocks: what differs between production and simulation about time. The scheduling turn
+reads `now` from an injected clock once, at its start, and never asks which clock it has:
+cron gets the wall clock (or `epoch --now`'s fixed time), the simulator a clock its event
+loop advances."""
 
 from __future__ import annotations
 
@@ -21,8 +22,19 @@ class WallClock:
         return time.time()
 
 
+class FixedClock:
+    """A clock stopped at `t` (`optalloc epoch --now T`, tests)."""
+
+    def __init__(self, t: float):
+        self.t = float(t)
+
+    def now(self) -> float:
+        return self.t
+
+
 class SimClock:
-    """Scenario time in seconds, moved forward only by the simulation engine."""
+    """Scenario time in seconds, moved forward only by the simulation engine (or a test that
+    drives the cron path through simulated time)."""
 
     def __init__(self, start: float = 0.0):
         self._now = float(start)
