@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from optalloc.codec import plan_to_dict, to_dict
+from optalloc.codec import plan_reservations_from_dict, plan_to_dict, to_dict
 from optalloc.epoch import run_epoch
 from optalloc.errors import OptallocError
 from optalloc.faults import fault_point
@@ -251,7 +251,9 @@ def run_cycle(
 
     # 5. decide (jobs the config no longer fits are held, with their reason)
     jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
-    snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=nodes)
+    last = store.last_epoch()  # the previous plan's reservations keep the lookahead stable
+    snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=nodes,
+                              reservations=plan_reservations_from_dict((last or {}).get("plan")))
     plan = run_epoch(snapshot, settings)
     if holds.held:
         plan = dataclasses.replace(plan, pending=plan.pending + holds.held)

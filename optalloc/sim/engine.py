@@ -160,6 +160,7 @@ class _Simulation:
         self.decision_wanted_at = math.inf
         self.n_queued = 0  # queued, not running
         self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
+        self.reservations: tuple = ()  # the last plan's (Plan.reservations)
 
     # ------------------------------------------------------------------ main loop
 
@@ -248,10 +249,12 @@ class _Simulation:
         ]
         ratios = self.ledger.usage_ratios(now, open_ivs)
         jobs = list(self.queue.values())
-        snap = build_snapshot(self.cfg, now, jobs, ratios, list(self.nodes.values()))
+        snap = build_snapshot(self.cfg, now, jobs, ratios, list(self.nodes.values()),
+                              reservations=self.reservations)
         t0 = time.perf_counter()
         plan = self.policy.decide(snap)
         solve_s = time.perf_counter() - t0
+        self.reservations = plan.reservations  # the next snapshot carries them (lookahead)
         if self.check:
             check_plan(snap, plan)
         self.dirty = False  # transitions from here on (requeues at apply) count as changes
@@ -272,6 +275,8 @@ class _Simulation:
                 n_started=len(res.started),
                 n_preempted=len(res.preempting),
                 gap=rep.gap if rep else None,
+                reservations=plan.reservations,
+                reservations_ended=plan.reservations_ended,
             )
         )
         self.last_decision = now

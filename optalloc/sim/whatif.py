@@ -45,6 +45,11 @@ _POLICY_FIELDS = {
     "grace": "grace_s",
     "restart_overhead": "restart_overhead_s",
     "checkpoint_interval": "checkpoint_interval_s",
+    "idle_after": "idle_after_s",
+    "debug_protection": "debug_protection_s",
+    "idle_util_below": "idle_util_pct",
+    "debug_allowance": "debug_allowance",
+    "max_reservations": "max_reservations",
 }
 _REL = re.compile(r"^\s*([+-]|\*)\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 

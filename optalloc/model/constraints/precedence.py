@@ -98,7 +98,8 @@ def _link(A: list, B: list, jobs, idx, pi, have, cand) -> None:
 
 def define_precedence(ctx: BuildContext) -> None:
     snap, req, b = ctx.snap, ctx.req, ctx.b
-    a, bb = precedence_pairs(snap, req)
+    pairs = ctx.res.prec if ctx.res is not None and ctx.res.prec is not None else None
+    a, bb = precedence_pairs(snap, req) if pairs is None else pairs
     ctx.prec_a, ctx.prec_b = a, bb
     if not len(a):
         return
