@@ -134,7 +134,11 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
             if nodes is not None:
                 for n, g in zip(nodes, chunks(req, j, int(req.cand_type[c]))):
                     for e in pool.make_room(n, g):
-                        kept[run_of_job[e]] = False
+                        if e in run_of_job:
+                            kept[run_of_job[e]] = False
+                        else:  # unallocated work placed in pass 1: it waits (or backfills)
+                            del placements[e]
+                            started[cand_of.pop(e)] = False
         if nodes is None:
             failed[j] = True
         else:
