@@ -99,6 +99,8 @@ def reservation_from_dict(d: Mapping[str, Any]) -> Reservation:
         idle_gpus=int(d.get("idle_gpus", 0)),
         message=str(d.get("message", "")),
         details=frozen_map(d.get("details") or {}),
+        at=_opt_float(d.get("at")),
+        idle_gpu_h=float(d.get("idle_gpu_h") or 0.0),
     )
 
 

@@ -249,6 +249,8 @@ class Reservation:
     idle_gpus: int = 0
     message: str = ""
     details: Mapping[str, Any] = field(default_factory=frozen_map)
+    at: float | None = None  # the time of the plan that holds it
+    idle_gpu_h: float = 0.0  # GPU-hours its nodes have been held idle so far (plan by plan)
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,18 @@ nothing protected is left there.
   large (>= LARGE_GPUS GPUs or >= LARGE_NODES nodes) or cannot start now (their soonest nodes
   still hold protected work), with no job of their own project ahead of them in line waiting
   (the `order` rows would forbid the start; that job goes first).
-* **Rank**: the project has room for the gang in its fair-share share on the type at every
-  level of its path: max(target, floor) - held - GPUs already reserved there >= the gang's
-  GPUs, where the target is the water-filling's once today's protections have ended
-  (`Targets.unprotected`: protected GPUs are not lower bounds; a reservation is about the
-  moment they end; held = running allocated GPUs that stay). So a project cannot reserve more
-  than the scheme would give it, however large the jobs it submits.
+* **Rank**: at every level of the project's path, either (share) the fair share has room for
+  the gang on the type: max(target, floor) - held - GPUs already reserved there >= its GPUs,
+  where the target is the water-filling's once today's protections have ended
+  (`Targets.unprotected`: protected GPUs are not lower bounds, a reservation is about the
+  moment they end; held = running allocated GPUs that stay); or (budget) its unused share
+  over the lookback window pays for it: usage ratio + (the gang's protected run, GPUs x
+  protection x billing weight, + the idle GPU-hours its reservation has held so far + what
+  reservations chosen before it commit there) / entitled GPU-hours over the window <= 1.
+  The first lets a gang start within what the project may hold now; the second a gang larger
+  than any instantaneous share (a 64-GPU job on a 104-GPU cluster) spend the share its
+  project left unused, as the scheme's "unused share flows" does over time. Either way a
+  project cannot reserve more than its share, however large the jobs it submits.
 * **Order**: the previous plan's reservations first, while they still qualify (stability),
   then the Fair-Tree rank of the project, then the project's own order; one per project and at
   most `policy.max_reservations` in all (0 turns the lookahead off).
@@ -49,7 +55,7 @@ import numpy as np
 from optalloc.contract import protection_s
 from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SMALL, WHOLE, Requirements
-from optalloc.model.targets import Targets, counted_running
+from optalloc.model.targets import Targets, counted_running, horizons
 from optalloc.snapshot import Snapshot
 
 LARGE_GPUS = 64  # the metrics' large class (optalloc.sim.metrics.LARGE_GPUS)
@@ -68,6 +74,8 @@ class Held:
     since: float  # the epoch it was first made
     free: np.ndarray  # free time of each node (same order)
     blockers: tuple  # ((job index, hold end, protected), ...) running on its nodes now
+    idle_gpu_h: float = 0.0  # GPU-hours its nodes were held idle in earlier plans
+    test: str = "share"  # which rank test it passed: share (room now) or budget (window)
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,13 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     large = (snap.job_gpus[cj] >= LARGE_GPUS) | (nodes_needed >= LARGE_NODES)
     hold = candidate_hold(snap, req)
 
+    # budget over the window: entitled GPU-hours E (billing-weighted) and usage ratio r
+    window_s, _ = horizons(snap)
+    bw = np.array([g.billing_weight for g in snap.gpu_types], dtype=float)
+    cap_t = snap.capacity_by_type(up_only=True).astype(float)
+    E = snap.org.entitlement @ (cap_t * bw) * window_s / 3600.0
+    ratio = np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=np.inf)
+    prot_h = protection_s(snap.job_min_runtime, snap.policy.min_runtime_cap_s) / 3600.0
     # room in the fair-share targets: max(target, floor) - held, per org node and type
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
@@ -260,13 +275,22 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                           f"line waits ({', '.join(ahead)}): it goes first")
                 continue
             lv = path(p)
+            idle = _idle_so_far(prev_r, snap.now)
             short = room[lv, t] - _reserved(held, snap, M, lv, t) - g
-            if (short < -1e-9).any():
+            cost = g * prot_h[j] * bw[t] + idle + _reserved_cost(held, snap, M, lv, prot_h, bw)
+            after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
+                                          where=E[lv] > 0)
+            test = "share" if (short >= -1e-9).all() else "budget" if (after <= 1.0).all() \
+                else ""
+            if not test:
                 o = int(lv[int(np.argmin(short))])
+                ob = int(lv[int(np.argmax(after))])
                 reason = ("outranked", f"{snap.org.names[o]} has room for "
                           f"{max(g + float(short.min()), 0):g} more {snap.type_names[t]} GPUs in "
                           f"its fair-share target ({entitled[o, t]:g} once protections end), "
-                          f"the gang needs {g:g}")
+                          f"the gang needs {g:g}; and its protected run would take "
+                          f"{snap.org.names[ob]}'s usage ratio over the window to "
+                          f"{float(after.max()):.2f} (> 1)")
                 continue
             pn = np.zeros(N, bool)
             if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
@@ -283,7 +307,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 continue
             since = snap.now if prev_r is None or prev_r.since is None else float(prev_r.since)
             return Held(j, t, nodes, max(start, snap.now), start <= snap.now, since, times,
-                        _blockers(snap, req, nodes)), ("", "")
+                        _blockers(snap, req, nodes), idle, test), ("", "")
         return None, reason
 
     def cands_of(j: int) -> list[int]:
@@ -336,6 +360,25 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
         else:
             deadline[h.nodes] = h.start
     return Reservations(tuple(held), tuple(ended), deadline, hold, forced, prec)
+
+
+def _idle_so_far(prev_r, now: float) -> float:
+    """GPU-hours a continuing reservation's nodes were held idle so far (its last plan's idle
+    GPUs counted until now)."""
+    if prev_r is None:
+        return 0.0
+    at = prev_r.at if prev_r.at is not None else now
+    return float(prev_r.idle_gpu_h) + float(prev_r.idle_gpus) * max(0.0, now - at) / 3600.0
+
+
+def _reserved_cost(held: list, snap: Snapshot, M, levels, prot_h, bw) -> np.ndarray:
+    """(len(levels),) billing-weighted GPU-hours the reservations chosen so far commit under
+    each org node of `levels` (their protected runs and idle time so far)."""
+    out = np.zeros(len(levels))
+    for h in held:
+        c = float(snap.job_gpus[h.job]) * prot_h[h.job] * bw[h.type] + h.idle_gpu_h
+        out += M[levels, int(snap.job_project[h.job])] * c
+    return out
 
 
 def _reserved(held: list, snap: Snapshot, M: np.ndarray, levels: np.ndarray, t: int):

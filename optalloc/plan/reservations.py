@@ -55,8 +55,8 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
             head += f" ({len(loose)} job{'s' if len(loose) != 1 else ''} there past "\
                     "protection or unallocated leave with notice)"
     elif prot:
-        head += (f"; {len(prot)} job{'s' if len(prot) != 1 else ''} there end or lose "
-                 "protection by then")
+        head += (f"; {len(prot)} job{'s there end or lose' if len(prot) != 1 else ' there ends or loses'}"
+                 " protection by then")
         if loose:
             head += f", {len(loose)} more are preemptible now"
     details = {
@@ -64,6 +64,8 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
         "gpus": int(job.gpus),
         "since": h.since,
         "due": bool(h.due),
+        "rank_test": h.test,
+        "idle_gpu_h": round(float(h.idle_gpu_h), 3),
         "node_free_at": {n: float(f) for n, f in zip(names, h.free)},
         "blockers": [{"job": snap.jobs[j].id, "until": float(e), "protected": bool(p)}
                      for j, e, p in h.blockers][:50],
@@ -95,7 +97,7 @@ def plan_reservations(em: EpochModel, placed: Placed):
         idle = int(placed.free[h.nodes].sum()) if placed.free is not None else 0
         active.append(Reservation(job.id, snap.type_names[h.type], names, h.start,
                                   job.project, int(job.gpus), h.since, idle, msg,
-                                  frozen_map(details)))
+                                  frozen_map(details), at=snap.now, idle_gpu_h=h.idle_gpu_h))
     return tuple(active), tuple(ended)
 
 
