@@ -270,9 +270,10 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             g = float(snap.job_gpus[j])
             p = int(snap.job_project[j])
             if waiting_pred[c]:
-                ahead = [snap.jobs[a].id for a, b in zip(*prec) if b == j][:3]
-                reason = ("order", f"a job of project {snap.jobs[j].project} ahead of it in "
-                          f"line waits ({', '.join(ahead)}): it goes first")
+                if prev_r is not None:  # say which (only for a reservation that ends here)
+                    ahead = [snap.jobs[a].id for a in prec[0][prec[1] == j][:3]]
+                    reason = ("order", f"a job of project {snap.jobs[j].project} ahead of it "
+                              f"in line waits ({', '.join(ahead)}): it goes first")
                 continue
             lv = path(p)
             idle = _idle_so_far(prev_r, snap.now)
@@ -310,9 +311,12 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                         _blockers(snap, req, nodes), idle, test), ("", "")
         return None, reason
 
+    by_job: dict[int, list[int]] = {}
+    for c in np.flatnonzero(gang).tolist():
+        by_job.setdefault(int(cj[c]), []).append(c)
+
     def cands_of(j: int) -> list[int]:
-        cs = np.flatnonzero((cj == j) & gang)
-        return sorted(cs.tolist(), key=lambda c: (-speed[j, ct[c]], ct[c]))
+        return sorted(by_job.get(j, []), key=lambda c: (-speed[j, ct[c]], ct[c]))
 
     # 1. the previous plan's reservations, while they still qualify
     for r in prev:
@@ -330,7 +334,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
         projects.add(int(snap.job_project[j]))
         taken[h.nodes] = True
     # 2. new ones: Fair-Tree rank of the project, then the project's own order
-    jobs = sorted(set(cj[gang].tolist()), key=lambda j: (rank[snap.job_project[j]], pos[j], j))
+    jobs = sorted(by_job, key=lambda j: (rank[snap.job_project[j]], pos[j], j))
     for j in jobs:
         if len(held) >= cap:
             break

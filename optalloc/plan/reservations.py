@@ -125,11 +125,28 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
         return pending
     active = {h.job: h for h in res.held if h.job not in placed.placements}
     by_node = {int(n): h for h in res.held if not h.due for n in h.nodes}
-    cands: dict[int, list[int]] = {}
-    for c, j in enumerate(req.cand_job.tolist()):
-        cands.setdefault(j, []).append(c)
     free = placed.free
     every = np.ones(len(snap.nodes), bool)
+    # candidates a reservation may keep off free GPUs: their hold passes some deadline; fits
+    # computed once per (type, hold bucket, shape) (a handful of keys)
+    cands: dict[int, list[int]] = {}
+    if res.blocking:
+        Ds = np.unique(res.deadline[np.isfinite(res.deadline)])
+        bucket = np.searchsorted(Ds, res.hold, side="left")
+        cj, ct = req.cand_job, req.cand_type
+        for c in np.flatnonzero(bucket > 0).tolist():
+            cands.setdefault(int(cj[c]), []).append(c)
+        cache: dict[tuple, bool] = {}
+
+        def kept_off_by(c: int) -> bool:
+            j, t, b = int(cj[c]), int(ct[c]), int(bucket[c])
+            key = (t, b, int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t]),
+                   int(req.rem[j, t]))
+            if key not in cache:
+                ok = res.deadline > Ds[b - 1]
+                cache[key] = (_fits(req, j, t, free, every, snap)
+                              and not _fits(req, j, t, free, ok, snap))
+            return cache[key]
     out = []
     for r in pending:
         j = snap.job_index[r.job_id]
@@ -143,11 +160,8 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
             continue
         kept_off = None
         for c in cands.get(j, []):
-            t = int(req.cand_type[c])
-            hold = float(res.hold[c])
-            ok = res.deadline >= hold
-            if _fits(req, j, t, free, every, snap) and not _fits(req, j, t, free, ok, snap):
-                kept_off = (c, t, hold)
+            if kept_off_by(c):
+                kept_off = (c, int(req.cand_type[c]), float(res.hold[c]))
                 break
         if kept_off is None:
             out.append(r)
