@@ -129,23 +129,33 @@ def cases() -> list[Case]:
         "share, and the freed nodes take long work again",
         _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
             big, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],
-            usage={"A": 0.95, "B": 2.0},
+            usage={"A": 1.3, "B": 2.0},
             prev=[_prev("G", ("n00", "n01", "n02", "n03", "n04"), NOW + 3 * H)]),
         placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "L": 8},
         pending={"G": "WaitingForCapacity"},
         reserved={},
         ended={"G": "outranked"}))
     out.append(Case(
-        "a reservation is dropped when a job of its project ahead of it in line waits (it "
-        "goes first)",
+        "a reservation is dropped when a higher-priority job of its project waits (it goes "
+        "first)",
         _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
-            Job("G", "A", 24, min_runtime_s=8 * H, submit_time=5.0),
-            Job("first", "A", 16, min_runtime_s=8 * H, submit_time=0.0)],
+            Job("G", "A", 24, min_runtime_s=8 * H, submit_time=0.0),
+            Job("first", "A", 16, min_runtime_s=8 * H, submit_time=5.0, priority=1)],
             prev=[_prev("G", ("n00", "n01", "n02"), NOW + H)]),
         placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "first": 16},
-        pending={"G": "WaitingForCapacity"},
+        pending={"G": "LowerPriorityInProject"},
         reserved={},
         ended={"G": "order"}))
+    out.append(Case(
+        "a reservation keeps its place against an equal-priority job of its project queued "
+        "again ahead of it (requeued with its older submit time): that job waits behind it",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            Job("G", "A", 24, min_runtime_s=8 * H, submit_time=5.0),
+            Job("again", "A", 16, min_runtime_s=8 * H, submit_time=0.0)],
+            prev=[_prev("G", ("n00", "n01", "n02"), NOW + H)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8},
+        pending={"G": "Reserved", "again": "HeldForReservation"},
+        reserved={"G": (("n00", "n01", "n02"), NOW + H, 16)}))
     three = [Job(f"G{p}", p, 16, min_runtime_s=8 * H, submit_time=float(i))
              for i, p in enumerate("ABC")] + [Job("A2", "A", 16, min_runtime_s=8 * H,
                                                    submit_time=9.0)]

@@ -25,13 +25,21 @@ nothing protected is left there.
   than any instantaneous share (a 64-GPU job on a 104-GPU cluster) spend the share its
   project left unused, as the scheme's "unused share flows" does over time. Either way a
   project cannot reserve more than its share, however large the jobs it submits.
+* **Keeping one**: a reservation already held keeps its place in its project's line (jobs of
+  equal priority queued again ahead of it, requeued with their older submit time, no longer
+  block it: the model drops those `order` rows; a higher priority still goes first) and
+  qualifies with KEEP_SLACK (25%) slack in the rank test (hysteresis: dropping it wastes the
+  idle time it has held).
 * **Order**: the previous plan's reservations first, while they still qualify (stability),
   then the Fair-Tree rank of the project, then the project's own order; one per project and at
   most `policy.max_reservations` in all (0 turns the lookahead off).
-* **Nodes**: for each chunk of the gang's shape (whole nodes of the type's largest size, the
-  remainder node of 8+8+4, or gpus_per_node pieces) the up node of its type, not reserved yet,
-  whose free time for that chunk is soonest (ties: the previous reservation's nodes, then node
-  order). Node n is free for s GPUs at the first moment the GPUs still held past it by
+* **Nodes**: for the chunks of the gang's shape (whole nodes of the type's largest size, or
+  gpus_per_node pieces) the run of up, not yet reserved nodes of its type, in order of their
+  free time, that frees together: least idle GPU-hours while the earlier ones wait for the
+  last, plus the gang's GPUs times the delay against the soonest possible start (ties: the
+  soonest; in free time: the previous reservation's nodes, then node order); the remainder node
+  of 8+8+4 is the last to free by then. A reservation keeps its nodes unless others let it
+  start an epoch sooner. Node n is free for s GPUs at the first moment the GPUs still held past it by
   protected jobs leave s free. A protected job holds its GPUs until its protection ends, or its
   expected end (start + duration / speed) when that comes first; unprotected and unallocated
   work is preemptible now.
@@ -60,6 +68,7 @@ from optalloc.snapshot import Snapshot
 
 LARGE_GPUS = 64  # the metrics' large class (optalloc.sim.metrics.LARGE_GPUS)
 LARGE_NODES = 8
+KEEP_SLACK = 0.25  # a reservation already held keeps qualifying with 25% slack (hysteresis)
 
 
 @dataclass(frozen=True, eq=False)
@@ -184,9 +193,26 @@ class FreeTimes:
         return ft
 
 
+def _window(ft: np.ndarray, gpus: np.ndarray, count: int, g: float) -> int:
+    """Start of the best run of `count` consecutive nodes in free-time order (`ft` sorted):
+    the one that frees together, least idle GPU-hours while the earlier ones wait for the
+    last, sum (f_last - f_i) G_i, plus the gang's GPUs times how much later than the soonest
+    possible start it begins, g (f_last - f_count)."""
+    if len(ft) == count:
+        return 0
+    fg = np.cumsum(np.r_[0.0, ft * gpus])
+    gg = np.cumsum(np.r_[0.0, gpus])
+    k = np.arange(count - 1, len(ft))  # window ends
+    idle = ft[k] * (gg[k + 1] - gg[k + 1 - count]) - (fg[k + 1] - fg[k + 1 - count])
+    cost = idle + g * (ft[k] - ft[count - 1])
+    return int(np.argmin(np.round(cost, 6)))
+
+
 def _choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
     """(nodes, their free times) for job j on type t, or None when its shape fits no up nodes
-    that are not reserved yet."""
+    that are not reserved yet. Per chunk kind, the nodes of the best window in free-time order
+    (`_window`: the ones that free together, the soonest on a tie; ties in free time: the
+    previous reservation's nodes, then node order)."""
     shape, size = int(req.shape[j, t]), int(req.size[j, t])
     pieces, rem = int(req.pieces[j, t]), int(req.rem[j, t])
     up_t = snap.node_up & (snap.node_type == t) & ~taken
@@ -195,6 +221,7 @@ def _choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
     if shape == WHOLE and rem:
         chunks.append((up_t & (snap.node_gpus >= rem), rem, 1))
     nodes, times = [], []
+    g = float(snap.job_gpus[j])
     for m, s, count in chunks:
         ft = free(s)
         m = m.copy()
@@ -202,8 +229,14 @@ def _choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
         cand = np.flatnonzero(m & np.isfinite(ft))
         if len(cand) < count:
             return None
-        order = np.lexsort((cand, ~prev_nodes[cand], ft[cand]))
-        pick = cand[order[:count]]
+        order = cand[np.lexsort((cand, ~prev_nodes[cand], ft[cand]))]
+        if nodes:  # the remainder node: the last to free by the whole pieces' start (least
+            # idle), else the soonest
+            late = ft[order] <= max(times)
+            a = int(np.flatnonzero(late)[-1]) if late.any() else 0
+        else:
+            a = _window(ft[order], snap.node_gpus[order].astype(float), count, g)
+        pick = order[a:a + count]
         nodes += pick.tolist()
         times += ft[pick].tolist()
     return np.asarray(nodes, np.int64), np.asarray(times, float)
@@ -228,6 +261,11 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                             req.pieces[cj, ct] + (req.rem[cj, ct] > 0))
     gang = (nodes_needed >= 2) & snap.job_tier1[cj, ct] & ~snap.job_running[cj]
     waiting_pred = np.isin(cj, prec[1])
+    # a reservation already held keeps its place in its project's line against jobs of equal
+    # priority that queue again ahead of it (requeued, with their older submit time); only a
+    # higher priority goes first
+    prio = snap.job_priority
+    higher_pred = np.isin(cj, prec[1][prio[prec[0]] > prio[prec[1]]])
     large = (snap.job_gpus[cj] >= LARGE_GPUS) | (nodes_needed >= LARGE_NODES)
     hold = candidate_hold(snap, req)
 
@@ -269,9 +307,10 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             j, t = int(cj[c]), int(ct[c])
             g = float(snap.job_gpus[j])
             p = int(snap.job_project[j])
-            if waiting_pred[c]:
+            if (higher_pred if prev_r is not None else waiting_pred)[c]:
                 if prev_r is not None:  # say which (only for a reservation that ends here)
-                    ahead = [snap.jobs[a].id for a in prec[0][prec[1] == j][:3]]
+                    ahead = [snap.jobs[a].id for a in prec[0][(prec[1] == j)
+                                                              & (prio[prec[0]] > prio[j])][:3]]
                     reason = ("order", f"a job of project {snap.jobs[j].project} ahead of it "
                               f"in line waits ({', '.join(ahead)}): it goes first")
                 continue
@@ -281,8 +320,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             cost = g * prot_h[j] * bw[t] + idle + _reserved_cost(held, snap, M, lv, prot_h, bw)
             after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
                                           where=E[lv] > 0)
-            test = "share" if (short >= -1e-9).all() else "budget" if (after <= 1.0).all() \
-                else ""
+            slack = KEEP_SLACK if prev_r is not None else 0.0
+            test = "share" if (short + slack * g >= -1e-9).all() else \
+                "budget" if (after <= 1.0 + slack).all() else ""
             if not test:
                 o = int(lv[int(np.argmin(short))])
                 ob = int(lv[int(np.argmax(after))])
@@ -297,6 +337,11 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
                 pn[[snap.node_index[n] for n in prev_r.nodes if n in snap.node_index]] = True
             got = _choose_nodes(snap, req, j, t, free, taken, pn)
+            if got is not None and pn.any():
+                # a reservation keeps its nodes unless others let it start an epoch sooner
+                kept = _choose_nodes(snap, req, j, t, free, taken | ~pn, pn)
+                if kept is not None and got[1].max() >= kept[1].max() - snap.policy.epoch_s:
+                    got = kept
             if got is None:
                 reason = ("unplaceable", f"its shape fits no {snap.type_names[t]} nodes that are "
                           "up and not reserved for another gang")
@@ -363,6 +408,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             forced[(cj == h.job) & (ct == h.type)] = True
         else:
             deadline[h.nodes] = h.start
+    # the held gangs' place in line (above): no order row behind equal-priority jobs
+    mine = np.isin(prec[1], [h.job for h in held]) & (prio[prec[0]] <= prio[prec[1]])
+    prec = (prec[0][~mine], prec[1][~mine])
     return Reservations(tuple(held), tuple(ended), deadline, hold, forced, prec)
 
 
