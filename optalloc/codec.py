@@ -23,6 +23,8 @@ from optalloc.types import (
     Plan,
     Preemption,
     ReasonCode,
+    Reservation,
+    ReservationEnd,
     SolveReport,
     frozen_map,
 )
@@ -81,6 +83,51 @@ def job_from_dict(d: Mapping[str, Any]) -> Job:
     )
 
 
+def _opt_float(v) -> float | None:
+    return None if v is None else float(v)
+
+
+def reservation_from_dict(d: Mapping[str, Any]) -> Reservation:
+    return Reservation(
+        job_id=str(d["job_id"]),
+        gpu_type=str(d["gpu_type"]),
+        nodes=tuple(str(n) for n in d.get("nodes") or ()),
+        expected_start=float(d["expected_start"]),
+        project=str(d.get("project", "")),
+        gpus=int(d.get("gpus", 0)),
+        since=_opt_float(d.get("since")),
+        idle_gpus=int(d.get("idle_gpus", 0)),
+        message=str(d.get("message", "")),
+        details=frozen_map(d.get("details") or {}),
+        at=_opt_float(d.get("at")),
+        idle_gpu_h=float(d.get("idle_gpu_h") or 0.0),
+    )
+
+
+def reservation_end_from_dict(d: Mapping[str, Any]) -> ReservationEnd:
+    return ReservationEnd(
+        job_id=str(d["job_id"]),
+        gpu_type=str(d["gpu_type"]),
+        nodes=tuple(str(n) for n in d.get("nodes") or ()),
+        expected_start=float(d["expected_start"]),
+        outcome=str(d["outcome"]),
+        message=str(d.get("message", "")),
+        since=_opt_float(d.get("since")),
+    )
+
+
+def plan_reservations_from_dict(d: Mapping[str, Any] | None) -> tuple[Reservation, ...]:
+    """The reservations of a stored plan (none in a plan written before they existed, or in
+    an entry that cannot be read: the lookahead then starts afresh)."""
+    out = []
+    for r in (d or {}).get("reservations") or ():
+        try:
+            out.append(reservation_from_dict(r))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return tuple(out)
+
+
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     out = to_dict(plan)
     out["schema_version"] = PLAN_SCHEMA_VERSION
@@ -125,4 +172,7 @@ def plan_from_dict(d: Mapping[str, Any]) -> Plan:
             )
             for s in d.get("drains", ())
         ),
+        reservations=tuple(reservation_from_dict(r) for r in d.get("reservations", ())),
+        reservations_ended=tuple(reservation_end_from_dict(r)
+                                 for r in d.get("reservations_ended", ())),
     )

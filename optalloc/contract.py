@@ -25,3 +25,10 @@ def protected_until(start_s: float | None, min_runtime_s: float, cap_s: float,
     if start_s is None or not allocated or min_runtime_s <= 0:
         return None
     return float(start_s) + protection_s(min_runtime_s, cap_s)
+
+
+def short_jobs(snap) -> np.ndarray:
+    """(J,) bool: allocated jobs whose protection is short (debug jobs): a cheap grant."""
+    pol = snap.policy
+    prot = protection_s(snap.job_min_runtime, pol.min_runtime_cap_s)
+    return snap.job_allocated & (prot <= pol.debug_protection_s)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from optalloc.clock import Clock
-from optalloc.codec import plan_to_dict, to_dict
+from optalloc.codec import plan_reservations_from_dict, plan_to_dict, to_dict
 from optalloc.errors import OptallocError
 from optalloc.faults import fault_point
 from optalloc.holds import hold_unknown
@@ -152,7 +152,9 @@ def run_cycle(
     ledger.record_demand(now, demand)
 
     # 4. decide
-    decision = decide(holds, now, queue, ledger, nodes, scheduler)
+    last = store.last_epoch()  # the previous plan's reservations keep the lookahead stable
+    decision = decide(holds, now, queue, ledger, nodes, scheduler,
+                      reservations=plan_reservations_from_dict((last or {}).get("plan")))
     plan = decision.plan
     if dry_run:
         return CycleResult(plan, decision.snapshot, tuple(tr.events), None, tuple(tr.intervals))

@@ -2,16 +2,19 @@
 
 Numbered phases (Kueue style):
   1. requirements  shapes of every job on every gpu_type, candidates, running holds
-  2. build         floors and fair-share targets, the epoch ILP as arrays (optalloc.model;
-                   math in models/formulation.md)
+  2. build         floors and fair-share targets, reservations for large gangs (the
+                   lookahead, optalloc.model.reservations), the epoch ILP as arrays
+                   (optalloc.model; math in models/formulation.md)
   3. solve         candidate plans, each placed (phase 4) and scored on the model's objective:
                    3a the LP relaxation (its optimum is the LP bound), dived and rounded;
                    3b the greedy baseline's plan (the published system's ranked pass): the
-                      optimizer never returns a plan worse than it on the objective;
+                      optimizer never returns a plan worse than it on the objective; where
+                      it breaks a reservation, also that plan without those starts;
                    3c the MIP of settings.backend, when the best so far is not within mip_gap
                       of the bound (from scratch: a warm start stalled HiGHS, see below)
   4. place         solution -> nodes and GPU indices, repair, restore + backfill
-  5. reasons       preemptions, pending reasons, floor violations, drain progress, the report
+  5. reasons       preemptions, pending reasons, floor violations, drain progress, the
+                   reservations after the plan and those that ended, the report
 
 Honest status: `optimal` only when the *placed* plan is within mip_gap of a true bound (the
 tighter of the LP optimum and the MIP's dual bound); otherwise `feasible` (or the solver's
@@ -34,6 +37,7 @@ from optalloc.plan.drain import drain_status
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.place import Placed, as_solution, got_by_org, place
 from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
+from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.plan.score import placed_score
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, relative_gap, relax_and_dive, solve
@@ -85,15 +89,18 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     )
     kept = [snapshot.jobs[j].placement for j in req.run_job[placed.kept]]
     new = [placed.placements[j] for j in sorted(placed.placements)]
+    reservations, ended = plan_reservations(em, placed)
     return Plan(
         now=snapshot.now,
         placements=tuple(_with_alloc(p, snapshot) for p in kept) + tuple(new),
         preemptions=preemptions(em, placed, snapshot.policy.grace_s, got),
-        pending=pending_reasons(em, placed, degraded, got),
-        floor_violations=floor_violations(em, got),
+        pending=reservation_reasons(em, placed, pending_reasons(em, placed, degraded, got)),
+        floor_violations=floor_violations(em, got_by_org(em, placed, reserved=False)),
         report=report,
         degraded=degraded,
         drains=drain_status(em, placed),
+        reservations=reservations,
+        reservations_ended=ended,
     )
 
 
@@ -164,6 +171,10 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
         plans.append(_scored(em, g, "greedy", backend=name, status="feasible",
                              place_s=time.perf_counter() - t,
                              message="the greedy baseline's plan"))
+        g2 = keep_reservations(em, g)  # the same without the starts that break a reservation
+        if g2 is not None:
+            plans.append(_scored(em, g2, "greedy", backend=name, status="feasible",
+                                 message="the greedy baseline's plan, reservations kept"))
     if not plans:
         return _placed_outcome(em, None, "fallback", backend=name, status=lp.status,
                                message=lp.message)

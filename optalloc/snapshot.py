@@ -18,7 +18,7 @@ import numpy as np
 
 from optalloc.contract import protection_s
 from optalloc.org import OrgTree
-from optalloc.types import Config, GpuType, Job, JobState, Node, NodeState, Policy
+from optalloc.types import Config, GpuType, Job, JobState, Node, NodeState, Policy, Reservation
 
 
 @dataclass(frozen=True, eq=False)
@@ -55,6 +55,9 @@ class Snapshot:
     job_index: Mapping[str, int]
     node_index: Mapping[str, int]
     type_names: tuple[str, ...] = ()  # gpu_types' names, in order
+    # the reservations of the previous plan (optalloc.model.reservations keeps them stable and
+    # says why one ends); empty when the caller has no previous plan
+    previous_reservations: tuple[Reservation, ...] = ()
 
     def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
         """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
@@ -79,9 +82,11 @@ def build_snapshot(
     jobs: Sequence[Job] | None = None,
     usage_ratio: Mapping[str, float] | None = None,
     nodes: Sequence[Node] | None = None,
+    reservations: Sequence[Reservation] | None = None,
 ) -> Snapshot:
     """Freeze inputs for one epoch. `jobs` defaults to `config.jobs`, `nodes` to `config.nodes`;
-    `usage_ratio` maps org node names to their ratio (missing = 0: no usage yet)."""
+    `usage_ratio` maps org node names to their ratio (missing = 0: no usage yet);
+    `reservations`: the previous plan's (`Plan.reservations`), if the caller has one."""
     jobs = tuple(config.jobs if jobs is None else jobs)
     nodes = tuple(config.nodes if nodes is None else nodes)
     gpu_types = tuple(config.gpu_types)
@@ -161,5 +166,6 @@ def build_snapshot(
         job_index=MappingProxyType({j.id: k for k, j in enumerate(jobs)}),
         node_index=MappingProxyType(node_index),
         type_names=tuple(tnames),
+        previous_reservations=tuple(reservations or ()),
         **arrays,
     )

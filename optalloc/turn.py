@@ -17,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Protocol
+from typing import Iterable, Mapping, Protocol, Sequence
 
 from optalloc.holds import Holds
 from optalloc.ledger import Ledger
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
 from optalloc.snapshot import Snapshot, build_snapshot
-from optalloc.types import GpuType, Interval, Job, JobState, Node, NodeState, Placement, Plan
+from optalloc.types import (GpuType, Interval, Job, JobState, Node, NodeState, Placement, Plan,
+                            Reservation)
 
 
 class Decides(Protocol):
@@ -241,13 +242,16 @@ class Decision:
 
 
 def decide(holds: Holds, now: float, queue: Mapping[str, Job], ledger: Ledger,
-           nodes: Iterable[Node], scheduler: Decides) -> Decision:
+           nodes: Iterable[Node], scheduler: Decides,
+           reservations: Sequence[Reservation] = ()) -> Decision:
     """Usage ratios at `now` (running jobs' runs so far included) -> read-only snapshot of
     the jobs the config fits (`holds = optalloc.holds.hold_unknown(config, queue)`), in
-    submission order -> the scheduler's plan, plus the held jobs' pending reasons."""
+    submission order -> the scheduler's plan, plus the held jobs' pending reasons.
+    `reservations`: the previous plan's (the lookahead keeps them stable)."""
     ratios = ledger.usage_ratios(now, open_intervals=open_intervals(queue.values(), now))
     jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
-    snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=tuple(nodes))
+    snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=tuple(nodes),
+                              reservations=reservations)
     t0 = time.perf_counter()
     plan = scheduler.decide(snapshot)
     decide_s = time.perf_counter() - t0

@@ -95,6 +95,9 @@ class Policy:
     # may run beyond their project's fair-share target, up to debug_allowance x its entitlement
     debug_protection_s: float = 900.0
     debug_allowance: float = 0.25
+    # lookahead for large gangs (optalloc.model.reservations): at most this many waiting gangs
+    # hold reserved nodes at once (one per project); 0 turns the lookahead off
+    max_reservations: int = 2
     solver: SolverSettings = field(default_factory=SolverSettings)
     # utilization (reported, never enforced): a job holding GPUs at under idle_util_pct percent
     # mean utilization for longer than idle_after_s is flagged idle (dashboard, jobs, metrics)
@@ -182,6 +185,9 @@ class ReasonCode(str, Enum):
     # held: the config no longer has what the job names (kept queued until it returns)
     UNKNOWN_PROJECT = "UnknownProject"  # its project is not a leaf of the org tree any more
     UNKNOWN_GPU_TYPE = "UnknownGpuType"  # none of its allowed gpu_types is configured any more
+    # lookahead (reservations for large gangs)
+    RESERVED = "Reserved"  # a waiting gang holds reserved nodes and an expected start
+    HELD_FOR_RESERVATION = "HeldForReservation"  # free GPUs are held for another gang's start
 
 
 @dataclass(frozen=True)
@@ -225,6 +231,46 @@ class DrainStatus:
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """Nodes held for a waiting gang (the lookahead, models/formulation.md "Reservations"):
+    no new job whose protection (or expected end, if sooner) outlasts `expected_start` is placed
+    on `nodes`; the gang starts there once the protections of the jobs on them have ended.
+    `expected_start` is the latest of the nodes' free times (protection ends of what runs there
+    now). `since`: the epoch the reservation was first made; `idle_gpus`: GPUs of its nodes
+    nobody uses after this plan (held idle for the gang)."""
+
+    job_id: str
+    gpu_type: str
+    nodes: tuple[str, ...]
+    expected_start: float
+    project: str = ""
+    gpus: int = 0
+    since: float | None = None
+    idle_gpus: int = 0
+    message: str = ""
+    details: Mapping[str, Any] = field(default_factory=frozen_map)
+    at: float | None = None  # the time of the plan that holds it
+    idle_gpu_h: float = 0.0  # GPU-hours its nodes have been held idle so far (plan by plan)
+
+
+@dataclass(frozen=True)
+class ReservationEnd:
+    """A reservation that ended in this epoch: `outcome` started (kept: its gang starts now,
+    on its nodes or elsewhere), or why it was dropped: cancelled (the job left the queue),
+    outranked (its project no longer has room for the gang in its fair-share target, or the cap
+    of reservations is taken by others), order (a job of its project ahead of it waits),
+    unplaceable (its shape fits no up nodes any more), off (the policy turned lookahead off)."""
+
+    job_id: str
+    gpu_type: str
+    nodes: tuple[str, ...]
+    expected_start: float
+    outcome: str
+    message: str = ""
+    since: float | None = None
+
+
+@dataclass(frozen=True)
 class SolveReport:
     backend: str
     status: str  # optimal | feasible | infeasible | timeout | error | skipped
@@ -254,6 +300,8 @@ class Plan:
     report: SolveReport | None = None
     degraded: str | None = None  # why the plan is a fallback, if it is
     drains: tuple[DrainStatus, ...] = ()  # every drain node's progress
+    reservations: tuple[Reservation, ...] = ()  # nodes held for waiting gangs after this plan
+    reservations_ended: tuple[ReservationEnd, ...] = ()  # started (kept) or dropped this epoch
 
 
 # --------------------------------------------------------------------------- config and ledger

@@ -468,6 +468,26 @@ CASES = [
         ["t.yaml: policy.solver.threads: must be <= 1024, got 4096; use a value of at most 1024"],
     ),
     (
+        "a negative max_reservations is refused",
+        [("policy.max_reservations", -1)],
+        ["t.yaml: policy.max_reservations: must be >= 0, got -1; use a value of at least 0"],
+    ),
+    (
+        "max_reservations must be a whole number",
+        [("policy.max_reservations", 2.5)],
+        ["t.yaml: policy.max_reservations: expected an integer, got a number (2.5); write a whole number like 8"],
+    ),
+    (
+        "max_reservations beyond 64 is refused",
+        [("policy.max_reservations", 100)],
+        ["t.yaml: policy.max_reservations: must be <= 64, got 100; use a value of at most 64"],
+    ),
+    (
+        "max_reservations 0 (lookahead off) is valid",
+        [("policy.max_reservations", 0)],
+        [],
+    ),
+    (
         "several problems are all reported, in file order",
         [("jobs[0].gpus", -1), ("jobs[0].project", "Z"), ("nodes[1].state", "sideways")],
         [

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from optalloc.sim.engine import SimScenario, simulate
+from optalloc.sim.engine import simulate
+from optalloc.sim.scenario import Scenario
 from optalloc.sim.policies import make_policy
 from optalloc.types import Config, GpuType, Job, Node, OrgNode, Policy
 
@@ -20,14 +21,14 @@ H = 3600.0
 DAYS = 4
 
 
-def _scenario() -> SimScenario:
+def _scenario() -> Scenario:
     org = OrgNode("root", children=tuple(OrgNode(p, share=s) for p, s in
                                          (("A", 40), ("B", 30), ("C", 20), ("D", 10))))
     cfg = Config((GpuType("h100"),), tuple(Node(f"n{i:02d}", "h100", 4) for i in range(25)), org,
                  Policy(epoch_s=3600.0, grace_s=0.0, min_runtime_cap_s=8 * H))
     jobs = tuple(Job(f"{p}{i:02d}", p, 1, min_runtime_s=H, submit_time=float(i),
                      duration_s=30 * 24 * H) for p in "BCD" for i in range(60))
-    return SimScenario("converge", cfg, jobs, duration_s=DAYS * 24 * H, early_solve=False)
+    return Scenario("converge", cfg, jobs, duration_s=DAYS * 24 * H, early_solve=False)
 
 
 def test_delivered_shares_converge_to_the_entitlements_and_the_usage_ratios_come_together():

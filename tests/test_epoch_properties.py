@@ -138,7 +138,13 @@ def _check_plan(snap, plan):
             assert kept != (job.id in pre), f"{job.id}: kept xor preempted"
     # work conservation + unallocated never displaces allocated demand (single-node jobs):
     # no waiting job fits the free GPUs, and no waiting allocated job fits free + GPUs held by
-    # unallocated jobs
+    # unallocated jobs; except GPUs a reservation holds for a gang that starts before the job
+    # would end or lose protection (DESIGN.md section 8, rule 6)
+    from optalloc.model.reservations import candidate_hold
+
+    deadline = build_model(snap).res.deadline
+    hold = candidate_hold(snap, req)
+    cand = {(int(j), int(t)): c for c, (j, t) in enumerate(zip(req.cand_job, req.cand_type))}
     free = np.where(snap.node_up, snap.node_gpus, 0).astype(int)
     unalloc = np.zeros(len(snap.nodes), int)
     evictable = (imp.tier.max(axis=1) < 1.0) & ~snap.job_protected
@@ -154,7 +160,7 @@ def _check_plan(snap, plan):
         for t in np.flatnonzero(req.fits[j]):
             if req.shape[j, t] != 0:
                 continue
-            on_t = snap.node_up & (snap.node_type == t)
+            on_t = snap.node_up & (snap.node_type == t) & (deadline >= hold[cand[(j, t)]])
             g = snap.job_gpus[j]
             assert not (free[on_t] >= g).any(), f"{r.job_id} fits idle GPUs but waits"
             if imp.tier[j, t] >= 1.0:

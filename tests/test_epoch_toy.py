@@ -132,9 +132,15 @@ def cases() -> list[Case]:
     r1 = running("R1", "B", "h100", [("n00", [0, 1])], start=9.9 * H)
     r2 = running("R2", "B", "h100", [("n01", [0, 1])], start=9.9 * H)
     jobs = [r1, r2, Job("G", "A", 16, min_runtime_s=H), Job("S", "A", 4, min_runtime_s=H)]
-    out.append(Case("a gang that has the GPUs but not the whole nodes waits, whole",
-                    snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs),
+    out.append(Case("a gang that has the GPUs but not the whole nodes waits, whole "
+                    "(no lookahead)",
+                    snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs,
+                             policy=Policy(max_reservations=0)),
                     {"A": 4, "B": 4}, pending={"G": "GangDoesNotFit"}))
+    out.append(Case("with lookahead the same gang waits on reserved nodes (the free one and "
+                    "the first whose protected job ends) and the small job takes the third",
+                    snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs),
+                    {"A": 4, "B": 4}, pending={"G": "Reserved"}))
     # drain: a protected job stays until its protection ends, nothing new lands there
     d_run = running("D1", "A", "h100", [("d00", range(4))], start=9.5 * H)
     nodes = nodes_of(1, 8) + nodes_of(1, 8, prefix="d", state=NodeState.DRAIN)

@@ -22,7 +22,10 @@ aggregated packing (u counts per node and size, z reserved whole nodes):
     one choice        sum_t x[j, t] + k[j] <= 1
     node capacity     sum_{c,p} gpus_p(c) y[c, n, p] + sum_{i on n} g_{i,n} k[i] <= G_n
     shares            sum_{s} m[o, t, s] <= sum_{c on t, tier 1, under o} g_c x[c] + same over k
+                      (+ a waiting reservation's GPUs on its project's path: g (1 - sum_t x[gang, t]))
     order             sum_t x[b, t] - sum_t x[a, t] <= 0   (a ahead of b in its project)
+    lookahead         no binary y[c, n, p] on a node reserved until S when c holds its GPUs past
+                      S (the model's `reserve` rows); x[c] >= 1 for a due reservation's gang
 
 A job's pieces sit on distinct nodes: the binaries of one kind are one per node, and a whole
 node (G_n GPUs) leaves no room for the same gang's remainder. Every feasible point of this
@@ -57,7 +60,7 @@ KINDS = ("whole", "piece", "job", "rem")
 #: optalloc's model parts this formulation writes element by element
 KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m", "d"})
 KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share", "debug",
-                            "order"})
+                            "order", "reserve"})
 
 
 @dataclass
@@ -123,12 +126,16 @@ def count_binaries(em: EpochModel) -> int:
     snap = em.snap
     cand, _, gpus, _, exact = piece_kinds(em)
     ct = em.req.cand_type[cand]
+    res = em.res
     total = 0
     for t in range(len(snap.gpu_types)):
-        g = snap.node_gpus[snap.node_up & (snap.node_type == t)]
+        up = snap.node_up & (snap.node_type == t)
+        g = snap.node_gpus[up]
         sel = ct == t
         ok = np.where(exact[sel, None], g[None, :] == gpus[sel, None],
                       g[None, :] >= gpus[sel, None])
+        if res.blocking:  # no binary on a node reserved past the candidate's hold
+            ok &= res.deadline[up][None, :] >= res.hold[cand[sel]][:, None]
         total += int(ok.sum())
     return total
 
@@ -156,7 +163,10 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     snap, req, lm = em.snap, em.req, em.lm
     c, C, K = lm.c, len(req.cand_job), len(req.run_job)
     prob = pulp.LpProblem("naive_epoch", pulp.LpMaximize)
-    x = [pulp.LpVariable(f"x_{ci}", cat=pulp.LpBinary) for ci in range(C)]
+    x = [pulp.LpVariable(f"x_{ci}", lowBound=float(lm.lb[em.x[ci]]), upBound=1,
+                         cat=pulp.LpInteger) for ci in range(C)]
+    res = em.res
+    blocked = res.blocking  # reserved nodes take only work that ends or loses protection in time
     k = [pulp.LpVariable(f"k_{i}", lowBound=float(lm.lb[em.k[i]]),
                          upBound=float(lm.ub[em.k[i]]), cat=pulp.LpInteger) for i in range(K)]
     m = [pulp.LpVariable(f"m_{r}", lowBound=float(lm.lb[col]), upBound=float(lm.ub[col]),
@@ -177,6 +187,8 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     for ci, kind, gpus, count, exact in zip(*(a.tolist() for a in piece_kinds(em))):
         mine = []
         for n in _fitting(snap, int(req.cand_type[ci]), gpus, exact).tolist():
+            if blocked and res.deadline[n] < res.hold[ci]:
+                continue
             v = pulp.LpVariable(f"y_{ci}_{n}_{KINDS[kind]}", cat=pulp.LpBinary)
             y[ci, n, KINDS[kind]] = v
             mine.append(v)
@@ -245,6 +257,15 @@ def _shares(em: EpochModel, prob, x: list, k: list, m: list) -> int:
         for o in np.flatnonzero(M[:, snap.job_project[j]]).tolist():
             if (o, t) in got:
                 got[o, t].append(int(snap.job_gpus[j]) * v)
+    # a waiting reservation counts as held on its project's path until its gang starts
+    for h in em.res.held:
+        if h.due:
+            continue
+        g = int(snap.job_gpus[h.job])
+        mine = [x[ci] for ci in range(len(x)) if int(req.cand_job[ci]) == h.job]
+        for o in np.flatnonzero(M[:, snap.job_project[h.job]]).tolist():
+            if (o, h.type) in got:
+                got[o, h.type] += [g] + [-g * v for v in mine]
     for key, ms in tiers.items():
         prob += pulp.lpSum(ms) <= pulp.lpSum(got[key])
     return len(tiers)

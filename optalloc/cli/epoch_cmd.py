@@ -256,6 +256,10 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False, applied=None) -> 
     codes = Counter(r.code.value for r in plan.pending)
     if codes:
         lines.append("pending  " + ", ".join(f"{c} {n}" for c, n in codes.most_common()))
+    for r in plan.reservations:
+        lines.append(f"reserve  {r.job_id}: {r.message}")
+    for e in plan.reservations_ended:
+        lines.append(f"reserve  {e.job_id}: {e.outcome}: {e.message}")
     for fv in plan.floor_violations[:5]:
         lines.append(
             f"floor    {fv.org_node}/{fv.gpu_type}: got {fv.got_gpus:g} of floor {fv.floor_gpus:g} GPUs"

@@ -29,12 +29,13 @@ _POLICY_DURATIONS = {
     "debug_protection": ("debug_protection_s", False),
 }
 POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below",
-                                          "debug_allowance")
+                                          "debug_allowance", "max_reservations")
+MAX_RESERVATIONS = 64  # more waiting gangs holding nodes at once would idle most clusters
 SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads")
 #: YAML policy key -> Policy field, for every key but `solver` (whatif --set uses it too)
 POLICY_FIELDS = {key: fld for key, (fld, _) in _POLICY_DURATIONS.items()} | {
     "usage_mode": "usage_mode", "idle_util_below": "idle_util_pct",
-    "debug_allowance": "debug_allowance"}
+    "debug_allowance": "debug_allowance", "max_reservations": "max_reservations"}
 
 
 def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
@@ -68,6 +69,11 @@ def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
                             maximum=1.0)
         if v is not MISSING:
             changes["debug_allowance"] = v
+    if "max_reservations" in d:  # waiting gangs that may hold reserved nodes at once (0: off)
+        v = problems.integer(d["max_reservations"], loc.key("max_reservations"), minimum=0,
+                             maximum=MAX_RESERVATIONS)
+        if v is not MISSING:
+            changes["max_reservations"] = v
     return replace(policy, **changes)
 
 

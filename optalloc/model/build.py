@@ -21,11 +21,13 @@ from optalloc.model.constraints.fairshare import (
     met_tiers,
 )
 from optalloc.model.constraints.gang import define_whole_node_gangs
+from optalloc.model.constraints.lookahead import define_lookahead
 from optalloc.model.constraints.precedence import define_precedence
 from optalloc.model.context import BuildContext
 from optalloc.model.matrix import LinearModel
 from optalloc.model.objective.impact import Impact, compute_impact
 from optalloc.model.requirements import Requirements, compute_requirements
+from optalloc.model.reservations import Reservations, compute_reservations
 from optalloc.model.targets import Targets, compute_targets
 from optalloc.snapshot import Snapshot
 
@@ -37,6 +39,7 @@ DEFINES = (
     define_packing,  # u, pack[t,s]                                    -- capacity.py
     define_pieces,  # n, y, pieces, spread (per-node gangs by class)   -- capacity.py
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
+    define_lookahead,  # reserve[t,s] (reserved nodes: short work only)  -- lookahead.py
     define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
     define_precedence,  # order (a project's own order)                -- precedence.py
@@ -49,6 +52,7 @@ class EpochModel:
     req: Requirements
     imp: Impact
     tg: Targets
+    res: Reservations
     lm: LinearModel
     x: np.ndarray
     k: np.ndarray
@@ -113,12 +117,13 @@ def build_model(
     req = compute_requirements(snap) if req is None else req
     imp = compute_impact(snap) if imp is None else imp
     tg = compute_targets(snap, req)
-    ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg)
+    res = compute_reservations(snap, req, tg)  # phase 2a: the lookahead (reservations.py)
+    ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg, res=res)
     for define in DEFINES:
         define(ctx)
     lm = ctx.b.build()
     return EpochModel(
-        snap=snap, req=req, imp=imp, tg=tg, lm=lm,
+        snap=snap, req=req, imp=imp, tg=tg, res=res, lm=lm,
         x=ctx.x, k=ctx.k, z=ctx.z, z_node=ctx.z_node,
         u=ctx.u, u_node=ctx.u_node, u_size=ctx.u_size,
         y=ctx.y, y_node=ctx.y_node, y_class=ctx.y_class, y_count=ctx.y_count,

@@ -14,6 +14,7 @@ import numpy as np
 from optalloc.model.matrix import ModelBuilder
 from optalloc.model.objective.impact import Impact
 from optalloc.model.requirements import Requirements
+from optalloc.model.reservations import Reservations
 from optalloc.model.targets import Targets
 from optalloc.snapshot import Snapshot
 
@@ -28,6 +29,7 @@ class BuildContext:
     req: Requirements
     imp: Impact
     tg: Targets
+    res: Reservations | None = None  # the lookahead's reserved nodes (None: none chosen)
     b: ModelBuilder = field(default_factory=ModelBuilder)
     # x[c]: candidate c = (req.cand_job[c], req.cand_type[c]) starts this epoch
     x: np.ndarray = field(default_factory=_empty)

@@ -143,3 +143,15 @@ def compute_requirements(snap: Snapshot) -> Requirements:
         displaced=displaced,
         no_fit_code=codes,
     )
+
+
+def packed(req: Requirements) -> tuple[np.ndarray, np.ndarray]:
+    """(candidate indices counted by size in the packing rows, their packed size): single-node
+    jobs at their size, whole-node gangs' remainder node at the remainder."""
+    cj, ct = req.cand_job, req.cand_type
+    shape = req.shape[cj, ct]
+    rem = req.rem[cj, ct]
+    small = shape == SMALL
+    tail = (shape == WHOLE) & (rem > 0)
+    sel = np.flatnonzero(small | tail)
+    return sel, np.where(small[sel], req.size[cj[sel], ct[sel]], rem[sel])

@@ -35,7 +35,7 @@ model decides.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -58,6 +58,10 @@ class Targets:
     cand_share: np.ndarray  # (C,) fraction of a candidate's GPUs counted as demand on its type
     horizon_s: float
     window_s: float
+    # (O, T) the same water-filling without the protected GPUs as lower bounds (floors only),
+    # on the up capacity: the share once today's protections have ended (the lookahead's rank
+    # test, optalloc.model.reservations); empty when not computed
+    unprotected: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 def horizons(snap: Snapshot) -> tuple[float, float]:
@@ -225,7 +229,8 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
         upper = M @ leaf_upper
         target = _fill_tree(snap, cap, np.minimum(F, upper), P, upper, rho, kappa)
     target = _integerize(snap, np.maximum(target, 0.0), upper)
-    return Targets(F, target, D, P, cap, share, horizon, window)
+    free = _fill_tree(snap, cap_up, np.minimum(F, upper), np.zeros_like(P), upper, rho, kappa)
+    return Targets(F, target, D, P, cap, share, horizon, window, free)
 
 
 def _integerize(snap: Snapshot, target: np.ndarray, upper: np.ndarray) -> np.ndarray:

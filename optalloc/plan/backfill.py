@@ -13,7 +13,7 @@ from optalloc.model.constraints.fairshare import (
     tier_bounds,
     tier_values,
 )
-from optalloc.plan.fit import alloc, chunks, nodes_for
+from optalloc.plan.fit import alloc, chunks, hold_of, nodes_for
 
 
 class ShareGain:
@@ -143,7 +143,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
         for c in cands:
             t = int(req.cand_type[c])
-            sel = pool.accept & (snap.node_type == t)
+            sel = pool.allowed(hold_of(em, c)) & (snap.node_type == t)
             if int(pool.room(may_evict)[sel].sum()) < snap.job_gpus[j]:
                 continue
             nodes = nodes_for(pool, em, c, [], {}, evict=False)

@@ -65,6 +65,7 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
     placed = {pl.job_id: pl for pl in plan.placements}
     pre = {x.job_id: x for x in plan.preemptions}
     pend = {x.job_id: x for x in plan.pending}
+    _reservation(d, plan, job_id)
     if job_id in pre:
         x = pre[job_id]
         d.update(outcome="preempted", code=x.code.value, message=x.message,
@@ -90,6 +91,27 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
         code = ReasonCode(r.details["underlying"])
     d["changes"] = _changes(snap, plan, j, code, r.details)
     return d
+
+
+def _reservation(d: dict, plan: Plan, job_id: str) -> None:
+    """The job's reservation, if the plan holds one for it or one ended this epoch."""
+    from optalloc.hostlist import compress_names
+
+    for r in plan.reservations:
+        if r.job_id == job_id:
+            d["reservation"] = {
+                "nodes": compress_names(r.nodes), "n_nodes": len(r.nodes),
+                "gpu_type": r.gpu_type, "expected_start": r.expected_start, "since": r.since,
+                "idle_gpus": r.idle_gpus, "message": r.message,
+                "blockers": list((r.details or {}).get("blockers", ())),
+            }
+            return
+    for e in plan.reservations_ended:
+        if e.job_id == job_id:
+            d["reservation"] = {"nodes": compress_names(e.nodes), "n_nodes": len(e.nodes),
+                                "gpu_type": e.gpu_type, "expected_start": e.expected_start,
+                                "since": e.since, "ended": e.outcome, "message": e.message}
+            return
 
 
 def _placement(pl) -> dict:
@@ -143,6 +165,20 @@ def _changes(snap, plan, j, code, details) -> list[str]:
                         "window moves, its share must grow, or their demand must fall")
                     break
         out += [gpus_line(t) for t in types]
+    elif code is ReasonCode.RESERVED:
+        res = details.get("reservation") or {}
+        ends = [b["until"] for b in res.get("blockers", ()) if b.get("protected")]
+        if ends:
+            out.append(f"the {len(ends)} protected jobs on its reserved nodes must end or lose "
+                       f"protection (the last at t={max(ends):.0f}); then it starts there")
+        else:
+            out.append("nothing protected is left on its reserved nodes: it starts there next")
+    elif code is ReasonCode.HELD_FOR_RESERVATION:
+        names = ", ".join(details.get("reservations", ())) or "another gang"
+        out.append(f"the reservation of {names} must start or be dropped, or this job must "
+                   f"hold its GPUs no longer than that start (a shorter min_runtime, or an "
+                   "expected duration that ends in time)")
+        out += [gpus_line(t) for t in types]
     elif code is ReasonCode.LOWER_PRIORITY_IN_PROJECT:
         out.append(f"jobs of project {job.project} ahead of it must finish, or it needs a higher "
                    f"priority than {job.priority}")
@@ -167,6 +203,22 @@ def format_explanation(d: dict) -> str:
         lines.append(f"  GPUs taken by: {', '.join(d['needed_by'])}")
     if "protected_until" in d:
         lines.append(f"  protected (min_runtime) until t={d['protected_until']:.0f}")
+    if "reservation" in d:
+        from optalloc.plan.reservations import when
+
+        r = d["reservation"]
+        head = (f"  reservation: {r['n_nodes']} {r['gpu_type']} nodes {r['nodes']}, expected "
+                f"start {when(r['expected_start'], r['expected_start'])}")
+        if r.get("since") is not None:
+            head += f", held since {when(r['since'], r['since'])}"
+        if "ended" in r:
+            lines.append(head + f"; ended this epoch: {r['ended']} ({r['message']})")
+        else:
+            lines.append(head + f"; {r['idle_gpus']} of its GPUs idle after this plan")
+            for b in r.get("blockers", ())[:10]:
+                what = (f"ends or loses protection at {when(b['until'], b['until'])}"
+                        if b.get("protected") else "preemptible now")
+                lines.append(f"    - {b['job']} {what}")
     ri = d["rank_inputs"]
     lines.append(f"  project rank {ri['fair_tree_rank']} of {ri['projects']} (Fair Tree), "
                  f"priority {ri['priority']}, place {ri['place_in_project']} in its project")

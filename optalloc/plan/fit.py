@@ -31,12 +31,13 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
     req = em.req
     j, t = int(req.cand_job[c]), int(req.cand_type[c])
     shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
+    hold = hold_of(em, c)
     chosen: list[int] = []
     if shape == WHOLE:
-        free = pool.whole_free(t, size, evict)
+        free = pool.whole_free(t, size, evict, hold)
         free_set = set(free.tolist())
         pref = [n for n in prefer if n in free_set]
-        clear = set(pool.whole_free(t, size, False).tolist())  # truly free before evicting
+        clear = set(pool.whole_free(t, size, False, hold).tolist())  # truly free before evicting
         rest = sorted((int(n) for n in free if n not in set(pref)), key=lambda n: n not in clear)
         chosen = (pref + rest)[:pieces]
         if len(chosen) < pieces:
@@ -44,36 +45,51 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         rem = int(req.rem[j, t])
         if not rem:
             return chosen
-        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict)
+        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict, hold)
         return None if n < 0 else chosen + [n]
     room = pool.room(evict)
+    ok = pool.allowed(hold)
     if shape == PIECES and pick:
         # the model's pieces of this gang's class, dealt round-robin: the q distinct nodes
         # with the most of the class's pieces left (always possible for the model's counts)
         left = pick.get(int(em.cand_class[c]), {})
         for n in sorted(left, key=lambda m: (-left[m], m)):
-            if len(chosen) < pieces and left[n] > 0 and room[n] >= size and pool.accept[n]:
+            if len(chosen) < pieces and left[n] > 0 and room[n] >= size and ok[n]:
                 chosen.append(n)
         if len(chosen) == pieces:
             for n in chosen:
                 left[n] -= 1
     while len(chosen) < pieces:
-        n = slot_or_best_fit(pool, t, size, chosen, slots, evict)
+        n = slot_or_best_fit(pool, t, size, chosen, slots, evict, hold)
         if n < 0:
             return None
         chosen.append(n)
     return chosen
 
 
+def hold_of(em: EpochModel, c: int) -> float:
+    """Until when candidate c holds its GPUs if it starts now (-inf: no node is reserved)."""
+    res = em.res
+    return float(res.hold[c]) if res is not None and res.blocking else -float("inf")
+
+
 def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: dict,
-                      evict: bool) -> int:
-    """A node for one chunk: where the model's packing put one of that size, else best fit;
-    the packing slot is consumed. -1 when none holds it."""
+                     evict: bool, hold: float = -float("inf")) -> int:
+    """A node for one chunk: where the model's packing put one of that size (of the slots the
+    job may use, the soonest-reserved first), else best fit; the packing slot is consumed.
+    -1 when none holds it."""
     room = pool.room(evict)
+    ok = pool.allowed(hold)
     lst = slots.get((t, size), [])
+    best = -1
     for i, m in enumerate(lst):
-        if m not in exclude and room[m] >= size and pool.accept[m]:
-            del lst[i]
-            return m
-    n = pool.best_fit(t, size, exclude=exclude, evict=False)  # free GPUs before evicting
-    return n if n >= 0 or not evict else pool.best_fit(t, size, exclude=exclude, evict=True)
+        if m not in exclude and room[m] >= size and ok[m]:
+            if best < 0 or pool.deadline[m] < pool.deadline[lst[best]]:
+                best = i
+            if not pool.reserved:
+                break
+    if best >= 0:
+        return lst.pop(best)
+    n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)  # free GPUs first
+    return n if n >= 0 or not evict else pool.best_fit(t, size, exclude=exclude, evict=True,
+                                                       hold=hold)

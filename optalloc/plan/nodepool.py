@@ -10,9 +10,13 @@ from optalloc.snapshot import Snapshot
 class NodePool:
     """Which GPU indices of which node are taken, and by whom. Rows = nodes, columns = GPU
     index. `ev` counts GPUs per node held by evictable jobs (unallocated / zero-share, not
-    protected): an allocated job may take them (unallocated never displaces allocated)."""
+    protected): an allocated job may take them (unallocated never displaces allocated).
+    `deadline[n]`: the expected start of the gang node n is reserved for (inf: none); a new
+    job whose hold (optalloc.model.reservations.candidate_hold) is later may not start there,
+    and a job that may prefers reserved nodes (soonest deadline first), so the rest stays free
+    for long work."""
 
-    def __init__(self, snap: Snapshot, evictable: np.ndarray):
+    def __init__(self, snap: Snapshot, evictable: np.ndarray, deadline: np.ndarray | None = None):
         self.snap = snap
         gmax = int(snap.node_gpus.max()) if len(snap.nodes) else 0
         self.occ = np.arange(gmax)[None, :] >= snap.node_gpus[:, None]  # beyond size: taken
@@ -22,6 +26,13 @@ class NodePool:
         self.ev = np.zeros(len(snap.nodes), dtype=np.int64)
         self.accept = snap.node_up.copy()
         self.evictable = evictable  # (J,) bool
+        N = len(snap.nodes)
+        self.deadline = np.full(N, np.inf) if deadline is None or not len(deadline) else deadline
+        self.reserved = bool(np.isfinite(self.deadline).any())
+
+    def allowed(self, hold: float) -> np.ndarray:
+        """(N,) bool: up nodes a job holding its GPUs until `hold` may start on."""
+        return self.accept & (self.deadline >= hold) if self.reserved else self.accept
 
     def is_free(self, n: int, gpus) -> bool:
         g = np.asarray(gpus, dtype=np.int64)
@@ -51,24 +62,33 @@ class NodePool:
     def room(self, evict: bool) -> np.ndarray:
         return self.free + self.ev if evict else self.free
 
-    def best_fit(self, t: int, size: int, exclude=(), evict: bool = False) -> int:
-        """Up node of type t with the least room >= size (lowest index on ties); -1."""
+    def best_fit(self, t: int, size: int, exclude=(), evict: bool = False,
+                 hold: float = -np.inf) -> int:
+        """Up node of type t with the least room >= size (lowest index on ties), reserved
+        nodes the job may use first (soonest deadline first); -1."""
         room = self.room(evict)
-        ok = self.accept & (self.snap.node_type == t) & (room >= size)
+        ok = self.allowed(hold) & (self.snap.node_type == t) & (room >= size)
         if exclude:
             ok[list(exclude)] = False
         if not ok.any():
             return -1
         cand = np.flatnonzero(ok)
+        if self.reserved:
+            return int(cand[np.lexsort((cand, room[cand], self.deadline[cand]))[0]])
         return int(cand[np.argmin(room[cand])])
 
-    def whole_free(self, t: int, size: int, evict: bool = False) -> np.ndarray:
-        """Up nodes of type t with `size` GPUs, entirely free (or held by evictable jobs)."""
+    def whole_free(self, t: int, size: int, evict: bool = False,
+                   hold: float = -np.inf) -> np.ndarray:
+        """Up nodes of type t with `size` GPUs, entirely free (or held by evictable jobs),
+        reserved nodes the job may use first (soonest deadline first)."""
         snap = self.snap
-        return np.flatnonzero(
-            self.accept & (snap.node_type == t) & (snap.node_gpus == size)
+        out = np.flatnonzero(
+            self.allowed(hold) & (snap.node_type == t) & (snap.node_gpus == size)
             & (self.room(evict) == snap.node_gpus)
         )
+        if self.reserved and len(out):
+            out = out[np.argsort(self.deadline[out], kind="stable")]
+        return out
 
     def make_room(self, n: int, need: int) -> list[int]:
         """Evict evictable jobs from node n until `need` GPUs are free, evicting as few GPUs as

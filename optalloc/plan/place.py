@@ -70,7 +70,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
             if cnt > 0:  # the model's pieces of per-node gang class k on node n
                 pick.setdefault(int(k), {})[int(n)] = int(cnt)
     chosen = _order_consistent(em, chosen)
-    pool = NodePool(snap, evictable_jobs(snap))
+    pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
     run_nodes = _running_holds(snap, req)
     run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
     # running unallocated work stays unless a start below needs its GPUs: the solver's
@@ -237,8 +237,10 @@ def _running_holds(snap: Snapshot, req) -> list[list[tuple[int, tuple[int, ...]]
     return out
 
 
-def got_by_org(em: EpochModel, placed: Placed) -> np.ndarray:
-    """(O, T) tier-1 GPUs per org node and type after the plan."""
+def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True) -> np.ndarray:
+    """(O, T) tier-1 GPUs per org node and type after the plan; with `reserved`, a waiting
+    reservation's GPUs count as held by its project's subtree (as the share rows count them,
+    optalloc.model.constraints.lookahead)."""
     snap, req = em.snap, em.req
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
@@ -249,7 +251,10 @@ def got_by_org(em: EpochModel, placed: Placed) -> np.ndarray:
     if len(jobs):
         t1 = snap.job_tier1[jobs, types]
         np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
-    return snap.org.membership().astype(float) @ leaf
+    got = snap.org.membership().astype(float) @ leaf
+    if reserved and em.res.held:
+        got += em.res.holding(snap, jobs)
+    return got
 
 
 def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:

@@ -33,6 +33,8 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     leaf = np.zeros((O, T))
     np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
     got = snap.org.membership().astype(float) @ leaf
+    if em.res.held:  # a waiting reservation counts as held (as in the model's share rows)
+        got += em.res.holding(snap, jobs)
     b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
     lo = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(b, -1)[..., :-1]], -1)
     met = np.clip(got[:, :, None] - lo, 0, b)[1:]  # the root has no share tiers

@@ -120,6 +120,7 @@ class _Simulation:
         self.decision_wanted_at = math.inf
         self.n_queued = 0  # queued, not running
         self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
+        self.reservations: tuple = ()  # the last plan's (Plan.reservations)
 
     # ------------------------------------------------------------------ main loop
 
@@ -203,7 +204,9 @@ class _Simulation:
     def _decide(self, now: float) -> None:
         """The turn's decision (ledger -> snapshot -> policy), checked, then applied."""
         holds = hold_unknown(self.cfg, self.queue.values())
-        d = decide(holds, now, self.queue, self.ledger, self.nodes.values(), self.policy)
+        d = decide(holds, now, self.queue, self.ledger, self.nodes.values(), self.policy,
+                   reservations=self.reservations)
+        self.reservations = d.plan.reservations  # the next snapshot carries them (lookahead)
         if self.check:
             check_plan(d.snapshot, d.plan)
         self.dirty = False  # transitions from here on (requeues at apply) count as changes
@@ -225,6 +228,8 @@ class _Simulation:
                 n_started=len(res.started),
                 n_preempted=len(res.preempting),
                 gap=rep.gap if rep else None,
+                reservations=d.plan.reservations,
+                reservations_ended=d.plan.reservations_ended,
             )
         )
         self.last_decision = now

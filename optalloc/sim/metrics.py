@@ -25,6 +25,12 @@ All quantities come from one `SimResult` over its horizon [start, end]:
 * **preemptions** per 1000 delivered GPU-hours (allocated + unallocated); GPU-hours lost to
   preemption (work since the last checkpoint, from the engine's `JobRecord.lost_gpu_s`).
 * **solver** seconds per epoch (mean, p50, p99, max) and the largest reported gap.
+* **reservations** (the lookahead for large gangs): made (distinct reservations), kept (its
+  gang started while it held the reservation), dropped (by reason: cancelled, outranked,
+  order, unplaceable, off), still open at the end; GPU-hours held idle by them (each plan's
+  `Reservation.idle_gpus`, the GPUs of its nodes nobody uses after that plan, until the next
+  decision) and that as a share of the available GPU-hours; hours from a kept reservation's
+  first epoch to its gang's start (mean, max).
 * **jobs** submitted, started, completed.
 
 `compute_metrics` returns a JSON-ready dict (undefined values are None); `time_series` the
@@ -199,6 +205,43 @@ def _wait_stats(wait: np.ndarray, censored: np.ndarray) -> dict[str, Any]:
 # --------------------------------------------------------------------------- metrics
 
 
+def reservation_stats(result: SimResult) -> dict[str, Any]:
+    """The lookahead's reservations over the run (module doc); zeros for a policy that makes
+    none."""
+    epochs = sorted(result.epochs, key=lambda e: e.time)
+    idle_s = 0.0
+    made: set = set()
+    open_now: set = set()
+    kept, dropped, waits = 0, {}, []
+    for i, e in enumerate(epochs):
+        nxt = epochs[i + 1].time if i + 1 < len(epochs) else result.end
+        dt = max(0.0, min(nxt, result.end) - max(e.time, result.start))
+        idle_s += dt * sum(r.idle_gpus for r in e.reservations)
+        for r in e.reservations_ended:
+            key = (r.job_id, r.since)
+            made.add(key)
+            open_now.discard(key)
+            if r.outcome == "started":
+                kept += 1
+                if r.since is not None:
+                    waits.append(e.time - r.since)
+            else:
+                dropped[r.outcome] = dropped.get(r.outcome, 0) + 1
+        for r in e.reservations:
+            made.add((r.job_id, r.since))
+        open_now = {(r.job_id, r.since) for r in e.reservations}
+    return {
+        "made": len(made),
+        "kept": kept,
+        "dropped": int(sum(dropped.values())),
+        "dropped_by": dropped,
+        "open_at_end": len(open_now),
+        "idle_gpu_h": idle_s / HOUR,
+        "held_to_start_mean_h": float(np.mean(waits)) / HOUR if waits else None,
+        "held_to_start_max_h": float(np.max(waits)) / HOUR if waits else None,
+    }
+
+
 def _num(x: float) -> float | None:
     return None if x is None or not math.isfinite(x) else float(x)
 
@@ -298,6 +341,8 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
             "max_gap": max(gaps) if gaps else None,
             "status": statuses,
         },
+        "reservations": {**(res := reservation_stats(result)),
+                         "idle_share": _ratio(res["idle_gpu_h"] * HOUR, cap_s)},
         "jobs": {
             "submitted": int(len(w["cls"])),
             "started": int((~w["censored"]).sum()),

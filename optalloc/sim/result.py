@@ -54,6 +54,8 @@ class EpochRecord:
     n_started: int = 0
     n_preempted: int = 0
     gap: float | None = None
+    reservations: tuple = ()  # the plan's Reservation records (nodes held for waiting gangs)
+    reservations_ended: tuple = ()  # its ReservationEnd records (started = kept, or dropped)
 
 
 @dataclass(frozen=True)

@@ -29,25 +29,13 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.context import BuildContext
-from optalloc.model.requirements import PIECES, SMALL, WHOLE
-
-
-def _packed(ctx: BuildContext) -> tuple[np.ndarray, np.ndarray]:
-    """(candidate indices counted by size, their packed size)."""
-    req = ctx.req
-    cj, ct = req.cand_job, req.cand_type
-    shape = req.shape[cj, ct]
-    rem = req.rem[cj, ct]
-    small = shape == SMALL
-    tail = (shape == WHOLE) & (rem > 0)
-    sel = np.flatnonzero(small | tail)
-    return sel, np.where(small[sel], req.size[cj[sel], ct[sel]], rem[sel])
+from optalloc.model.requirements import PIECES, SMALL, WHOLE, packed
 
 
 def define_packing(ctx: BuildContext) -> None:
     snap, req, b = ctx.snap, ctx.req, ctx.b
     ct = req.cand_type
-    pc, csize = _packed(ctx)
+    pc, csize = packed(ctx.req)
     u_node, u_size = [], []
     for t in np.unique(ct[pc]):
         sizes = np.unique(csize[ct[pc] == t])
@@ -77,16 +65,19 @@ def define_packing(ctx: BuildContext) -> None:
                    0.0, 0.0)
 
 
-def piece_classes(ctx_req) -> tuple[np.ndarray, list]:
+def piece_classes(ctx_req, bucket: np.ndarray | None = None) -> tuple[np.ndarray, list]:
     """(C,) class index of each per-node gang candidate (-1: not one), and the classes
-    [(type, size p, pieces q), ...]."""
+    [(type, size p, pieces q, hold bucket b), ...] (b: the lookahead's bucket, 0 where no node
+    is reserved; optalloc.model.constraints.lookahead.piece_buckets)."""
     req = ctx_req
     cj, ct = req.cand_job, req.cand_type
     cls = np.full(len(cj), -1, dtype=np.int64)
     pcs = np.flatnonzero(req.shape[cj, ct] == PIECES) if len(cj) else np.zeros(0, np.int64)
     if not len(pcs):
         return cls, []
-    keys = np.stack([ct[pcs], req.size[cj[pcs], ct[pcs]], req.pieces[cj[pcs], ct[pcs]]], axis=1)
+    bk = np.zeros(len(pcs), np.int64) if bucket is None else bucket[pcs]
+    keys = np.stack([ct[pcs], req.size[cj[pcs], ct[pcs]], req.pieces[cj[pcs], ct[pcs]], bk],
+                    axis=1)
     uniq, inv = np.unique(keys, axis=0, return_inverse=True)
     cls[pcs] = np.asarray(inv).reshape(-1)
     return cls, [tuple(int(v) for v in row) for row in uniq]
@@ -94,16 +85,19 @@ def piece_classes(ctx_req) -> tuple[np.ndarray, list]:
 
 def define_pieces(ctx: BuildContext) -> None:
     """n_kappa and y[n, kappa] for per-node gangs, counted per class (see the module)."""
+    from optalloc.model.constraints.lookahead import bucket_nodes, piece_buckets
+
     snap, req, b = ctx.snap, ctx.req, ctx.b
-    cls, classes = piece_classes(req)
+    cls, classes = piece_classes(req, piece_buckets(ctx))
     ctx.cand_class, ctx.classes = cls, classes
     if not classes:
         return
     size = np.bincount(cls[cls >= 0], minlength=len(classes))
     ctx.y_count = b.add_vars("n", len(classes), 0, size, 0.0)
     y_node, y_class = [], []
-    for k, (t, p, q) in enumerate(classes):
-        nodes = np.flatnonzero(snap.node_up & (snap.node_type == t) & (snap.node_gpus >= p))
+    for k, (t, p, q, bk) in enumerate(classes):
+        nodes = np.flatnonzero(snap.node_up & (snap.node_type == t) & (snap.node_gpus >= p)
+                               & bucket_nodes(ctx, t, bk))
         y_node.append(nodes)
         y_class.append(np.full(len(nodes), k))
     ctx.y_node, ctx.y_class = np.concatenate(y_node), np.concatenate(y_class)
@@ -111,8 +105,8 @@ def define_pieces(ctx: BuildContext) -> None:
                     size[ctx.y_class])
     ctx.y = b.add_vars("y", len(ctx.y_node), 0, ub, 0.0)
     sel = np.flatnonzero(cls >= 0)
-    for k, (t, p, q) in enumerate(classes):
-        name = f"{snap.type_names[t]},{p},{q}"
+    for k, (t, p, q, bk) in enumerate(classes):
+        name = f"{snap.type_names[t]},{p},{q}" + (f",hold{bk}" if bk else "")
         mine = ctx.y[ctx.y_class == k]
         members = ctx.x[sel[cls[sel] == k]]
         # sum_n y - q n = 0 ;  n - sum_c x = 0

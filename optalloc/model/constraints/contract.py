@@ -2,7 +2,8 @@
 
 Variables
   x[c] in {0,1}   candidate c = (job j, gpu_type t): j starts on t this epoch (all its GPUs:
-                  a gang is all-or-nothing by construction, the variable is the whole job)
+                  a gang is all-or-nothing by construction, the variable is the whole job);
+                  lb = 1 for the gang of a due reservation (optalloc.model.reservations)
   k[i] in {0,1}   running job i keeps its exact placement.
                   lb = 1 when it is protected (allocated work inside min(min_runtime, cap));
                   ub = 0 when it sits on a drain node and is not protected: a drain node's
@@ -35,7 +36,10 @@ def keep_bounds(ctx: BuildContext) -> tuple[np.ndarray, np.ndarray]:
 
 def define_decisions(ctx: BuildContext) -> None:
     req, imp, b = ctx.req, ctx.imp, ctx.b
-    ctx.x = b.add_vars("x", len(req.cand_job), 0, 1, imp.value[req.cand_job, req.cand_type])
+    # a due reservation's gang starts this epoch (optalloc.model.reservations): lb = 1
+    forced = ctx.res.forced if ctx.res is not None and len(ctx.res.forced) else 0.0
+    ctx.x = b.add_vars("x", len(req.cand_job), np.asarray(forced, float), 1,
+                       imp.value[req.cand_job, req.cand_type])
     run_val = imp.value[req.run_job, req.run_type] if len(req.run_job) else np.zeros(0)
     churn = imp.churn[req.run_job] if len(req.run_job) else np.zeros(0)
     lb, ub = keep_bounds(ctx)

@@ -10,6 +10,8 @@ Variables  m[o,t,s] >= 0 integer, one per tier s of o's share on t:
 A floor above the target counts only up to the target (tier_bounds).
 Family `share[o,t]`:  sum_s m[o,t,s] - sum_{c on t, tier 1, project under o} g_c x[c]
                                      - sum_{i kept, on t, tier 1, under o} g_i k[i] <= 0
+(plus, on the path of a project whose gang holds a reservation on t, its GPUs g while the gang
+waits: + g sum_t' x[gang,t'] on the left, + g on the right; optalloc.model.constraints.lookahead)
 
 A plan's floor and target GPUs are min(got, bound) per tier, filled in tier order (the best
 m for a plan); unmet floor F - got is reported as a FloorViolation.
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from optalloc.contract import short_jobs  # noqa: F401  (the plan and the bench use it from here)
+from optalloc.model.constraints.lookahead import share_holding_terms
 from optalloc.model.context import BuildContext
 from optalloc.model.objective.impact import K_SEGMENTS
 
@@ -82,9 +86,11 @@ def define_shares(ctx: BuildContext) -> None:
     anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
     r = row_of[anc, types[e]]
     ok = r >= 0
-    rows = np.concatenate([r_idx, r[ok]])
-    allc = np.concatenate([ctx.m, cols[e[ok]]])
-    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float)])
+    # a waiting reservation counts as held by its project's subtree (lookahead.py)
+    hr, hc, hv, hi = share_holding_terms(ctx, row_of)
+    rows = np.concatenate([r_idx, r[ok], hr])
+    allc = np.concatenate([ctx.m, cols[e[ok]], hc])
+    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float), hv])
     order = np.argsort(rows, kind="stable")
     rows, allc, coef = rows[order], allc[order], coef[order]
     bnd = np.searchsorted(rows, np.arange(len(mo) + 1))
@@ -92,16 +98,7 @@ def define_shares(ctx: BuildContext) -> None:
     for i in range(len(mo)):
         a, z = bnd[i], bnd[i + 1]
         b.add_rows(f"share[{names[mo[i]]},{tnames[mt[i]]}]", 1, np.zeros(z - a), allc[a:z],
-                   coef[a:z], -np.inf, 0.0)
-
-
-def short_jobs(snap) -> np.ndarray:
-    """(J,) bool: allocated jobs whose protection is short (debug jobs): a cheap grant."""
-    from optalloc.contract import protection_s
-
-    pol = snap.policy
-    prot = protection_s(snap.job_min_runtime, pol.min_runtime_cap_s)
-    return snap.job_allocated & (prot <= pol.debug_protection_s)
+                   coef[a:z], -np.inf, float(hi[i]) if i < len(hi) else 0.0)
 
 
 def debug_allowance(snap) -> np.ndarray:

@@ -1,0 +1,470 @@
+"""Phase 2a of an epoch: reservations for large gangs (the lookahead; models/formulation.md,
+"Reservations").
+
+Protected minimum runtimes fragment capacity: a gang of 64 whole nodes waits for a moment when
+64 nodes are free or preemptible at once, and an epoch solved alone never makes one (each node
+whose protection ends gets new protected work at once). So each epoch this phase chooses, from
+the snapshot alone (deterministic: a reservation is stable from epoch to epoch), a few waiting
+gangs that rank high enough in the fair-share order, and for each a set of nodes and an
+expected start. The model then keeps new long work off those nodes, and starts the gang once
+nothing protected is left there.
+
+* **Candidates**: queued allocated multi-node gangs (whole nodes or per-node pieces) that are
+  large (>= LARGE_GPUS GPUs or >= LARGE_NODES nodes) or cannot start now (their soonest nodes
+  still hold protected work), with no job of their own project ahead of them in line waiting
+  (the `order` rows would forbid the start; that job goes first).
+* **Rank**: at every level of the project's path, either (share) the fair share has room for
+  the gang on the type: max(target, floor) - held - GPUs already reserved there >= its GPUs,
+  where the target is the water-filling's once today's protections have ended
+  (`Targets.unprotected`: protected GPUs are not lower bounds, a reservation is about the
+  moment they end; held = running allocated GPUs that stay); or (budget) its unused share
+  over the lookback window pays for it: usage ratio + (the gang's protected run, GPUs x
+  protection x billing weight, + the idle GPU-hours its reservation has held so far + what
+  reservations chosen before it commit there) / entitled GPU-hours over the window <= 1.
+  The first lets a gang start within what the project may hold now; the second a gang larger
+  than any instantaneous share (a 64-GPU job on a 104-GPU cluster) spend the share its
+  project left unused, as the scheme's "unused share flows" does over time. Either way a
+  project cannot reserve more than its share, however large the jobs it submits.
+* **Keeping one**: a reservation already held keeps its place in its project's line (jobs of
+  equal priority queued again ahead of it, requeued with their older submit time, no longer
+  block it: the model drops those `order` rows; a higher priority still goes first) and
+  qualifies with KEEP_SLACK (25%) slack in the rank test (hysteresis: dropping it wastes the
+  idle time it has held).
+* **Order**: the previous plan's reservations first, while they still qualify (stability),
+  then the Fair-Tree rank of the project, then the project's own order; one per project and at
+  most `policy.max_reservations` in all (0 turns the lookahead off).
+* **Nodes**: for the chunks of the gang's shape (whole nodes of the type's largest size, or
+  gpus_per_node pieces) the run of up, not yet reserved nodes of its type, in order of their
+  free time, that frees together: least idle GPU-hours while the earlier ones wait for the
+  last, plus the gang's GPUs times the delay against the soonest possible start (ties: the
+  soonest; in free time: the previous reservation's nodes, then node order); the remainder node
+  of 8+8+4 is the last to free by then. A reservation keeps its nodes unless others let it
+  start an epoch sooner. Node n is free for s GPUs at the first moment the GPUs still held past it by
+  protected jobs leave s free. A protected job holds its GPUs until its protection ends, or its
+  expected end (start + duration / speed) when that comes first; unprotected and unallocated
+  work is preemptible now.
+* **Start**: the latest of the chosen nodes' free times. A reservation whose start has come
+  (nothing protected is left on its nodes) is *due*: its gang starts this epoch (the model's
+  `x` gets lower bound 1; the jobs on its nodes are past their protection, so the start is
+  always feasible and never breaks a protection).
+
+A new job's *hold* is when it would stop holding its GPUs if it started now: now + its
+protection (min(min_runtime, cap)), or its expected run (duration / speed) when known and
+shorter; unallocated work holds nothing (preemptible at once). On a node reserved until S only
+jobs with hold <= S may start (optalloc.model.constraints.lookahead, and the placement).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optalloc.contract import protection_s
+from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
+from optalloc.model.requirements import SMALL, WHOLE, Requirements
+from optalloc.model.targets import Targets, counted_running, horizons
+from optalloc.snapshot import Snapshot
+
+LARGE_GPUS = 64  # the metrics' large class (optalloc.sim.metrics.LARGE_GPUS)
+LARGE_NODES = 8
+KEEP_SLACK = 0.25  # a reservation already held keeps qualifying with 25% slack (hysteresis)
+
+
+@dataclass(frozen=True, eq=False)
+class Held:
+    """One reservation in model coordinates."""
+
+    job: int
+    type: int
+    nodes: np.ndarray  # node indices, in the order of the shape's chunks
+    start: float  # expected start: the latest free time of its nodes
+    due: bool  # start <= now: the gang starts this epoch
+    since: float  # the epoch it was first made
+    free: np.ndarray  # free time of each node (same order)
+    blockers: tuple  # ((job index, hold end, protected), ...) running on its nodes now
+    idle_gpu_h: float = 0.0  # GPU-hours its nodes were held idle in earlier plans
+    test: str = "share"  # which rank test it passed: share (room now) or budget (window)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """A previous reservation not continued this epoch, and why (ReservationEnd outcomes)."""
+
+    prev: object  # the previous plan's optalloc.types.Reservation
+    outcome: str
+    message: str
+
+
+@dataclass(frozen=True, eq=False)
+class Reservations:
+    held: tuple = ()  # (Held, ...) in the order chosen
+    ended: tuple = ()  # (Ended, ...) previous reservations that stop here
+    deadline: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (N,) inf: not reserved
+    hold: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (C,) candidates' hold end
+    forced: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (C,) must start
+    prec: tuple | None = None  # the order pairs (a, b), computed here once for the model
+
+    @property
+    def blocking(self) -> bool:
+        """Some node is reserved for a gang that does not start this epoch."""
+        return bool(np.isfinite(self.deadline).any())
+
+    def holding(self, snap: Snapshot, started_jobs) -> np.ndarray:
+        """(O, T) GPUs the reservations count as held by their projects' subtrees (leaf and
+        ancestors, root excluded) when their gangs do not start (`started_jobs`: job
+        indices that start or run after the plan)."""
+        O, T = snap.org.n, len(snap.gpu_types)
+        out = np.zeros((O, T))
+        on = set(int(j) for j in started_jobs)
+        M = snap.org.membership()
+        for h in self.held:
+            if h.job in on or h.due:  # a due gang starts (x forced): no holding, as in the rows
+                continue
+            p = int(snap.job_project[h.job])
+            out[M[:, p], h.type] += float(snap.job_gpus[h.job])
+        out[0] = 0.0
+        return out
+
+
+def candidate_hold(snap: Snapshot, req: Requirements) -> np.ndarray:
+    """(C,) when candidate c would stop holding its GPUs if it started now (module doc)."""
+    cj, ct = req.cand_job, req.cand_type
+    if not len(cj):
+        return np.zeros(0)
+    prot = protection_s(snap.job_min_runtime[cj], snap.policy.min_runtime_cap_s)
+    dur = _durations(snap)[cj] / np.maximum(snap.job_speed[cj, ct], 1e-9)
+    run = np.where(np.isfinite(dur) & (dur > 0), np.minimum(prot, dur), prot)
+    return np.where(snap.job_tier1[cj, ct], snap.now + run, snap.now)
+
+
+def _durations(snap: Snapshot) -> np.ndarray:
+    return np.array([np.nan if j.duration_s is None else float(j.duration_s) for j in snap.jobs],
+                    dtype=float)
+
+
+def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
+    """(node, end, gpus, job) per (protected job, node) hold: until when each protected running
+    job holds its GPUs on each node (its protection end, or its expected end if sooner and
+    still ahead)."""
+    pk = req.run_pair_k
+    if not len(pk):
+        z = np.zeros(0, np.int64)
+        return z, np.zeros(0), z, z
+    rj = req.run_job[pk]
+    prot = snap.job_protected[rj]
+    end = snap.job_protect_end[rj].astype(float)
+    start = np.array([snap.jobs[j].start_time or snap.now for j in rj], dtype=float)
+    speed = snap.job_speed[rj, np.maximum(snap.job_run_type[rj], 0)]
+    exp = start + _durations(snap)[rj] / np.maximum(speed, 1e-9)
+    ahead = np.isfinite(exp) & (exp > snap.now)
+    end = np.where(ahead, np.minimum(end, exp), end)
+    sel = prot & np.isfinite(end)
+    return req.run_pair_node[sel], end[sel], req.run_pair_gpus[sel], rj[sel]
+
+
+class FreeTimes:
+    """Free time of every node for s GPUs (module doc), cached per s."""
+
+    def __init__(self, snap: Snapshot, holds: tuple[np.ndarray, ...]):
+        self.snap = snap
+        pn, pe, pg, _ = holds
+        order = np.lexsort((pe, pn))
+        self.pn, self.pe, self.pg = pn[order], pe[order], pg[order]
+        N = len(snap.nodes)
+        self.total = np.bincount(self.pn, weights=self.pg, minlength=N)
+        cum = np.cumsum(self.pg)
+        first = np.r_[0, np.flatnonzero(np.diff(self.pn)) + 1] if len(self.pn) else np.zeros(0, int)
+        base = np.repeat(cum[first] - self.pg[first], np.diff(np.r_[first, len(self.pn)]))
+        self.after = self.total[self.pn] - (cum - base)  # busy once holds up to k have ended
+        self._cache: dict[int, np.ndarray] = {}
+
+    def __call__(self, s: int) -> np.ndarray:
+        ft = self._cache.get(s)
+        if ft is None:
+            snap = self.snap
+            room = snap.node_gpus - s
+            ft = np.full(len(snap.nodes), np.inf)
+            ok = self.after <= room[self.pn]
+            np.minimum.at(ft, self.pn[ok], self.pe[ok])
+            ft = np.where(self.total <= room, snap.now, ft)
+            ft = np.where(snap.node_up & (room >= 0), ft, np.inf)
+            self._cache[s] = ft
+        return ft
+
+
+def _window(ft: np.ndarray, gpus: np.ndarray, count: int, g: float) -> int:
+    """Start of the best run of `count` consecutive nodes in free-time order (`ft` sorted):
+    the one that frees together, least idle GPU-hours while the earlier ones wait for the
+    last, sum (f_last - f_i) G_i, plus the gang's GPUs times how much later than the soonest
+    possible start it begins, g (f_last - f_count)."""
+    if len(ft) == count:
+        return 0
+    fg = np.cumsum(np.r_[0.0, ft * gpus])
+    gg = np.cumsum(np.r_[0.0, gpus])
+    k = np.arange(count - 1, len(ft))  # window ends
+    idle = ft[k] * (gg[k + 1] - gg[k + 1 - count]) - (fg[k + 1] - fg[k + 1 - count])
+    cost = idle + g * (ft[k] - ft[count - 1])
+    return int(np.argmin(np.round(cost, 6)))
+
+
+def _choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
+    """(nodes, their free times) for job j on type t, or None when its shape fits no up nodes
+    that are not reserved yet. Per chunk kind, the nodes of the best window in free-time order
+    (`_window`: the ones that free together, the soonest on a tie; ties in free time: the
+    previous reservation's nodes, then node order)."""
+    shape, size = int(req.shape[j, t]), int(req.size[j, t])
+    pieces, rem = int(req.pieces[j, t]), int(req.rem[j, t])
+    up_t = snap.node_up & (snap.node_type == t) & ~taken
+    mask = up_t & ((snap.node_gpus == size) if shape == WHOLE else (snap.node_gpus >= size))
+    chunks = [(mask, size, pieces)]
+    if shape == WHOLE and rem:
+        chunks.append((up_t & (snap.node_gpus >= rem), rem, 1))
+    nodes, times = [], []
+    g = float(snap.job_gpus[j])
+    for m, s, count in chunks:
+        ft = free(s)
+        m = m.copy()
+        m[nodes] = False
+        cand = np.flatnonzero(m & np.isfinite(ft))
+        if len(cand) < count:
+            return None
+        order = cand[np.lexsort((cand, ~prev_nodes[cand], ft[cand]))]
+        if nodes:  # the remainder node: the last to free by the whole pieces' start (least
+            # idle), else the soonest
+            late = ft[order] <= max(times)
+            a = int(np.flatnonzero(late)[-1]) if late.any() else 0
+        else:
+            a = _window(ft[order], snap.node_gpus[order].astype(float), count, g)
+        pick = order[a:a + count]
+        nodes += pick.tolist()
+        times += ft[pick].tolist()
+    return np.asarray(nodes, np.int64), np.asarray(times, float)
+
+
+def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Reservations:
+
+    N, C = len(snap.nodes), len(req.cand_job)
+    deadline = np.full(N, np.inf)
+    forced = np.zeros(C, bool)
+    prev = snap.previous_reservations
+    cap = int(snap.policy.max_reservations)
+    if cap <= 0 or not C:
+        ended = tuple(Ended(r, "off" if cap <= 0 else _gone(snap, r)[0],
+                            "the policy turned the lookahead off (max_reservations 0)"
+                            if cap <= 0 else _gone(snap, r)[1]) for r in prev)
+        return Reservations((), ended, deadline, np.zeros(C), forced, None)
+    prec = precedence_pairs(snap, req)
+    cj, ct = req.cand_job, req.cand_type
+    nodes_needed = np.where(req.shape[cj, ct] == SMALL, 1,
+                            req.pieces[cj, ct] + (req.rem[cj, ct] > 0))
+    gang = (nodes_needed >= 2) & snap.job_tier1[cj, ct] & ~snap.job_running[cj]
+    waiting_pred = np.isin(cj, prec[1])
+    # a reservation already held keeps its place in its project's line against jobs of equal
+    # priority that queue again ahead of it (requeued, with their older submit time); only a
+    # higher priority goes first
+    prio = snap.job_priority
+    higher_pred = np.isin(cj, prec[1][prio[prec[0]] > prio[prec[1]]])
+    large = (snap.job_gpus[cj] >= LARGE_GPUS) | (nodes_needed >= LARGE_NODES)
+    hold = candidate_hold(snap, req)
+
+    # budget over the window: entitled GPU-hours E (billing-weighted) and usage ratio r
+    window_s, _ = horizons(snap)
+    bw = np.array([g.billing_weight for g in snap.gpu_types], dtype=float)
+    cap_t = snap.capacity_by_type(up_only=True).astype(float)
+    E = snap.org.entitlement @ (cap_t * bw) * window_s / 3600.0
+    ratio = np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=np.inf)
+    prot_h = protection_s(snap.job_min_runtime, snap.policy.min_runtime_cap_s) / 3600.0
+    # room in the fair-share targets: max(target, floor) - held, per org node and type
+    O, T = snap.org.n, len(snap.gpu_types)
+    leaf = np.zeros((O, T))
+    keep = counted_running(snap, req)
+    rj, rt = req.run_job[keep], req.run_type[keep]
+    np.add.at(leaf, (snap.job_project[rj], rt), snap.job_gpus[rj])
+    M = snap.org.membership()
+    share = tg.unprotected if tg.unprotected.shape == tg.target.shape else tg.target
+    entitled = np.maximum(np.maximum(share, tg.target), tg.floor)
+    room = entitled - M.astype(float) @ leaf
+
+    free = FreeTimes(snap, running_holds(snap, req))
+    rank = fair_tree_rank(snap)
+    pos = project_order(snap)
+    speed = snap.job_speed
+    prev_by_job = {r.job_id: r for r in prev}
+    taken = np.zeros(N, bool)
+    held: list[Held] = []
+    projects: set[int] = set()
+    why: dict[str, tuple[str, str]] = {}
+
+    def path(p: int) -> np.ndarray:
+        return np.flatnonzero(M[1:, p]) + 1
+
+    def attempt(c_list, prev_r) -> tuple[Held | None, tuple[str, str]]:
+        """The first candidate (j, t) of `c_list` that qualifies, else why not."""
+        reason = ("outranked", "")
+        for c in c_list:
+            j, t = int(cj[c]), int(ct[c])
+            g = float(snap.job_gpus[j])
+            p = int(snap.job_project[j])
+            if (higher_pred if prev_r is not None else waiting_pred)[c]:
+                if prev_r is not None:  # say which (only for a reservation that ends here)
+                    ahead = [snap.jobs[a].id for a in prec[0][(prec[1] == j)
+                                                              & (prio[prec[0]] > prio[j])][:3]]
+                    reason = ("order", f"a job of project {snap.jobs[j].project} ahead of it "
+                              f"in line waits ({', '.join(ahead)}): it goes first")
+                continue
+            lv = path(p)
+            idle = _idle_so_far(prev_r, snap.now)
+            short = room[lv, t] - _reserved(held, snap, M, lv, t) - g
+            cost = g * prot_h[j] * bw[t] + idle + _reserved_cost(held, snap, M, lv, prot_h, bw)
+            after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
+                                          where=E[lv] > 0)
+            slack = KEEP_SLACK if prev_r is not None else 0.0
+            test = "share" if (short + slack * g >= -1e-9).all() else \
+                "budget" if (after <= 1.0 + slack).all() else ""
+            if not test:
+                o = int(lv[int(np.argmin(short))])
+                ob = int(lv[int(np.argmax(after))])
+                reason = ("outranked", f"{snap.org.names[o]} has room for "
+                          f"{max(g + float(short.min()), 0):g} more {snap.type_names[t]} GPUs in "
+                          f"its fair-share target ({entitled[o, t]:g} once protections end), "
+                          f"the gang needs {g:g}; and its protected run would take "
+                          f"{snap.org.names[ob]}'s usage ratio over the window to "
+                          f"{float(after.max()):.2f} (> 1)")
+                continue
+            pn = np.zeros(N, bool)
+            if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
+                pn[[snap.node_index[n] for n in prev_r.nodes if n in snap.node_index]] = True
+            got = _choose_nodes(snap, req, j, t, free, taken, pn)
+            if got is not None and pn.any():
+                # a reservation keeps its nodes unless others let it start an epoch sooner
+                kept = _choose_nodes(snap, req, j, t, free, taken | ~pn, pn)
+                if kept is not None and got[1].max() >= kept[1].max() - snap.policy.epoch_s:
+                    got = kept
+            if got is None:
+                reason = ("unplaceable", f"its shape fits no {snap.type_names[t]} nodes that are "
+                          "up and not reserved for another gang")
+                continue
+            nodes, times = got
+            start = float(times.max())
+            if start <= snap.now and not large[c] and prev_r is None:
+                reason = ("outranked", "it can start now without a reservation")
+                continue
+            since = snap.now if prev_r is None or prev_r.since is None else float(prev_r.since)
+            return Held(j, t, nodes, max(start, snap.now), start <= snap.now, since, times,
+                        _blockers(snap, req, nodes), idle, test), ("", "")
+        return None, reason
+
+    by_job: dict[int, list[int]] = {}
+    for c in np.flatnonzero(gang).tolist():
+        by_job.setdefault(int(cj[c]), []).append(c)
+
+    def cands_of(j: int) -> list[int]:
+        return sorted(by_job.get(j, []), key=lambda c: (-speed[j, ct[c]], ct[c]))
+
+    # 1. the previous plan's reservations, while they still qualify
+    for r in prev:
+        j = snap.job_index.get(r.job_id)
+        if j is None or snap.job_running[j]:
+            continue
+        if len(held) >= cap or int(snap.job_project[j]) in projects:
+            why[r.job_id] = ("outranked", f"the cap of {cap} reservations is taken")
+            continue
+        h, reason = attempt(cands_of(j), r)
+        if h is None:
+            why[r.job_id] = reason
+            continue
+        held.append(h)
+        projects.add(int(snap.job_project[j]))
+        taken[h.nodes] = True
+    # 2. new ones: Fair-Tree rank of the project, then the project's own order
+    jobs = sorted(by_job, key=lambda j: (rank[snap.job_project[j]], pos[j], j))
+    for j in jobs:
+        if len(held) >= cap:
+            break
+        p = int(snap.job_project[j])
+        if p in projects or any(h.job == j for h in held):
+            continue
+        h, _ = attempt(cands_of(j), prev_by_job.get(snap.jobs[j].id))
+        if h is not None:
+            held.append(h)
+            projects.add(p)
+            taken[h.nodes] = True
+    # the previous reservations not continued, and why
+    chosen = {snap.jobs[h.job].id for h in held}
+    ended = []
+    for r in prev:
+        if r.job_id in chosen:
+            continue
+        if r.job_id not in snap.job_index or snap.job_running[snap.job_index[r.job_id]]:
+            outcome, msg = _gone(snap, r)
+        else:
+            outcome, msg = why.get(r.job_id, ("outranked", "higher-ranked gangs hold the "
+                                              f"{cap} reservations"))
+        ended.append(Ended(r, outcome, msg))
+    for h in held:
+        if h.due:
+            forced[(cj == h.job) & (ct == h.type)] = True
+        else:
+            deadline[h.nodes] = h.start
+    # the held gangs' place in line (above): no order row behind equal-priority jobs
+    mine = np.isin(prec[1], [h.job for h in held]) & (prio[prec[0]] <= prio[prec[1]])
+    prec = (prec[0][~mine], prec[1][~mine])
+    return Reservations(tuple(held), tuple(ended), deadline, hold, forced, prec)
+
+
+def _idle_so_far(prev_r, now: float) -> float:
+    """GPU-hours a continuing reservation's nodes were held idle so far (its last plan's idle
+    GPUs counted until now)."""
+    if prev_r is None:
+        return 0.0
+    at = prev_r.at if prev_r.at is not None else now
+    return float(prev_r.idle_gpu_h) + float(prev_r.idle_gpus) * max(0.0, now - at) / 3600.0
+
+
+def _reserved_cost(held: list, snap: Snapshot, M, levels, prot_h, bw) -> np.ndarray:
+    """(len(levels),) billing-weighted GPU-hours the reservations chosen so far commit under
+    each org node of `levels` (their protected runs and idle time so far)."""
+    out = np.zeros(len(levels))
+    for h in held:
+        c = float(snap.job_gpus[h.job]) * prot_h[h.job] * bw[h.type] + h.idle_gpu_h
+        out += M[levels, int(snap.job_project[h.job])] * c
+    return out
+
+
+def _reserved(held: list, snap: Snapshot, M: np.ndarray, levels: np.ndarray, t: int):
+    """(len(levels),) GPUs already reserved on type t under each org node of `levels`."""
+    out = np.zeros(len(levels))
+    for h in held:
+        if h.type == t:
+            out += M[levels, int(snap.job_project[h.job])] * float(snap.job_gpus[h.job])
+    return out
+
+
+def _gone(snap: Snapshot, r) -> tuple[str, str]:
+    j = snap.job_index.get(r.job_id)
+    if j is None:
+        return "cancelled", f"job {r.job_id} left the queue before it started"
+    if snap.job_running[j]:
+        return "started", f"job {r.job_id} is running"
+    return "outranked", "no longer a candidate"
+
+
+def _blockers(snap: Snapshot, req: Requirements, nodes: np.ndarray) -> tuple:
+    """((job index, hold end, protected), ...): the running jobs on `nodes` (protected ones
+    with the end of their hold, the others preemptible now)."""
+    pk = req.run_pair_k
+    on = np.isin(req.run_pair_node, nodes)
+    out = []
+    ends = dict()
+    pn, pe, _, pj = running_holds(snap, req)
+    sel = np.isin(pn, nodes)
+    for j, e in zip(pj[sel].tolist(), pe[sel].tolist()):
+        ends[j] = max(ends.get(j, -np.inf), e)
+    for j in sorted(set(req.run_job[pk[on]].tolist())):
+        out.append((j, ends.get(j, snap.now), j in ends))
+    return tuple(out)
+
+
+__all__ = ["LARGE_GPUS", "LARGE_NODES", "Held", "Reservations", "candidate_hold",
+           "compute_reservations", "running_holds"]

@@ -1,0 +1,232 @@
+"""The lookahead after placement (optalloc.model.reservations chose the reserved nodes): the
+plan's reservations and the ones that ended, their words, the pending reasons they cause, and
+the greedy incumbent made to keep them.
+
+* `plan_reservations`: every reservation whose gang waits after the plan (`Reservation`: its
+  nodes, expected start, the GPUs of its nodes held idle, the jobs there that end or lose
+  protection by then) and every one that ended this epoch (`ReservationEnd`: started, i.e.
+  kept, or dropped and why).
+* `reservation_reasons`: the reserved gang's pending reason is `Reserved` (its nodes and
+  start); a job that would fit the free GPUs were they not reserved, but would hold its GPUs
+  past the reservation's start, waits with `HeldForReservation`.
+* `keep_reservations`: a plan (the greedy baseline's) without the starts that break a
+  reservation, running jobs it preempted for them kept again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from optalloc.hostlist import compress_names
+from optalloc.model.build import EpochModel
+from optalloc.model.requirements import PIECES, SMALL, WHOLE
+from optalloc.plan.place import Placed
+from optalloc.types import PendingReason, ReasonCode, Reservation, ReservationEnd, frozen_map
+from optalloc.units import format_duration
+
+
+def when(t: float, now: float) -> str:
+    """A time as people read it: clock time (UTC) for UNIX times, t=seconds in a simulation,
+    with how far ahead it is."""
+    at = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t)) if t > 1e9
+          else f"t={t:.0f}")
+    return at if t <= now else f"{at} (in {format_duration(t - now)})"
+
+
+def _names(snap, nodes) -> tuple[str, ...]:
+    return tuple(snap.nodes[int(n)].name for n in nodes)
+
+
+def describe(em: EpochModel, h) -> tuple[str, dict]:
+    """(message, details) of reservation `h` (optalloc.model.reservations.Held)."""
+    snap = em.snap
+    job = snap.jobs[h.job]
+    names = _names(snap, h.nodes)
+    prot = [(j, e) for j, e, p in h.blockers if p and e > snap.now]
+    loose = [j for j, e, p in h.blockers if not p or e <= snap.now]
+    head = (f"reserved nodes {compress_names(names)} for job {job.id} ({job.gpus} "
+            f"{snap.type_names[h.type]} GPUs of project {job.project}), expected start "
+            f"{when(h.start, snap.now)}")
+    if h.due:
+        head += "; nothing protected is left there: it starts now"
+        if loose:
+            head += f" ({len(loose)} job{'s' if len(loose) != 1 else ''} there past "\
+                    "protection or unallocated leave with notice)"
+    elif prot:
+        head += (f"; {len(prot)} job{'s there end or lose' if len(prot) != 1 else ' there ends or loses'}"
+                 " protection by then")
+        if loose:
+            head += f", {len(loose)} more are preemptible now"
+    details = {
+        "project": job.project,
+        "gpus": int(job.gpus),
+        "since": h.since,
+        "due": bool(h.due),
+        "rank_test": h.test,
+        "idle_gpu_h": round(float(h.idle_gpu_h), 3),
+        "node_free_at": {n: float(f) for n, f in zip(names, h.free)},
+        "blockers": [{"job": snap.jobs[j].id, "until": float(e), "protected": bool(p)}
+                     for j, e, p in h.blockers][:50],
+    }
+    return head, details
+
+
+def plan_reservations(em: EpochModel, placed: Placed):
+    """(reservations after the plan, reservations that ended this epoch)."""
+    snap, res = em.snap, em.res
+    ended = [ReservationEnd(e.prev.job_id, e.prev.gpu_type, tuple(e.prev.nodes),
+                            float(e.prev.expected_start), e.outcome, e.message, e.prev.since)
+             for e in res.ended]
+    active = []
+    for h in res.held:
+        job = snap.jobs[h.job]
+        names = _names(snap, h.nodes)
+        msg, details = describe(em, h)
+        if h.job in placed.placements:
+            pl = placed.placements[h.job]
+            on = set(pl.node_names) == set(names)
+            ended.append(ReservationEnd(
+                job.id, snap.type_names[h.type], names, h.start, "started",
+                f"{job.id} starts {'on its reserved nodes' if on else 'on ' + compress_names(pl.node_names)}"
+                f" (held since {when(h.since, snap.now)})", h.since))
+            continue
+        if h.due:
+            msg += "; it could not be placed this epoch and waits for the next"
+        idle = int(placed.free[h.nodes].sum()) if placed.free is not None else 0
+        active.append(Reservation(job.id, snap.type_names[h.type], names, h.start,
+                                  job.project, int(job.gpus), h.since, idle, msg,
+                                  frozen_map(details), at=snap.now, idle_gpu_h=h.idle_gpu_h))
+    return tuple(active), tuple(ended)
+
+
+def _fits(req, j: int, t: int, free: np.ndarray, ok: np.ndarray, snap) -> bool:
+    """Would job j's shape on t fit the free GPUs of the nodes `ok`?"""
+    sel = ok & snap.node_up & (snap.node_type == t)
+    f = free[sel]
+    shape, size, pieces, rem = (int(req.shape[j, t]), int(req.size[j, t]),
+                                int(req.pieces[j, t]), int(req.rem[j, t]))
+    if shape == SMALL:
+        return bool((f >= size).any())
+    if shape == PIECES:
+        return int((f >= size).sum()) >= pieces
+    whole = (f == snap.node_gpus[sel]) & (snap.node_gpus[sel] == size)
+    if int(whole.sum()) < pieces:
+        return False
+    return not rem or int(((f >= rem) & ~whole).sum()) + int(whole.sum()) - pieces >= 1
+
+
+def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple:
+    """The pending reasons, with the reservations' own: `Reserved` for a reserved gang,
+    `HeldForReservation` for a job kept off free reserved GPUs."""
+    snap, req, res = em.snap, em.req, em.res
+    if not res.held or placed.free is None:
+        return pending
+    active = {h.job: h for h in res.held if h.job not in placed.placements}
+    by_node = {int(n): h for h in res.held if not h.due for n in h.nodes}
+    free = placed.free
+    every = np.ones(len(snap.nodes), bool)
+    # candidates a reservation may keep off free GPUs: their hold passes some deadline; fits
+    # computed once per (type, hold bucket, shape) (a handful of keys)
+    cands: dict[int, list[int]] = {}
+    if res.blocking:
+        Ds = np.unique(res.deadline[np.isfinite(res.deadline)])
+        bucket = np.searchsorted(Ds, res.hold, side="left")
+        cj, ct = req.cand_job, req.cand_type
+        for c in np.flatnonzero(bucket > 0).tolist():
+            cands.setdefault(int(cj[c]), []).append(c)
+        cache: dict[tuple, bool] = {}
+
+        def kept_off_by(c: int) -> bool:
+            j, t, b = int(cj[c]), int(ct[c]), int(bucket[c])
+            key = (t, b, int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t]),
+                   int(req.rem[j, t]))
+            if key not in cache:
+                ok = res.deadline > Ds[b - 1]
+                cache[key] = (_fits(req, j, t, free, every, snap)
+                              and not _fits(req, j, t, free, ok, snap))
+            return cache[key]
+    out = []
+    for r in pending:
+        j = snap.job_index[r.job_id]
+        if r.code is ReasonCode.SOLVER_DEGRADED:
+            out.append(r)
+            continue
+        if j in active:
+            msg, details = describe(em, active[j])
+            out.append(PendingReason(r.job_id, ReasonCode.RESERVED, msg, frozen_map(
+                {**dict(r.details), "reservation": details})))
+            continue
+        kept_off = None
+        for c in cands.get(j, []):
+            if kept_off_by(c):
+                kept_off = (c, int(req.cand_type[c]), float(res.hold[c]))
+                break
+        if kept_off is None:
+            out.append(r)
+            continue
+        c, t, hold = kept_off
+        nodes = [n for n in np.flatnonzero(~(res.deadline >= hold) & (snap.node_type == t)
+                                           & (free > 0)).tolist()]
+        gangs = sorted({id(by_node[n]): by_node[n] for n in nodes if n in by_node}.values(),
+                       key=lambda h: h.start)
+        free_n = int(free[nodes].sum())
+        h = gangs[0] if gangs else None
+        who = (f"job {snap.jobs[h.job].id}'s reservation (expected start "
+               f"{when(h.start, snap.now)})" if h is not None else "a reservation")
+        msg = (f"the {free_n} free {snap.type_names[t]} GPUs on "
+               f"{compress_names(_names(snap, nodes))} are held for {who}; this job would "
+               f"hold its GPUs until {when(hold, snap.now)} (its protection, or its expected "
+               "end if sooner), past that start")
+        out.append(PendingReason(r.job_id, ReasonCode.HELD_FOR_RESERVATION, msg, frozen_map(
+            {**dict(r.details), "underlying": r.code.value, "underlying_message": r.message,
+             "hold_until": hold,
+             "reservations": [snap.jobs[g.job].id for g in gangs]})))
+    return tuple(out)
+
+
+def keep_reservations(em: EpochModel, placed: Placed) -> Placed | None:
+    """`placed` without its starts that break a reservation (a job holding its GPUs past the
+    start of a gang whose node it takes), the running jobs it preempted whose GPUs are then
+    unused kept again; None when it breaks none."""
+    snap, req, res = em.snap, em.req, em.res
+    if not res.blocking:
+        return None
+    cand = {(int(j), int(t)): c for c, (j, t) in enumerate(zip(req.cand_job, req.cand_type))}
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    bad = []
+    for j, pl in placed.placements.items():
+        c = cand.get((j, tidx[pl.gpu_type]))
+        nodes = [snap.node_index[a.node] for a in pl.nodes]
+        if c is not None and (res.deadline[nodes] < res.hold[c]).any():
+            bad.append(j)
+    if not bad:
+        return None
+    placements = {j: p for j, p in placed.placements.items() if j not in bad}
+    started = placed.started.copy()
+    for j in bad:
+        started[cand[(j, tidx[placed.placements[j].gpu_type])]] = False
+    used = {(a.node, g) for p in placements.values() for a in p.nodes for g in a.gpus}
+    kept = placed.kept.copy()
+    ub = em.lm.ub[em.k] if len(em.k) else np.zeros(0)
+    for i in np.flatnonzero(kept):
+        pl = snap.jobs[int(req.run_job[i])].placement
+        used |= {(a.node, g) for a in pl.nodes for g in a.gpus}
+    for i in np.flatnonzero(~kept & (ub > 0)):
+        pl = snap.jobs[int(req.run_job[i])].placement
+        mine = {(a.node, g) for a in pl.nodes for g in a.gpus}
+        if not mine & used:
+            kept[i] = True
+            used |= mine
+    free = np.where(snap.node_up, snap.node_gpus, 0).astype(np.int64)
+    for node, _ in used:
+        n = snap.node_index[node]
+        if snap.node_up[n]:
+            free[n] -= 1
+    J = len(snap.jobs)
+    return Placed(started, kept, np.zeros(J, bool), placements, np.zeros(J, bool),
+                  np.zeros(len(kept), bool), free)
+
+
+__all__ = ["keep_reservations", "plan_reservations", "reservation_reasons", "when"]

@@ -1,0 +1,151 @@
+"""Properties of the lookahead over random gang-heavy clusters (nodes held by protected jobs
+ending at different times, queued gangs, short and unallocated work, previous reservations):
+a reservation never breaks a protection, reserved nodes take only work that ends or becomes
+preemptible before the reservation's start, the plan keeps every invariant and the model's
+rules, and the reservations keep their own rules (the cap, one per project, disjoint nodes)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from optalloc.epoch import run_epoch
+from optalloc.model.build import build_model
+from optalloc.model.reservations import candidate_hold
+from optalloc.sim.invariants import check_plan
+from optalloc.snapshot import build_snapshot
+from optalloc.types import (
+    Config,
+    GpuType,
+    Job,
+    JobState,
+    Node,
+    NodeAlloc,
+    OrgNode,
+    Placement,
+    Policy,
+    ReasonCode,
+    Reservation,
+)
+
+from test_epoch_dominance import _check as dominance
+
+H = 3600.0
+NOW = 20 * H
+
+
+@st.composite
+def gang_clusters(draw):
+    n_nodes = draw(st.integers(3, 12))
+    nodes = [Node(f"h{i:02d}", "h100", 8) for i in range(n_nodes)]
+    projects = ["A", "B", "C"][: draw(st.integers(2, 3))]
+    org = OrgNode("root", children=tuple(OrgNode(p, share=float(draw(st.sampled_from([1, 2]))))
+                                         for p in projects))
+    jobs: list[Job] = []
+    for i, node in enumerate(nodes):
+        used = draw(st.sampled_from([0, 4] + [8] * 6))
+        if not used:
+            continue
+        mr = draw(st.sampled_from([0.0, 15 * 60.0] + [8 * H] * 8))
+        ago = draw(st.sampled_from([0.3, 1, 2, 3, 4, 5, 6, 7, 7.9, 9]))
+        # A (the gangs' usual project) holds less: it has room for a gang in its share
+        jobs.append(Job(f"r{i}", draw(st.sampled_from(projects[1:] * 4 + projects[:1])), used,
+                        min_runtime_s=mr,
+                        state=JobState.RUNNING, start_time=NOW - ago * H,
+                        placement=Placement(f"r{i}", "h100",
+                                            (NodeAlloc(node.name, tuple(range(used))),),
+                                            allocated=mr > 0),
+                        duration_s=draw(st.sampled_from([None, 9 * H, 20 * H]))))
+    for q in range(draw(st.integers(1, 8))):
+        g = draw(st.sampled_from([16, 16, 16, 24, 32, 64, 2, 4, 8]))
+        # gangs mostly first in their project's line (a job ahead that waits goes first)
+        first = g >= 16 and draw(st.sampled_from([True, True, False]))
+        owner = draw(st.sampled_from(projects[:1] * 2 + projects)) if g >= 16 else \
+            draw(st.sampled_from(projects))
+        jobs.append(Job(f"q{q}", owner, g,
+                        min_runtime_s=draw(st.sampled_from([0.0, 15 * 60.0, H, 8 * H, 8 * H])),
+                        duration_s=draw(st.sampled_from([None, 20 * 60.0, 2 * H, 30 * H])),
+                        priority=draw(st.integers(0, 1)),
+                        submit_time=float(q) - (100.0 if first else 0.0)))
+    prev = []
+    for q in range(draw(st.integers(0, 2))):
+        who = draw(st.sampled_from([j.id for j in jobs] + ["gone"]))
+        picked = draw(st.lists(st.sampled_from([n.name for n in nodes]), min_size=1,
+                               max_size=4, unique=True))
+        prev.append(Reservation(who, "h100", tuple(picked), NOW + draw(st.sampled_from(
+            [-H, 0.0, H, 3 * H])), since=NOW - H))
+    usage = {p: draw(st.floats(0, 3)) for p in projects}
+    policy = Policy(max_reservations=draw(st.sampled_from([0, 1, 2, 2, 2, 3])))
+    cfg = Config((GpuType("h100"),), tuple(nodes), org, policy, tuple(jobs))
+    return build_snapshot(cfg, now=NOW, usage_ratio=usage, reservations=prev)
+
+
+def _check(snap) -> None:
+    em = build_model(snap)
+    plan = run_epoch(snap)
+    assert plan.degraded is None
+    check_plan(snap, plan)  # whole gangs, no GPU twice, protected jobs never preempted
+    assert "leaves the model" not in plan.report.message
+    res = em.res
+    hold = candidate_hold(snap, em.req)
+    cand = {(int(j), int(t)): c for c, (j, t) in enumerate(zip(em.req.cand_job,
+                                                              em.req.cand_type))}
+    # reserved nodes take only new work that ends or becomes preemptible before the start
+    for p in plan.placements:
+        j = snap.job_index[p.job_id]
+        if snap.job_running[j] and snap.jobs[j].placement == p:
+            continue
+        h = hold[cand[(j, 0)]]
+        for a in p.nodes:
+            n = snap.node_index[a.node]
+            assert h <= res.deadline[n] + 1e-6, (
+                f"{p.job_id} holds its GPUs until {h} on {a.node}, reserved until "
+                f"{res.deadline[n]}")
+    # the reservations' own rules
+    cap = snap.policy.max_reservations
+    active = plan.reservations
+    assert len(active) <= cap
+    assert len({r.project for r in active}) == len(active)
+    nodes = [n for r in active for n in r.nodes]
+    assert len(nodes) == len(set(nodes))
+    pending = {r.job_id: r for r in plan.pending}
+    placed = {p.job_id for p in plan.placements}
+    for r in active:
+        assert pending[r.job_id].code is ReasonCode.RESERVED
+        assert r.expected_start >= snap.now
+        j = snap.job_index[r.job_id]
+        assert r.gpus == snap.job_gpus[j] and not snap.job_running[j]
+        # nothing protected on its nodes outlasts its expected start
+        for job in snap.jobs:
+            k = snap.job_index[job.id]
+            if snap.job_protected[k] and set(job.placement.node_names) & set(r.nodes):
+                assert min(snap.job_protect_end[k], np.inf) >= snap.now
+    for e in plan.reservations_ended:  # started: it starts now, or it ran already
+        if e.outcome == "started":
+            assert e.job_id in placed or snap.jobs[snap.job_index[e.job_id]].running
+    # work conservation, except for GPUs a reservation holds for a start the job would outlast
+    free = np.where(snap.node_up, snap.node_gpus, 0).astype(int)
+    for p in plan.placements:
+        for a in p.nodes:
+            free[snap.node_index[a.node]] -= len(a.gpus)
+    for r in plan.pending:
+        j = snap.job_index[r.job_id]
+        c = cand.get((j, 0))
+        if c is None or em.req.shape[j, 0] != 0 or r.code is ReasonCode.RESERVED:
+            continue
+        may = res.deadline >= hold[c]
+        assert not (free[may] >= snap.job_gpus[j]).any(), f"{r.job_id} fits idle GPUs but waits"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gang_clusters())
+def test_reservations_never_break_a_protection_and_reserved_nodes_take_only_short_work(snap):
+    _check(snap)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gang_clusters())
+def test_the_optimizer_with_reservations_is_never_worse_than_greedy_where_greedy_keeps_them(
+        snap):
+    dominance(snap)

@@ -1,0 +1,225 @@
+"""The lookahead for large gangs (optalloc.model.reservations): one table of hand-built
+epochs, each with the whole expected outcome (GPUs per job after the plan, preemptions with
+their codes and takers, pending codes, the reservations after the plan with their nodes,
+expected start and idle GPUs, and the reservations that ended with their outcome), named like
+the sentence it checks. Properties over random gang-heavy clusters are in
+tests/test_epoch_reservation_properties.py; the starving 512-GPU gang in
+tests/test_sim_gangs.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from optalloc.epoch import run_epoch
+from optalloc.snapshot import build_snapshot
+from optalloc.types import Config, GpuType, Job, Policy, Reservation
+
+from test_epoch_toy import H, flat_org, nodes_of, running
+
+M = 60.0
+NOW = 10 * H
+
+
+def _b(jid: str, node: str, ends_in: float, project: str = "B", **kw) -> Job:
+    """A running 8-GPU job on `node` whose 8 h protection ends `ends_in` from now (negative:
+    it ended that long ago)."""
+    return running(jid, project, "h100", [(node, range(8))], start=NOW - 8 * H + ends_in,
+                   min_runtime_s=8 * H, **kw)
+
+
+def _snap(nodes, shares, jobs, usage=None, prev=(), policy=None):
+    cfg = Config((GpuType("h100"),), tuple(nodes), flat_org(shares), policy or Policy(),
+                 tuple(jobs))
+    return build_snapshot(cfg, now=NOW, usage_ratio=usage or {}, reservations=prev)
+
+
+def _prev(job: str, nodes, start: float, since: float = NOW - H) -> Reservation:
+    return Reservation(job, "h100", tuple(nodes), start, since=since)
+
+
+@dataclass
+class Case:
+    name: str
+    snap: object
+    placed: dict  # job id -> GPUs: every job running after the epoch
+    pending: dict  # job id -> code
+    reserved: dict  # job id -> (nodes, expected start, idle GPUs)
+    preempted: dict = field(default_factory=dict)  # job id -> (code, needed_by)
+    ended: dict = field(default_factory=dict)  # job id -> outcome
+
+
+def _staggered() -> list[Job]:
+    """n00 and n01 free; n02..n06 each held by a protected B job ending 1..5 h from now."""
+    return [_b(f"b{i}", f"n{i:02d}", (i - 1) * H) for i in range(2, 7)]
+
+
+def cases() -> list[Case]:
+    gang = Job("G", "A", 24, min_runtime_s=8 * H, submit_time=0.0)
+    out = []
+    out.append(Case(
+        "a gang whose project has room reserves the nodes free soonest; long work stays off "
+        "them, a debug job and a job that ends before the start backfill them",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            gang,
+            Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0),
+            Job("S", "B", 4, min_runtime_s=15 * M, submit_time=2.0),
+            Job("E", "B", 4, min_runtime_s=8 * H, duration_s=30 * M, submit_time=3.0)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "S": 4, "E": 4},
+        pending={"G": "Reserved", "L": "HeldForReservation"},
+        reserved={"G": (("n00", "n01", "n02"), NOW + H, 8)}))
+    out.append(Case(
+        "unallocated work backfills reserved nodes too: it is preemptible at any time",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            gang, Job("U", "B", 8, min_runtime_s=0.0, submit_time=1.0)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "U": 8},
+        pending={"G": "Reserved"},
+        reserved={"G": (("n00", "n01", "n02"), NOW + H, 8)}))
+    due = [_b("b0", "n00", -H), _b("b1", "n01", -2 * H), _b("b2", "n02", -10 * M),
+           _b("b3", "n03", 3 * H), _b("b4", "n04", 4 * H), _b("b5", "n05", 5 * H)]
+    out.append(Case(
+        "once nothing protected is left on its nodes the gang starts there and the jobs past "
+        "their protection are preempted with notice",
+        _snap(nodes_of(6, 8), {"A": 1, "B": 1}, due + [gang], usage={"B": 1.0},
+              prev=[_prev("G", ("n00", "n01", "n02"), NOW - 10 * M)]),
+        placed={"G": 24, "b3": 8, "b4": 8, "b5": 8},
+        pending={},
+        reserved={},
+        preempted={f"b{i}": ("PreemptedForFairShare", ("G",)) for i in range(3)},
+        ended={"G": "started"}))
+    wait = due[:2] + [_b("b2", "n02", 10 * M)] + due[3:]
+    out.append(Case(
+        "a reservation never breaks a protection: with one protected job left on its nodes "
+        "the gang waits for it and nothing is preempted",
+        _snap(nodes_of(6, 8), {"A": 1, "B": 1}, wait + [gang], usage={"B": 1.0},
+              prev=[_prev("G", ("n00", "n01", "n02"), NOW + 10 * M)]),
+        placed={"b0": 8, "b1": 8, "b2": 8, "b3": 8, "b4": 8, "b5": 8},
+        pending={"G": "Reserved"},
+        reserved={"G": (("n00", "n01", "n02"), NOW + 10 * M, 0)}))
+    big = Job("G", "A", 40, min_runtime_s=8 * H, submit_time=0.0)
+    out.append(Case(
+        "a gang larger than its project's share now holds no reservation when its project "
+        "has used its share over the window: a project cannot block the cluster with huge jobs",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            big, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],
+            usage={"A": 0.95, "B": 2.0}),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "L": 8},
+        pending={"G": "WaitingForCapacity"},
+        reserved={}))
+    out.append(Case(
+        "a gang larger than its project's share now reserves when its project left enough of "
+        "its share unused over the window to pay for its protected run",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            big, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],
+            usage={"A": 0.2, "B": 2.0}),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8},
+        pending={"G": "Reserved", "L": "HeldForReservation"},
+        reserved={"G": (("n00", "n01", "n02", "n03", "n04"), NOW + 3 * H, 16)}))
+    out.append(Case(
+        "a reservation is dropped when its job leaves the queue (cancelled), and says so",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered(),
+              prev=[_prev("gone", ("n00", "n01", "n02"), NOW + H)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8},
+        pending={},
+        reserved={},
+        ended={"gone": "cancelled"}))
+    out.append(Case(
+        "a reservation is dropped when its project is outranked: the gang no longer fits its "
+        "share, and the freed nodes take long work again",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            big, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],
+            usage={"A": 1.3, "B": 2.0},
+            prev=[_prev("G", ("n00", "n01", "n02", "n03", "n04"), NOW + 3 * H)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "L": 8},
+        pending={"G": "WaitingForCapacity"},
+        reserved={},
+        ended={"G": "outranked"}))
+    out.append(Case(
+        "a reservation is dropped when a higher-priority job of its project waits (it goes "
+        "first)",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            Job("G", "A", 24, min_runtime_s=8 * H, submit_time=0.0),
+            Job("first", "A", 16, min_runtime_s=8 * H, submit_time=5.0, priority=1)],
+            prev=[_prev("G", ("n00", "n01", "n02"), NOW + H)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "first": 16},
+        pending={"G": "LowerPriorityInProject"},
+        reserved={},
+        ended={"G": "order"}))
+    out.append(Case(
+        "a reservation keeps its place against an equal-priority job of its project queued "
+        "again ahead of it (requeued with its older submit time): that job waits behind it",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            Job("G", "A", 24, min_runtime_s=8 * H, submit_time=5.0),
+            Job("again", "A", 16, min_runtime_s=8 * H, submit_time=0.0)],
+            prev=[_prev("G", ("n00", "n01", "n02"), NOW + H)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8},
+        pending={"G": "Reserved", "again": "HeldForReservation"},
+        reserved={"G": (("n00", "n01", "n02"), NOW + H, 16)}))
+    three = [Job(f"G{p}", p, 16, min_runtime_s=8 * H, submit_time=float(i))
+             for i, p in enumerate("ABC")] + [Job("A2", "A", 16, min_runtime_s=8 * H,
+                                                   submit_time=9.0)]
+    out.append(Case(
+        "at most max_reservations gangs hold nodes, one per project, best-ranked project first",
+        _snap(nodes_of(8, 8), {"A": 1, "B": 1, "C": 1, "D": 1},
+              [_b(f"d{i}", f"n{i:02d}", (i + 1) * H, project="D") for i in range(8)] + three,
+              usage={"A": 0.5, "B": 0.1, "C": 0.3, "D": 2.0}),
+        placed={f"d{i}": 8 for i in range(8)},
+        pending={"GA": "WaitingForCapacity", "GB": "Reserved", "GC": "Reserved",
+                 "A2": "WaitingForCapacity"},
+        reserved={"GB": (("n00", "n01"), NOW + 2 * H, 0),
+                  "GC": (("n02", "n03"), NOW + 4 * H, 0)}))
+    out.append(Case(
+        "max_reservations 0 turns the lookahead off: long work takes the free nodes",
+        _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
+            gang, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],
+            policy=Policy(max_reservations=0),
+            prev=[_prev("G", ("n00", "n01", "n02"), NOW + H)]),
+        placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "L": 8},
+        pending={"G": "WaitingForCapacity"},
+        reserved={},
+        ended={"G": "off"}))
+    return out
+
+
+def _outcome(plan):
+    placed = {p.job_id: p.gpus for p in plan.placements}
+    pending = {r.job_id: r.code.value for r in plan.pending}
+    reserved = {r.job_id: (r.nodes, r.expected_start, r.idle_gpus) for r in plan.reservations}
+    preempted = {p.job_id: (p.code.value, p.needed_by) for p in plan.preemptions}
+    ended = {e.job_id: e.outcome for e in plan.reservations_ended}
+    return placed, pending, reserved, preempted, ended
+
+
+@pytest.mark.parametrize("case", cases(), ids=lambda c: c.name)
+def test_reservation_epoch(case: Case):
+    plan = run_epoch(case.snap)
+    assert plan.degraded is None
+    assert _outcome(plan) == (case.placed, case.pending, case.reserved, case.preempted,
+                              case.ended)
+
+
+def test_the_reserved_gang_and_the_job_kept_off_its_nodes_say_why_with_the_numbers():
+    snap = cases()[0].snap
+    plan = run_epoch(snap)
+    why = {r.job_id: r.message for r in plan.pending}
+    assert why["G"] == ("reserved nodes n[00-02] for job G (24 h100 GPUs of project A), "
+                        "expected start t=39600 (in 1h); 1 job there ends or loses protection "
+                        "by then")
+    assert why["L"] == ("the 8 free h100 GPUs on n00 are held for job G's reservation "
+                        "(expected start t=39600 (in 1h)); this job would hold its GPUs until "
+                        "t=64800 (in 8h) (its protection, or its expected end if sooner), past "
+                        "that start")
+    (r,) = plan.reservations
+    assert r.message == why["G"]
+    assert (r.project, r.gpus, r.since) == ("A", 24, NOW)
+    assert dict(r.details)["blockers"] == [{"job": "b2", "until": NOW + H, "protected": True}]
+
+
+def test_a_reservation_keeps_its_first_epoch_and_its_nodes_from_the_previous_plan():
+    first = run_epoch(cases()[0].snap)
+    (r,) = first.reservations
+    again = _snap(nodes_of(7, 8), {"A": 1, "B": 1}, list(cases()[0].snap.jobs),
+                  prev=[Reservation("G", "h100", r.nodes, r.expected_start, since=NOW - 2 * H)])
+    (r2,) = run_epoch(again).reservations
+    assert (r2.nodes, r2.expected_start, r2.since) == (r.nodes, r.expected_start, NOW - 2 * H)
