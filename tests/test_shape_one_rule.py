@@ -96,20 +96,11 @@ def test_every_policy_places_a_20_gpu_job_on_8_gpu_nodes_as_8_8_4(policy):
     assert len(set(pl.node_names)) == 3 and np.all([len(set(a.gpus)) == len(a.gpus) for a in pl.nodes])
 
 
-MODEL_CASES = [
-    pytest.param(*c, marks=pytest.mark.xfail(
-        strict=True, reason="model/requirements.py asks the remainder node to be of the full "
-        "size (pieces + 1 nodes with >= size GPUs), not >= the remainder as shape.fits_nodes; "
-        "the lead's file: drop this mark once it uses fits_nodes"))
-    if c[2] == (8, 8, 4) else c
-    for c in CASES
-]
-
-
-@pytest.mark.parametrize("gpus, gpn, nodes, want, fits", MODEL_CASES, ids=IDS)
-def test_the_model_and_the_greedy_baseline_fit_exactly_what_the_rule_fits(gpus, gpn, nodes, want,
-                                                                         fits):
+@pytest.mark.parametrize("gpus, gpn, nodes, want, fits", CASES, ids=IDS)
+def test_the_model_the_optimizer_and_the_greedy_baseline_fit_exactly_what_the_rule_fits(
+        gpus, gpn, nodes, want, fits):
     snap = build_snapshot(cluster(nodes, [Job("j", "A", gpus, gpus_per_node=gpn,
                                               min_runtime_s=600.0)]), 0.0)
-    placed = bool(make_policy("greedy").decide(snap).placements)
-    assert (placed, bool(compute_requirements(snap).fits[0, 0])) == (fits, fits)
+    greedy = bool(make_policy("greedy").decide(snap).placements)
+    ilp = bool(make_policy("ilp").decide(snap).placements)
+    assert (greedy, ilp, bool(compute_requirements(snap).fits[0, 0])) == (fits, fits, fits)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optalloc.shape import PIECES, SHAPE_NAMES, SMALL, WHOLE, shapes
+from optalloc.shape import PIECES, SHAPE_NAMES, SMALL, WHOLE, fits_nodes, shapes
 from optalloc.snapshot import Snapshot
 from optalloc.types import ReasonCode
 
@@ -58,16 +58,14 @@ class Requirements:
 def _shapes(snap: Snapshot, max_node: np.ndarray, up_by_size) -> tuple[np.ndarray, ...]:
     J, T = snap.job_allowed.shape
     shape, size, pieces, rem, valid = shapes(snap.job_gpus, snap.job_gpn, max_node)
-    # nodes available for the shape: nodes of the type with at least `size` GPUs (a
-    # remainder needs one more node with at least `rem` free)
-    avail = np.zeros((J, T), dtype=np.int64)
+    # the type's up nodes hold the shape at once: `pieces` nodes with >= `size` GPUs and, for a
+    # remainder, one more with >= `rem` (the one rule, optalloc.shape.fits_nodes)
+    room = np.zeros((J, T), dtype=bool)
     for t in range(T):
         sizes, counts = up_by_size[t]
         if len(sizes):
-            ge = np.searchsorted(sizes, size[:, t], side="left")
-            cum = np.concatenate([np.cumsum(counts[::-1])[::-1], [0]])
-            avail[:, t] = cum[ge]
-    fits = snap.job_allowed & valid & (pieces + (rem > 0) <= avail)
+            room[:, t] = fits_nodes(size[:, t], pieces[:, t], rem[:, t], np.repeat(sizes, counts))
+    fits = snap.job_allowed & valid & room
     return shape, size, pieces, rem, fits
 
 
