@@ -16,7 +16,7 @@ from optalloc.plan.explain import explain, format_explanation
 from optalloc.sim.metrics import reservation_stats
 from optalloc.sim.result import EpochRecord, SimResult
 from optalloc.sim.whatif import apply_overrides
-from optalloc.types import Config, GpuType, Job, Node, OrgNode, Plan, Policy, Reservation
+from optalloc.types import Config, GpuType, Node, OrgNode, Plan, Policy, Reservation
 from optalloc.types import ReservationEnd
 
 from test_cycle import ScriptedRunner

@@ -62,7 +62,8 @@ import numpy as np
 
 from optalloc.contract import protection_s
 from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
-from optalloc.model.requirements import SMALL, WHOLE, Requirements
+from optalloc.model.requirements import SMALL, Requirements
+from optalloc.model.free_times import FreeTimes, candidate_hold, choose_nodes, running_holds
 from optalloc.model.targets import Targets, counted_running, horizons
 from optalloc.snapshot import Snapshot
 
@@ -125,121 +126,6 @@ class Reservations:
             out[M[:, p], h.type] += float(snap.job_gpus[h.job])
         out[0] = 0.0
         return out
-
-
-def candidate_hold(snap: Snapshot, req: Requirements) -> np.ndarray:
-    """(C,) when candidate c would stop holding its GPUs if it started now (module doc)."""
-    cj, ct = req.cand_job, req.cand_type
-    if not len(cj):
-        return np.zeros(0)
-    prot = protection_s(snap.job_min_runtime[cj], snap.policy.min_runtime_cap_s)
-    dur = _durations(snap)[cj] / np.maximum(snap.job_speed[cj, ct], 1e-9)
-    run = np.where(np.isfinite(dur) & (dur > 0), np.minimum(prot, dur), prot)
-    return np.where(snap.job_tier1[cj, ct], snap.now + run, snap.now)
-
-
-def _durations(snap: Snapshot) -> np.ndarray:
-    return np.array([np.nan if j.duration_s is None else float(j.duration_s) for j in snap.jobs],
-                    dtype=float)
-
-
-def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
-    """(node, end, gpus, job) per (protected job, node) hold: until when each protected running
-    job holds its GPUs on each node (its protection end, or its expected end if sooner and
-    still ahead)."""
-    pk = req.run_pair_k
-    if not len(pk):
-        z = np.zeros(0, np.int64)
-        return z, np.zeros(0), z, z
-    rj = req.run_job[pk]
-    prot = snap.job_protected[rj]
-    end = snap.job_protect_end[rj].astype(float)
-    start = np.array([snap.jobs[j].start_time or snap.now for j in rj], dtype=float)
-    speed = snap.job_speed[rj, np.maximum(snap.job_run_type[rj], 0)]
-    exp = start + _durations(snap)[rj] / np.maximum(speed, 1e-9)
-    ahead = np.isfinite(exp) & (exp > snap.now)
-    end = np.where(ahead, np.minimum(end, exp), end)
-    sel = prot & np.isfinite(end)
-    return req.run_pair_node[sel], end[sel], req.run_pair_gpus[sel], rj[sel]
-
-
-class FreeTimes:
-    """Free time of every node for s GPUs (module doc), cached per s."""
-
-    def __init__(self, snap: Snapshot, holds: tuple[np.ndarray, ...]):
-        self.snap = snap
-        pn, pe, pg, _ = holds
-        order = np.lexsort((pe, pn))
-        self.pn, self.pe, self.pg = pn[order], pe[order], pg[order]
-        N = len(snap.nodes)
-        self.total = np.bincount(self.pn, weights=self.pg, minlength=N)
-        cum = np.cumsum(self.pg)
-        first = np.r_[0, np.flatnonzero(np.diff(self.pn)) + 1] if len(self.pn) else np.zeros(0, int)
-        base = np.repeat(cum[first] - self.pg[first], np.diff(np.r_[first, len(self.pn)]))
-        self.after = self.total[self.pn] - (cum - base)  # busy once holds up to k have ended
-        self._cache: dict[int, np.ndarray] = {}
-
-    def __call__(self, s: int) -> np.ndarray:
-        ft = self._cache.get(s)
-        if ft is None:
-            snap = self.snap
-            room = snap.node_gpus - s
-            ft = np.full(len(snap.nodes), np.inf)
-            ok = self.after <= room[self.pn]
-            np.minimum.at(ft, self.pn[ok], self.pe[ok])
-            ft = np.where(self.total <= room, snap.now, ft)
-            ft = np.where(snap.node_up & (room >= 0), ft, np.inf)
-            self._cache[s] = ft
-        return ft
-
-
-def _window(ft: np.ndarray, gpus: np.ndarray, count: int, g: float) -> int:
-    """Start of the best run of `count` consecutive nodes in free-time order (`ft` sorted):
-    the one that frees together, least idle GPU-hours while the earlier ones wait for the
-    last, sum (f_last - f_i) G_i, plus the gang's GPUs times how much later than the soonest
-    possible start it begins, g (f_last - f_count)."""
-    if len(ft) == count:
-        return 0
-    fg = np.cumsum(np.r_[0.0, ft * gpus])
-    gg = np.cumsum(np.r_[0.0, gpus])
-    k = np.arange(count - 1, len(ft))  # window ends
-    idle = ft[k] * (gg[k + 1] - gg[k + 1 - count]) - (fg[k + 1] - fg[k + 1 - count])
-    cost = idle + g * (ft[k] - ft[count - 1])
-    return int(np.argmin(np.round(cost, 6)))
-
-
-def _choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
-    """(nodes, their free times) for job j on type t, or None when its shape fits no up nodes
-    that are not reserved yet. Per chunk kind, the nodes of the best window in free-time order
-    (`_window`: the ones that free together, the soonest on a tie; ties in free time: the
-    previous reservation's nodes, then node order)."""
-    shape, size = int(req.shape[j, t]), int(req.size[j, t])
-    pieces, rem = int(req.pieces[j, t]), int(req.rem[j, t])
-    up_t = snap.node_up & (snap.node_type == t) & ~taken
-    mask = up_t & ((snap.node_gpus == size) if shape == WHOLE else (snap.node_gpus >= size))
-    chunks = [(mask, size, pieces)]
-    if shape == WHOLE and rem:
-        chunks.append((up_t & (snap.node_gpus >= rem), rem, 1))
-    nodes, times = [], []
-    g = float(snap.job_gpus[j])
-    for m, s, count in chunks:
-        ft = free(s)
-        m = m.copy()
-        m[nodes] = False
-        cand = np.flatnonzero(m & np.isfinite(ft))
-        if len(cand) < count:
-            return None
-        order = cand[np.lexsort((cand, ~prev_nodes[cand], ft[cand]))]
-        if nodes:  # the remainder node: the last to free by the whole pieces' start (least
-            # idle), else the soonest
-            late = ft[order] <= max(times)
-            a = int(np.flatnonzero(late)[-1]) if late.any() else 0
-        else:
-            a = _window(ft[order], snap.node_gpus[order].astype(float), count, g)
-        pick = order[a:a + count]
-        nodes += pick.tolist()
-        times += ft[pick].tolist()
-    return np.asarray(nodes, np.int64), np.asarray(times, float)
 
 
 def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Reservations:
@@ -335,10 +221,10 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             pn = np.zeros(N, bool)
             if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
                 pn[[snap.node_index[n] for n in prev_r.nodes if n in snap.node_index]] = True
-            got = _choose_nodes(snap, req, j, t, free, taken, pn)
+            got = choose_nodes(snap, req, j, t, free, taken, pn)
             if got is not None and pn.any():
                 # a reservation keeps its nodes unless others let it start an epoch sooner
-                kept = _choose_nodes(snap, req, j, t, free, taken | ~pn, pn)
+                kept = choose_nodes(snap, req, j, t, free, taken | ~pn, pn)
                 if kept is not None and got[1].max() >= kept[1].max() - snap.policy.epoch_s:
                     got = kept
             if got is None:

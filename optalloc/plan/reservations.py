@@ -21,7 +21,7 @@ import numpy as np
 
 from optalloc.hostlist import compress_names
 from optalloc.model.build import EpochModel
-from optalloc.model.requirements import PIECES, SMALL, WHOLE
+from optalloc.model.requirements import PIECES, SMALL
 from optalloc.plan.place import Placed
 from optalloc.types import PendingReason, ReasonCode, Reservation, ReservationEnd, frozen_map
 from optalloc.units import format_duration

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.context import BuildContext
-from optalloc.model.requirements import PIECES, SMALL, WHOLE, packed
+from optalloc.model.requirements import PIECES, packed
 
 
 def define_packing(ctx: BuildContext) -> None:
