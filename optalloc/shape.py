@@ -18,6 +18,8 @@ p, p divides g. Vectorized over jobs x types; `chunks` is the scalar form.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 SMALL, WHOLE, PIECES = 0, 1, 2
@@ -49,11 +51,19 @@ def shapes(gpus, gpus_per_node, node_size) -> tuple[np.ndarray, ...]:
 def chunks(gpus: int, gpus_per_node: int | None, node_size: int) -> list[int] | None:
     """GPUs per node for one job on nodes of `node_size` GPUs, largest chunk first; None when
     the shape is not valid there."""
-    shape, size, pieces, rem, valid = shapes([gpus], [gpus_per_node or 0], [node_size])
+    out = _chunks(int(gpus), int(gpus_per_node or 0), int(node_size))
+    return None if out is None else list(out)
+
+
+@lru_cache(maxsize=4096)
+def _chunks(gpus: int, gpus_per_node: int, node_size: int) -> tuple[int, ...] | None:
+    # the ranked passes ask this once per job and type each decision: a handful of distinct
+    # shapes, so it is remembered (the vectorized rule is built for arrays, not one job)
+    shape, size, pieces, rem, valid = shapes([gpus], [gpus_per_node], [node_size])
     if not valid[0, 0]:
         return None
-    out = [int(size[0, 0])] * int(pieces[0, 0])
-    return out + ([int(rem[0, 0])] if rem[0, 0] else [])
+    out = (int(size[0, 0]),) * int(pieces[0, 0])
+    return out + ((int(rem[0, 0]),) if rem[0, 0] else ())
 
 
 def nodes_needed(shape, pieces, rem) -> np.ndarray:
