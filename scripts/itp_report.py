@@ -60,6 +60,46 @@ HEAD = ("| scenario | policy | owed (hourly) | owed (period) | worst project (ho
         "preempt / 1000 GPU-h | GPU-h lost | reservations kept / dropped | solver mean | wall |")
 
 
+def _p90(m, cls):
+    w = _get(m, "waits", cls)
+    return w["p90_s"] if w and w.get("n") else None
+
+
+def scheme_bar(name: str, ms: dict, epoch_s: float = 300.0) -> list[tuple[str, str, bool | None]]:
+    """The bar of the issue "Epoch decisions that follow the published scheme exactly": ilp
+    against greedy in the same run, each item with its numbers."""
+    g, i = ms.get("greedy"), ms.get("ilp")
+    if g is None or i is None:
+        return []
+    out = []
+    a, b = _get(i, "owed_delivered", "hourly"), _get(g, "owed_delivered", "hourly")
+    out.append(("owed (hourly) >= greedy's and >= 98%", f"{pct(a)} vs {pct(b)}",
+                a >= b and a >= 0.98))
+    a = _get(i, "owed_delivered", "worst_hourly", "value")
+    out.append(("worst project (hourly) >= 95%", pct(a), a >= 0.95))
+    a, b = _p90(i, "debug"), _p90(g, "debug")
+    if a is None or b is None:
+        out.append(("debug p90 <= greedy's and <= 2 epochs", "no debug jobs", None))
+    else:
+        out.append(("debug p90 <= greedy's and <= 2 epochs",
+                    f"{a / 60:.1f} min vs {b / 60:.1f} min (2 epochs: {2 * epoch_s / 60:.0f} min)",
+                    a <= b + 1e-6 and a <= 2 * epoch_s))
+    a, b = _p90(i, "other"), _p90(g, "other")
+    out.append(("other p90 <= greedy's", f"{(a or 0) / 3600:.2f} h vs {(b or 0) / 3600:.2f} h",
+                (a or 0) <= (b or 0) + 1e-6))
+    a, b = _get(i, "preemptions", "per_1000_gpu_h"), _get(g, "preemptions", "per_1000_gpu_h")
+    out.append(("preemptions / 1000 GPU-h <= greedy's", f"{a:.2f} vs {b:.2f}", a <= b + 1e-9))
+    a, b = _get(i, "occupancy", "total"), _get(g, "occupancy", "total")
+    out.append(("occupancy >= greedy's", f"{pct(a)} vs {pct(b)}", a >= b - 1e-9))
+    return out
+
+
+def bar_table(title: str, rows: list) -> None:
+    print(f"\n{title}\n\n| bar item | numbers | met |\n|---|---|---|")
+    for item, nums, ok in rows:
+        print(f"| {item} | {nums} | {'n/a' if ok is None else 'yes' if ok else '**no**'} |")
+
+
 def main(paths: list[str]) -> int:
     runs = [(Path(p).stem, json.loads(Path(p).read_text())) for p in paths]
     print(HEAD)
@@ -68,6 +108,13 @@ def main(paths: list[str]) -> int:
         for pol in ("priority", "greedy", "ilp-nolookahead", "ilp"):
             if pol in ms:
                 print(row(name, pol, ms[pol]))
+    sys.path.insert(0, str(Path(__file__).parent))
+    from gangs_report import bar as gang_bar
+
+    for name, ms in runs:
+        bar_table(f"#### {name}: the scheme's bar (ilp vs greedy)", scheme_bar(name, ms))
+        if all(k in ms for k in ("greedy", "ilp-nolookahead", "ilp")):
+            bar_table(f"#### {name}: the large-gang bar (lookahead)", gang_bar(name, ms))
     for name, ms in runs:
         pols = [p for p in ("greedy", "ilp-nolookahead", "ilp") if p in ms]
         projects = sorted({p for pol in pols for p in (ms[pol].get("projects") or {})})

@@ -1,30 +1,33 @@
-"""Which GPU indices of which node are taken, and by whom, during one placement step."""
+"""Which GPU indices of which node are taken, and by whom, during one placement step: the
+ranked passes' occupancy map (optalloc.plan.freemap.FreeMap, one grid for both) plus owners,
+evictable GPUs and reservation deadlines."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from optalloc.plan.freemap import FreeMap
 from optalloc.snapshot import Snapshot
 
 
 class NodePool:
-    """Which GPU indices of which node are taken, and by whom. Rows = nodes, columns = GPU
-    index. `ev` counts GPUs per node held by evictable jobs (unallocated / zero-share, not
-    protected): an allocated job may take them (unallocated never displaces allocated).
-    `deadline[n]`: the expected start of the gang node n is reserved for (inf: none); a new
-    job whose hold (optalloc.model.reservations.candidate_hold) is later may not start there,
-    and a job that may prefers reserved nodes (soonest deadline first), so the rest stays free
-    for long work."""
+    """FreeMap's grid (`occ` is its `used[n, g]`, `free[n]`, `accept` its `accepts[n]`: the same
+    arrays) with, per GPU, the job holding it (`owner`, -1 free). Nodes that are not present
+    are taken whole. `ev` counts GPUs per node held by evictable jobs (unallocated /
+    zero-share, not protected): an allocated job may take them (unallocated never displaces
+    allocated). `deadline[n]`: the expected start of the gang node n is reserved for (inf:
+    none); a new job whose hold (optalloc.model.free_times.candidate_hold) is later may not
+    start there, and a job that may prefers reserved nodes (soonest deadline first), so the
+    rest stays free for long work."""
 
     def __init__(self, snap: Snapshot, evictable: np.ndarray, deadline: np.ndarray | None = None):
         self.snap = snap
-        gmax = int(snap.node_gpus.max()) if len(snap.nodes) else 0
-        self.occ = np.arange(gmax)[None, :] >= snap.node_gpus[:, None]  # beyond size: taken
-        self.occ[~snap.node_present] = True
+        self.grid = grid = FreeMap.empty(snap)
+        grid.used[~snap.node_present] = True
+        grid.free[:] = (~grid.used).sum(axis=1)
+        self.occ, self.free, self.accept = grid.used, grid.free, grid.accepts
         self.owner = np.full(self.occ.shape, -1, dtype=np.int64)
-        self.free = (~self.occ).sum(axis=1)
         self.ev = np.zeros(len(snap.nodes), dtype=np.int64)
-        self.accept = snap.node_up.copy()
         self.evictable = evictable  # (J,) bool
         N = len(snap.nodes)
         self.deadline = np.full(N, np.inf) if deadline is None or not len(deadline) else deadline
