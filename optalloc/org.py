@@ -113,14 +113,19 @@ class OrgTree:
         return list(reversed(self.ancestors(name))) + [name]
 
     def membership(self) -> np.ndarray:
-        """(n_nodes, n_nodes) bool matrix M[u, v] = u is v or an ancestor of v."""
-        n = self.n
-        m = np.eye(n, dtype=bool)
-        for v in range(n):
-            p = self.parent[v]
-            while p >= 0:
-                m[p, v] = True
-                p = self.parent[p]
+        """(n_nodes, n_nodes) bool matrix M[u, v] = u is v or an ancestor of v (read-only:
+        computed once per tree; the epoch asks for it a few thousand times on large orgs)."""
+        m = self.__dict__.get("_membership")
+        if m is None:
+            n = self.n
+            m = np.eye(n, dtype=bool)
+            for v in range(n):
+                p = self.parent[v]
+                while p >= 0:
+                    m[p, v] = True
+                    p = self.parent[p]
+            m.setflags(write=False)
+            object.__setattr__(self, "_membership", m)
         return m
 
     def leaf_entitlement(self, name: str, gpu_type: str) -> float:

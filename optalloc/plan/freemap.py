@@ -25,6 +25,9 @@ def gang_shape(gpus: int, gpus_per_node: int | None, size: int) -> list[int] | N
     return chunks(gpus, gpus_per_node, size)
 
 
+_BIG = np.iinfo(np.int64).max
+
+
 @dataclass
 class FreeMap:
     """Which GPUs are taken, for one decision. `used[n, g]` is True when GPU g of node n is
@@ -43,6 +46,7 @@ class FreeMap:
     job_index: object = None  # job id -> row of tier1
     _sizes: dict | None = None  # (gpu_type, present) -> largest node size (states are fixed)
     _orders: dict | None = None  # (allowed, speed) bytes -> type order
+    _type_free: np.ndarray | None = None  # (T,) free GPUs on accepting nodes, kept up to date
 
     @classmethod
     def empty(cls, snap: Snapshot) -> "FreeMap":
@@ -71,6 +75,8 @@ class FreeMap:
             idx = np.asarray(a.gpus, dtype=np.int64)
             self.used[n, idx] = True
             self.free[n] -= len(idx)
+            if self._type_free is not None and self.accepts[n]:
+                self._type_free[self.node_type[n]] -= len(idx)
 
     def take_many(self, placements) -> None:
         """Take several placements at once (one vectorized update)."""
@@ -85,6 +91,7 @@ class FreeMap:
             n = np.asarray(nodes, dtype=np.int64)
             self.used[n, np.asarray(gpus, dtype=np.int64)] = True
             self.free -= np.bincount(n, minlength=len(self.free))
+            self._type_free = None  # recomputed when next asked
 
     def release(self, placement: Placement) -> None:
         for a in placement.nodes:
@@ -92,6 +99,8 @@ class FreeMap:
             idx = np.asarray(a.gpus, dtype=np.int64)
             self.used[n, idx] = False
             self.free[n] += len(idx)
+            if self._type_free is not None and self.accepts[n]:
+                self._type_free[self.node_type[n]] += len(idx)
 
     def free_by_type(self) -> np.ndarray:
         """(T,) free GPUs on nodes that accept new jobs."""
@@ -122,16 +131,18 @@ class FreeMap:
         shape = gang_shape(job.gpus, job.gpus_per_node, self.size_of(t))
         if shape is None:
             return None
-        cand = (self.node_type == t) & self.accepts
-        if int(self.free[cand].sum()) < job.gpus:
+        if self._type_free is None:
+            self._type_free = self.free_by_type()
+        if self._type_free[t] < job.gpus:  # most asks on a full cluster end here
             return None
+        cand = (self.node_type == t) & self.accepts
         free = np.where(cand, self.free, -1)
         chosen: list[tuple[int, int]] = []
         for c in shape:  # largest chunks first: whole nodes before the remainder
             ok = free >= c
             if not ok.any():
                 return None
-            key = np.where(ok, free, np.iinfo(np.int64).max)
+            key = np.where(ok, free, _BIG)
             n = int(np.argmin(key))
             chosen.append((n, c))
             free[n] = -1  # one chunk per node
