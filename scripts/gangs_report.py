@@ -15,7 +15,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from gangs_compare import ROWS, _get, fmt  # noqa: E402
 
-NAMES = {"greedy": "greedy", "ilp-nolookahead": "ilp, no lookahead", "ilp": "ilp, lookahead"}
+NAMES = {"greedy": "greedy", "ilp": "ilp (default: no lookahead)", "ilp-lookahead": "ilp, lookahead"}
 
 
 def _v(m, *path):
@@ -31,7 +31,7 @@ def _h(x):
 
 
 def bar(name: str, ms: dict) -> list[tuple[str, str, bool | None]]:
-    g, n, la = ms.get("greedy"), ms.get("ilp-nolookahead"), ms.get("ilp")
+    g, n, la = ms.get("greedy"), ms.get("ilp"), ms.get("ilp-lookahead")
     out = []
     lg, ll = _v(g, "waits", "large", "p90_s"), _v(la, "waits", "large", "p90_s")
     if lg is None:
@@ -62,7 +62,7 @@ def main(paths: list[str]) -> int:
     for p in paths:
         ms = json.loads(Path(p).read_text())
         name = Path(p).stem
-        names = [k for k in ("greedy", "ilp-nolookahead", "ilp") if k in ms]
+        names = [k for k in ("greedy", "ilp", "ilp-lookahead") if k in ms]
         print(f"### {name}\n")
         print("| metric | " + " | ".join(NAMES[k] for k in names) + " |")
         print("|---" * (len(names) + 1) + "|")

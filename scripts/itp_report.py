@@ -2,7 +2,7 @@
 
     python scripts/itp_report.py results/itp/*.json > /tmp/itp-tables.md
 
-One row per scenario and policy (greedy, ilp without lookahead, ilp), then the per-project
+One row per scenario and policy (greedy, ilp, ilp with the lookahead), then the per-project
 owed-delivered table of each scenario. Every number comes from the JSON: nothing is typed in.
 """
 
@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-NAMES = {"priority": "priority", "greedy": "greedy", "ilp-nolookahead": "ilp, no lookahead",
-         "ilp": "ilp"}
+NAMES = {"priority": "priority", "greedy": "greedy", "ilp": "ilp",
+         "ilp-lookahead": "ilp + lookahead"}
 
 
 def _get(m, *path):
@@ -105,7 +105,7 @@ def main(paths: list[str]) -> int:
     print(HEAD)
     print("|" + "---|" * (HEAD.count("|") - 1))
     for name, ms in runs:
-        for pol in ("priority", "greedy", "ilp-nolookahead", "ilp"):
+        for pol in ("priority", "greedy", "ilp", "ilp-lookahead"):
             if pol in ms:
                 print(row(name, pol, ms[pol]))
     sys.path.insert(0, str(Path(__file__).parent))
@@ -113,10 +113,10 @@ def main(paths: list[str]) -> int:
 
     for name, ms in runs:
         bar_table(f"#### {name}: the scheme's bar (ilp vs greedy)", scheme_bar(name, ms))
-        if all(k in ms for k in ("greedy", "ilp-nolookahead", "ilp")):
+        if all(k in ms for k in ("greedy", "ilp", "ilp-lookahead")):
             bar_table(f"#### {name}: the large-gang bar (lookahead)", gang_bar(name, ms))
     for name, ms in runs:
-        pols = [p for p in ("greedy", "ilp-nolookahead", "ilp") if p in ms]
+        pols = [p for p in ("greedy", "ilp", "ilp-lookahead") if p in ms]
         projects = sorted({p for pol in pols for p in (ms[pol].get("projects") or {})})
         print(f"\n#### {name}: owed delivered per project (hourly / period)\n")
         print("| project | " + " | ".join(NAMES[p] for p in pols) + " |")

@@ -69,7 +69,8 @@ def instances(draw, max_jobs: int = 24):
             jobs.append(Job(**common, state=JobState.RUNNING, start_time=start, placement=pl))
         else:
             jobs.append(Job(**common))
-    cfg = Config(tuple(GpuType(t) for t in TYPES[:n_types]), tuple(nodes), org, Policy(),
+    policy = Policy(max_reservations=draw(st.sampled_from([0, 2])))  # lookahead off / on
+    cfg = Config(tuple(GpuType(t) for t in TYPES[:n_types]), tuple(nodes), org, policy,
                  tuple(jobs))
     return build_snapshot(cfg, now=now, usage_ratio=usage)
 

@@ -30,7 +30,7 @@ def _b(jid: str, node: str, ends_in: float, project: str = "B", **kw) -> Job:
 
 
 def _snap(nodes, shares, jobs, usage=None, prev=(), policy=None):
-    cfg = Config((GpuType("h100"),), tuple(nodes), flat_org(shares), policy or Policy(),
+    cfg = Config((GpuType("h100"),), tuple(nodes), flat_org(shares), policy or Policy(max_reservations=2),
                  tuple(jobs))
     return build_snapshot(cfg, now=NOW, usage_ratio=usage or {}, reservations=prev)
 

@@ -139,7 +139,8 @@ def cases() -> list[Case]:
                     {"A": 4, "B": 4}, pending={"G": "GangDoesNotFit"}))
     out.append(Case("with lookahead the same gang waits on reserved nodes (the free one and "
                     "the first whose protected job ends) and the small job takes the third",
-                    snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs),
+                    snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs,
+                             policy=Policy(max_reservations=2)),
                     {"A": 4, "B": 4}, pending={"G": "Reserved"}))
     # drain: a protected job stays until its protection ends, nothing new lands there
     d_run = running("D1", "A", "h100", [("d00", range(4))], start=9.5 * H)

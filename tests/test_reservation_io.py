@@ -50,7 +50,7 @@ def test_a_plan_written_before_reservations_existed_reads_with_none():
 def test_the_cron_turn_hands_the_previous_plans_reservations_to_the_next_epoch(tmp_path):
     snap = cases()[0].snap
     cfg = Config((GpuType("h100"),), snap.nodes,
-                 OrgNode("root", children=(OrgNode("A"), OrgNode("B"))), Policy(),
+                 OrgNode("root", children=(OrgNode("A"), OrgNode("B"))), Policy(max_reservations=2),
                  snap.jobs)
     runner = ScriptedRunner()
     for j in snap.jobs:
@@ -83,15 +83,18 @@ def test_explain_shows_the_reservation_of_a_reserved_gang():
     assert kept_off["changes"][0].startswith("the reservation of G must start or be dropped")
 
 
-def test_whatif_can_turn_the_lookahead_off():
+def test_whatif_can_turn_the_lookahead_on_and_off():
     cfg = Config((GpuType("h100"),), (Node("n0", "h100", 8),), OrgNode("root", children=(
         OrgNode("A"),)), Policy())
-    assert apply_overrides(cfg, ["policy.max_reservations=0"]).policy.max_reservations == 0
+    assert cfg.policy.max_reservations == 0  # off unless asked for
+    on = apply_overrides(cfg, ["policy.max_reservations=2"])
+    assert on.policy.max_reservations == 2
+    assert apply_overrides(on, ["policy.max_reservations=0"]).policy.max_reservations == 0
 
 
 def _result(epochs, end=10 * H) -> SimResult:
     cfg = Config((GpuType("h100"),), (Node("n0", "h100", 8),),
-                 OrgNode("root", children=(OrgNode("A"),)), Policy())
+                 OrgNode("root", children=(OrgNode("A"),)), Policy(max_reservations=2))
     return SimResult("ilp", "t", cfg, 0.0, end, (), (), tuple(epochs), (), ())
 
 
@@ -131,7 +134,7 @@ def test_optalloc_jobs_shows_the_reserved_gang_with_its_nodes_and_start(tmp_path
 
     snap = cases()[0].snap
     cfg = Config((GpuType("h100"),), snap.nodes,
-                 OrgNode("root", children=(OrgNode("A"), OrgNode("B"))), Policy(), snap.jobs)
+                 OrgNode("root", children=(OrgNode("A"), OrgNode("B"))), Policy(max_reservations=2), snap.jobs)
     runner = ScriptedRunner()
     for j in snap.jobs:
         if j.running:
