@@ -88,6 +88,11 @@ def rank_pass(
         pool_t[job_type[j]] += snap.job_gpus[j]
     free_t = fm.free_by_type()
     in_pool = tentative.copy()
+    # shapes (GPUs, gpus_per_node, allowed types) that found no fit / no room since the map
+    # last changed: the same shape fails again until a start or a preemption changes it (the
+    # pool only shrinks in between), so on a full cluster a queue of like jobs costs one try
+    no_fit: set = set()
+    no_room: set = set()
 
     for j in order:
         j = int(j)
@@ -100,16 +105,25 @@ def rank_pass(
         allowed = snap.job_allowed[j]
         need = snap.job_gpus[j]
         avail = int(free_t[allowed].sum())
-        if avail >= need:
+        shape = (int(need), job.gpus_per_node, allowed.tobytes())
+        if avail >= need and shape not in no_fit:
             fit = fm.fit(job, allowed, snap.job_speed[j])
             if fit is not None:
                 pl = fm.place(job, *fit)
                 placed[j] = pl
                 free_t[fit[0]] -= need
+                no_fit.clear()
+                no_room.clear()
                 continue
-        if may_preempt[j] and avail + int(pool_t[allowed].sum()) >= need:
+            no_fit.add(shape)
+        if (may_preempt[j] and avail + int(pool_t[allowed].sum()) >= need
+                and shape not in no_room):
             victims = _make_room(fm, j, snap, pool, in_pool, allowed, job_type)
-            if victims is not None:
+            if victims is None:
+                no_room.add(shape)
+            else:
+                no_fit.clear()
+                no_room.clear()
                 for v in victims:
                     in_pool[v] = False
                     pool_t[job_type[v]] -= snap.job_gpus[v]
