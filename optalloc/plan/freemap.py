@@ -103,12 +103,15 @@ class FreeMap:
                 self._type_free[self.node_type[n]] += len(idx)
 
     def free_by_type(self) -> np.ndarray:
-        """(T,) free GPUs on nodes that accept new jobs."""
-        return np.bincount(
-            self.node_type[self.accepts],
-            weights=self.free[self.accepts],
-            minlength=len(self.type_names),
-        ).astype(np.int64)
+        """(T,) free GPUs on nodes that accept new jobs (a copy: take, take_many and release
+        keep the counts up to date)."""
+        if self._type_free is None:
+            self._type_free = np.bincount(
+                self.node_type[self.accepts],
+                weights=self.free[self.accepts],
+                minlength=len(self.type_names),
+            ).astype(np.int64)
+        return self._type_free.copy()
 
     # ------------------------------------------------------------------ fitting
 
@@ -122,18 +125,12 @@ class FreeMap:
             size = self._sizes[key] = int(self.node_gpus[mask].max()) if mask.any() else 0
         return size
 
-    def type_free(self, t: int) -> int:
-        mask = (self.node_type == t) & self.accepts
-        return int(self.free[mask].sum())
-
     def fit_type(self, job: Job, t: int) -> list[tuple[int, int]] | None:
         """Best-fit (node index, gpus) chunks for `job` on gpu_type `t`, or None."""
         shape = gang_shape(job.gpus, job.gpus_per_node, self.size_of(t))
         if shape is None:
             return None
-        if self._type_free is None:
-            self._type_free = self.free_by_type()
-        if self._type_free[t] < job.gpus:  # most asks on a full cluster end here
+        if self.free_by_type()[t] < job.gpus:  # most asks on a full cluster end here
             return None
         cand = (self.node_type == t) & self.accepts
         free = np.where(cand, self.free, -1)

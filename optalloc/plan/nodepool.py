@@ -22,7 +22,7 @@ class NodePool:
 
     def __init__(self, snap: Snapshot, evictable: np.ndarray, deadline: np.ndarray | None = None):
         self.snap = snap
-        self.grid = grid = FreeMap.empty(snap)
+        grid = FreeMap.empty(snap)
         grid.used[~snap.node_present] = True
         grid.free[:] = (~grid.used).sum(axis=1)
         self.occ, self.free, self.accept = grid.used, grid.free, grid.accepts

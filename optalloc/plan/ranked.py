@@ -86,7 +86,6 @@ def rank_pass(
     pool_t = np.zeros(T, dtype=np.int64)
     for j in pool:
         pool_t[job_type[j]] += snap.job_gpus[j]
-    free_t = fm.free_by_type()
     in_pool = tentative.copy()
     # shapes (GPUs, gpus_per_node, allowed types) that found no fit / no room since the map
     # last changed: the same shape fails again until a start or a preemption changes it (the
@@ -104,14 +103,13 @@ def rank_pass(
         job = jobs[j]
         allowed = snap.job_allowed[j]
         need = snap.job_gpus[j]
-        avail = int(free_t[allowed].sum())
+        avail = int(fm.free_by_type()[allowed].sum())
         shape = (int(need), job.gpus_per_node, allowed.tobytes())
         if avail >= need and shape not in no_fit:
             fit = fm.fit(job, allowed, snap.job_speed[j])
             if fit is not None:
                 pl = fm.place(job, *fit)
                 placed[j] = pl
-                free_t[fit[0]] -= need
                 no_fit.clear()
                 no_room.clear()
                 continue
@@ -140,7 +138,6 @@ def rank_pass(
                 fit = fm.fit(job, allowed, snap.job_speed[j])
                 pl = fm.place(job, *fit)
                 placed[j] = pl
-                free_t = fm.free_by_type()
                 continue
         out.pending.append(j)
 
