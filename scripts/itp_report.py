@@ -16,14 +16,8 @@ NAMES = {"priority": "priority", "greedy": "greedy", "ilp": "ilp",
          "ilp-lookahead": "ilp + lookahead"}
 
 
-def _get(m, *path):
-    for p in path:
-        m = m.get(p) if isinstance(m, dict) else None
-    return m
-
-
-def pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
+sys.path.insert(0, str(Path(__file__).parent))
+from gangs_report import _pct as pct, _v as _get, bar as gang_bar  # noqa: E402
 
 
 def wait(m, cls) -> str:
@@ -108,9 +102,6 @@ def main(paths: list[str]) -> int:
         for pol in ("priority", "greedy", "ilp", "ilp-lookahead"):
             if pol in ms:
                 print(row(name, pol, ms[pol]))
-    sys.path.insert(0, str(Path(__file__).parent))
-    from gangs_report import bar as gang_bar
-
     for name, ms in runs:
         bar_table(f"#### {name}: the scheme's bar (ilp vs greedy)", scheme_bar(name, ms))
         if all(k in ms for k in ("greedy", "ilp", "ilp-lookahead")):

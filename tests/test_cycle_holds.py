@@ -11,7 +11,6 @@ import pytest
 from optalloc.clock import FixedClock
 from optalloc.cycle import run_cycle
 from optalloc.errors import OptallocError
-from optalloc.state import StateStore
 from optalloc.runners import base
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation
 from optalloc.types import (
@@ -28,7 +27,7 @@ from optalloc.types import (
     SolverSettings,
 )
 
-H = 3600.0
+from test_cycle import H, job, store  # noqa: F401,E402  (store: the state DB fixture)
 
 
 def cluster(projects=("a", "b"), types=("h100", "b200")) -> Config:
@@ -69,17 +68,6 @@ class Runner(base.Runner):
                 self.running[p.job_id] = (p, now)
                 started.append(p.job_id)
         return ApplyResult(started=tuple(started))
-
-
-@pytest.fixture
-def store(tmp_path):
-    s = StateStore(tmp_path / "state.db")
-    yield s
-    s.close()
-
-
-def job(id, project="a", gpus=8, **kw) -> Job:
-    return Job(id=id, project=project, gpus=gpus, min_runtime_s=kw.pop("min_runtime_s", H), **kw)
 
 
 def held(plan) -> dict[str, tuple[ReasonCode, str]]:
