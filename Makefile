@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv lock demo test test-fast bench bench-scale bench-sim clean
+.PHONY: venv lock demo test test-fast test-explore bench bench-scale bench-sim clean
 
 $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m venv $(VENV)
@@ -53,6 +53,11 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow and not slurm"
+
+## test-explore: the property tests on fresh random examples (the default seed is fixed)
+test-explore: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q -m "not slow and not slurm" \
+	    $$(grep -l "@given" tests/test_*.py)
 
 ## bench: ledger and scaling benchmarks, S, M and L (tables + JSON under bench-results/, about
 ## 10 minutes: the naive PuLP + CBC row takes most of it on M)

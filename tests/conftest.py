@@ -5,12 +5,15 @@
   raised for unsupported queries, lost GPUs and calls before nvmlInit), installed in
   sys.modules so code that does `import pynvml` gets it.
 - `wait_for(predicate, timeout)`: poll until a real process has done something.
+- hypothesis profiles: `default` (fixed seed: reproducible runs) and `explore` (fresh random
+  examples), chosen by $HYPOTHESIS_PROFILE.
 - `slurm_cluster`: a real Slurm (munge + slurmctld + 4 slurmd) on localhost for tests marked
   `slurm`; skipped with the reason when not root or slurm-wlm/munge are missing.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 import tempfile
@@ -21,6 +24,15 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# Property tests draw their examples from a fixed seed by default, so a fresh clone's `make
+# test` (and CI) passes or fails the same way every run; a failure prints its reproduce blob.
+# `HYPOTHESIS_PROFILE=explore make test` (or `make test-explore`) draws fresh random examples,
+# which is how new counterexamples are found during development.
+hypothesis_settings.register_profile("default", derandomize=True, print_blob=True)
+hypothesis_settings.register_profile("explore", derandomize=False, print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 # ---------------------------------------------------------------------- polling

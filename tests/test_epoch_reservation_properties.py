@@ -7,7 +7,7 @@ rules, and the reservations keep their own rules (the cap, one per project, disj
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from optalloc.epoch import run_epoch
@@ -138,8 +138,33 @@ def _check(snap) -> None:
         assert not (free[may] >= snap.job_gpus[j]).any(), f"{r.job_id} fits idle GPUs but waits"
 
 
+def _swapped_onto_a_reserved_node():
+    """Found by hypothesis in CI: B's 4-GPU jobs on h02-h09 (h09's protected 8 h), A's 64-GPU
+    gang reserves h02-h09; A's 16-GPU gang with an 8 h protection may start only on the free
+    h00-h01, B's 16-GPU gang with 15 min may go on reserved nodes. The greedy baseline put
+    them the other way round: the model's class counts allow that, the reservation does not,
+    and that plan was chosen."""
+    nodes = [Node(f"h{i:02d}", "h100", 8) for i in range(10)]
+    jobs = [Job(f"r{i}", "B", 4, min_runtime_s=8 * H if i == 9 else 0.0,
+                state=JobState.RUNNING, start_time=NOW - 0.3 * H,
+                placement=Placement(f"r{i}", "h100", (NodeAlloc(f"h{i:02d}", (0, 1, 2, 3)),),
+                                    allocated=i == 9))
+            for i in range(2, 10)]
+    jobs += [Job("q0", "A", 16, submit_time=-100.0),
+             Job("q1", "A", 64, min_runtime_s=15 * 60.0, submit_time=-99.0),
+             Job("q2", "A", 16, min_runtime_s=8 * H, submit_time=-98.0),
+             Job("q3", "B", 16, min_runtime_s=15 * 60.0, submit_time=-97.0)]
+    org = OrgNode("root", children=(OrgNode("A", share=1.0), OrgNode("B", share=1.0)))
+    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=2),
+                 tuple(jobs))
+    return build_snapshot(cfg, now=NOW, usage_ratio={"A": 0.5, "B": 0.0},
+                          reservations=[Reservation("q3", "h100", ("h00",), NOW - H,
+                                                    since=NOW - H)])
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_clusters())
+@example(_swapped_onto_a_reserved_node())
 def test_reservations_never_break_a_protection_and_reserved_nodes_take_only_short_work(snap):
     _check(snap)
 

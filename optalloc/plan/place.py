@@ -121,6 +121,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
                 else:
                     kept[run_of_job[e]] = False
 
+    _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of)
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
@@ -165,6 +166,41 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     failed &= ~np.isin(np.arange(J), list(placements))
     free = np.where(pool.accept, pool.free, 0)
     return Placed(started, kept | restored, failed, placements, backfilled, restored, free)
+
+
+def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of) -> None:
+    """A due reservation's gang (its start is forced: nothing protected is left on its nodes)
+    starts on the nodes it reserved, before anything else is placed: every running job still
+    there leaves (none is protected; an LP point may keep them fractionally, and rounding
+    those keeps up would leave the forced start without room, the plan outside the model)."""
+    res, req = em.res, em.req
+    if res is None or not len(res.forced) or not res.forced.any():
+        return
+    k_lb = em.lm.lb[em.k] if len(em.k) else np.zeros(0)
+    for h in res.held:
+        if not h.due:
+            continue
+        cs = np.flatnonzero(res.forced & (req.cand_job == h.job) & (req.cand_type == h.type))
+        if not len(cs) or not chosen[cs[0]] or h.job in placements:
+            continue
+        c = int(cs[0])
+        nodes = [int(n) for n in h.nodes]
+        need = chunks(req, h.job, h.type)
+        if len(nodes) != len(need):
+            continue
+        owners = {int(e) for n in nodes for e in pool.owner[n] if e >= 0}
+        movable = all(e in run_of_job and not req.run_fixed[run_of_job[e]]
+                      and k_lb[run_of_job[e]] < 0.5 for e in owners)
+        if not movable:  # something there must stay: the usual placement decides
+            continue
+        for e in owners:
+            pool.release(e)
+            kept[run_of_job[e]] = False
+        if any(pool.free[n] < g or not pool.accept[n] for n, g in zip(nodes, need)):
+            continue
+        placements[h.job] = alloc(pool, em, h.job, h.type, nodes)
+        started[c] = True
+        cand_of[h.job] = c
 
 
 def _repair_order(em, pool, placements, started, cand_of, failed, others) -> None:
