@@ -162,9 +162,29 @@ def _swapped_onto_a_reserved_node():
                                                     since=NOW - H)])
 
 
+def _short_work_behind_a_held_job():
+    """Found by hypothesis: A's 64-GPU gang reserves every node (start in 7.7 h); A's 2-GPU
+    job with 8 h is held off them, and its order row kept A's 2-GPU job with 1 h behind it
+    (it fits the reserved nodes in time) waiting beside 44 idle GPUs."""
+    nodes = [Node(f"h{i:02d}", "h100", 8) for i in range(8)]
+    jobs = [Job("r7", "B", 4, min_runtime_s=8 * H, state=JobState.RUNNING,
+                start_time=NOW - 0.3 * H,
+                placement=Placement("r7", "h100", (NodeAlloc("h07", (0, 1, 2, 3)),),
+                                    allocated=True)),
+            Job("q0", "A", 16, submit_time=-100.0),
+            Job("q1", "A", 2, min_runtime_s=8 * H, submit_time=1.0),
+            Job("q2", "A", 64, min_runtime_s=15 * 60.0, submit_time=-98.0),
+            Job("q3", "A", 2, min_runtime_s=H, submit_time=3.0)]
+    org = OrgNode("root", children=tuple(OrgNode(p, share=1.0) for p in "ABC"))
+    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=1),
+                 tuple(jobs))
+    return build_snapshot(cfg, now=NOW, usage_ratio={})
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_clusters())
 @example(_swapped_onto_a_reserved_node())
+@example(_short_work_behind_a_held_job())
 def test_reservations_never_break_a_protection_and_reserved_nodes_take_only_short_work(snap):
     _check(snap)
 

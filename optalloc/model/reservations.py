@@ -295,6 +295,15 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             deadline[h.nodes] = h.start
     # the held gangs' place in line (above): no order row behind equal-priority jobs
     mine = np.isin(prec[1], [h.job for h in held]) & (prio[prec[0]] <= prio[prec[1]])
+    # a job ahead that may not use a reserved node its follower may (it holds its GPUs past
+    # the gang's start, the follower does not) no longer fits wherever the follower does:
+    # its pair goes, so short work backfills the reserved nodes while long work waits
+    ds = np.unique(deadline[np.isfinite(deadline)])
+    if len(ds) and len(prec[0]):
+        job_hold = np.full(len(snap.jobs), -np.inf)
+        np.maximum.at(job_hold, cj, hold)
+        ha, hb = job_hold[prec[0]][:, None], job_hold[prec[1]][:, None]
+        mine |= ((hb <= ds) & (ds < ha)).any(axis=1)
     prec = (prec[0][~mine], prec[1][~mine])
     return Reservations(tuple(held), tuple(ended), deadline, hold, forced, prec)
 
