@@ -172,6 +172,54 @@ class FreeMap:
         return pl
 
 
+class FitCounter:
+    """Whether one job fits `fm` (as `fm.fit(...) is not None`), kept up to date as
+    placements are released and taken back through it, without a best-fit search each time
+    (the ranked pass's room-making asks after every victim).
+
+    Per allowed type t the job's chunk list (largest first) has levels s_1 > s_2 > ... with
+    cumulative counts k_1 < k_2 < ...; count_i = accepting nodes of t with at least s_i free.
+    The node sets {free >= s_i} are nested, so best fit (one chunk per node, largest first)
+    places the job on t exactly when count_i >= k_i for every level (Hall's condition)."""
+
+    def __init__(self, fm: FreeMap, job: Job, allowed: np.ndarray):
+        self.fm = fm
+        self.levels: dict[int, tuple[list[int], list[int]]] = {}
+        self.count: dict[int, list[int]] = {}
+        for t in np.flatnonzero(allowed).tolist():
+            shape = gang_shape(job.gpus, job.gpus_per_node, fm.size_of(t))
+            if shape is None:
+                continue
+            sizes, cnt = np.unique(np.asarray(shape, dtype=np.int64), return_counts=True)
+            sizes, cum = sizes[::-1], np.cumsum(cnt[::-1])
+            f = fm.free[(fm.node_type == t) & fm.accepts]
+            self.levels[t] = (sizes.tolist(), cum.tolist())
+            self.count[t] = [int((f >= x).sum()) for x in sizes]
+
+    def fits(self) -> bool:
+        return any(all(c >= k for c, k in zip(self.count[t], lv[1]))
+                   for t, lv in self.levels.items())
+
+    def release(self, placement: Placement) -> None:
+        self._apply(placement, self.fm.release)
+
+    def take(self, placement: Placement) -> None:
+        self._apply(placement, self.fm.take)
+
+    def _apply(self, placement: Placement, op) -> None:
+        fm = self.fm
+        nodes = [fm.node_index[a.node] for a in placement.nodes]
+        old = [int(fm.free[n]) for n in nodes]
+        op(placement)
+        for n, o in zip(nodes, old):
+            lv = self.levels.get(int(fm.node_type[n]))
+            if lv is None or not fm.accepts[n]:
+                continue
+            new, cnt = int(fm.free[n]), self.count[int(fm.node_type[n])]
+            for i, x in enumerate(lv[0]):
+                cnt[i] += (new >= x) - (o >= x)
+
+
 def order_types(allowed: np.ndarray, speed: np.ndarray) -> list[int]:
     """Allowed gpu_type indices, fastest first (stable: config order on ties)."""
     idx = np.flatnonzero(allowed)

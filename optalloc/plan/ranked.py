@@ -24,7 +24,7 @@ from typing import Callable
 
 import numpy as np
 
-from optalloc.plan.freemap import FreeMap, static_fit
+from optalloc.plan.freemap import FitCounter, FreeMap, static_fit
 from optalloc.snapshot import Snapshot
 from optalloc.types import PendingReason, Placement, Plan, Preemption, ReasonCode, SolveReport
 
@@ -151,24 +151,25 @@ def _make_room(fm, j, snap, pool, in_pool, allowed, job_type) -> list[int] | Non
     job = snap.jobs[j]
     need = int(snap.job_gpus[j])
     free = int(fm.free_by_type()[allowed].sum())
+    fc = FitCounter(fm, job, allowed)  # "does j fit now", updated per victim, no search
     released: list[int] = []
     for v in pool:
         if not in_pool[v] or not allowed[job_type[v]]:
             continue
-        fm.release(snap.jobs[v].placement)
+        fc.release(snap.jobs[v].placement)
         released.append(v)
         free += int(snap.job_gpus[v])
-        if free >= need and fm.fit(job, allowed, snap.job_speed[j]) is not None:
+        if free >= need and fc.fits():
             break
     else:
         for v in released:
-            fm.take(snap.jobs[v].placement)
+            fc.take(snap.jobs[v].placement)
         return None
     # take back victims whose GPUs are not needed, highest-ranked (latest released) first
     for v in reversed(released[:-1]):
-        fm.take(snap.jobs[v].placement)
-        if fm.fit(job, allowed, snap.job_speed[j]) is None:
-            fm.release(snap.jobs[v].placement)
+        fc.take(snap.jobs[v].placement)
+        if not fc.fits():
+            fc.release(snap.jobs[v].placement)
         else:
             released.remove(v)
     return released
