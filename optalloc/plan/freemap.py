@@ -200,6 +200,16 @@ class FitCounter:
         return any(all(c >= k for c, k in zip(self.count[t], lv[1]))
                    for t, lv in self.levels.items())
 
+    def fits_free(self, free: np.ndarray) -> bool:
+        """Whether the job would fit with `free` (N,) GPUs free per node (the map's nodes,
+        types and states): the same test on a hypothetical map, vectorized."""
+        fm = self.fm
+        for t, (sizes, cum) in self.levels.items():
+            f = free[(fm.node_type == t) & fm.accepts]
+            if all(int((f >= x).sum()) >= k for x, k in zip(sizes, cum)):
+                return True
+        return False
+
     def release(self, placement: Placement) -> None:
         self._apply(placement, self.fm.release)
 

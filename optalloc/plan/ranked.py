@@ -87,6 +87,7 @@ def rank_pass(
     for j in pool:
         pool_t[job_type[j]] += snap.job_gpus[j]
     in_pool = tentative.copy()
+    vic = _Victims(fm, snap, pool, job_type)
     # shapes (GPUs, gpus_per_node, allowed types) that found no fit / no room since the map
     # last changed: the same shape fails again until a start or a preemption changes it (the
     # pool only shrinks in between), so on a full cluster a queue of like jobs costs one try
@@ -116,7 +117,7 @@ def rank_pass(
             no_fit.add(shape)
         if (may_preempt[j] and avail + int(pool_t[allowed].sum()) >= need
                 and shape not in no_room):
-            victims = _make_room(fm, j, snap, pool, in_pool, allowed, job_type)
+            victims = _make_room(fm, j, snap, vic, in_pool, allowed)
             if victims is None:
                 no_room.add(shape)
             else:
@@ -145,26 +146,60 @@ def rank_pass(
     return out
 
 
-def _make_room(fm, j, snap, pool, in_pool, allowed, job_type) -> list[int] | None:
+class _Victims:
+    """The victim pool (tentative running jobs, lowest-ranked first) as arrays, built once per
+    pass: per pool position its job and gpu_type, per allocation its pool position, node and
+    GPU count."""
+
+    def __init__(self, fm, snap, pool: list[int], job_type: dict):
+        self.jobs = np.asarray(pool, dtype=np.int64)
+        self.type = np.asarray([job_type[v] for v in pool], dtype=np.int64)
+        pos, at, cnt = [], [], []
+        for i, v in enumerate(pool):
+            for a in snap.jobs[v].placement.nodes:
+                pos.append(i)
+                at.append(fm.node_index[a.node])
+                cnt.append(len(a.gpus))
+        self.pos = np.asarray(pos, dtype=np.int64)
+        self.at = np.asarray(at, dtype=np.int64)
+        self.cnt = np.asarray(cnt, dtype=np.int64)
+
+
+def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None:
     """Release candidate victims (lowest-ranked first) until job j fits; then take back the
     ones not needed. Returns the victims (fm left with them released) or None (fm unchanged)."""
     job = snap.jobs[j]
-    need = int(snap.job_gpus[j])
-    free = int(fm.free_by_type()[allowed].sum())
-    fc = FitCounter(fm, job, allowed)  # "does j fit now", updated per victim, no search
-    released: list[int] = []
-    for v in pool:
-        if not in_pool[v] or not allowed[job_type[v]]:
-            continue
-        fc.release(snap.jobs[v].placement)
-        released.append(v)
-        free += int(snap.job_gpus[v])
-        if free >= need and fc.fits():
-            break
-    else:
-        for v in released:
-            fc.take(snap.jobs[v].placement)
+    elig = in_pool[vic.jobs] & allowed[vic.type] if len(vic.jobs) else np.zeros(0, bool)
+    n_elig = int(elig.sum())
+    if not n_elig:
         return None
+    fc = FitCounter(fm, job, allowed)
+    # the fewest lowest-ranked victims after which j fits: releasing more only frees more
+    # GPUs on every node, so "fits after the first k" is monotone in k and a bisection over
+    # hypothetical free maps finds k without releasing one victim at a time
+    rank = np.cumsum(elig)[vic.pos]  # 1-based place among the eligible of each allocation
+    ok = elig[vic.pos]
+    N = len(fm.free)
+
+    def fits_after(k: int) -> bool:
+        sel = ok & (rank <= k)
+        return fc.fits_free(fm.free + np.bincount(vic.at[sel], weights=vic.cnt[sel],
+                                                  minlength=N))
+
+    if not fits_after(n_elig):
+        return None
+    lo, hi = 1, n_elig  # fits_after(hi) holds; find the least such k >= 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits_after(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    cand = vic.jobs[elig][:lo].tolist()
+    released = cand[:lo]
+    for v in released:
+        fm.release(snap.jobs[v].placement)
+    fc = FitCounter(fm, job, allowed)  # "does j fit now", updated per take-back, no search
     # take back victims whose GPUs are not needed, highest-ranked (latest released) first
     for v in reversed(released[:-1]):
         fc.take(snap.jobs[v].placement)
