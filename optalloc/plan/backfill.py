@@ -43,10 +43,20 @@ class ShareGain:
         self.tier1 = snap.job_tier1
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
+        # gain depends on the job only through (project, type, GPUs, short): remembered until
+        # the next add (the backfill re-evaluates many like jobs between two starts)
+        self._memo: dict = {}
 
     def gain(self, j: int, t: int) -> float:
         if not self.tier1[j, t]:
             return 0.0
+        key = (self.project[j], t, self.gpus[j], self.short[j])
+        out = self._memo.get(key)
+        if out is None:
+            out = self._memo[key] = self._gain(j, t)
+        return out
+
+    def _gain(self, j: int, t: int) -> float:
         g, out = self.gpus[j], 0.0
         for o in self.anc[self.project[j]]:
             cur = self.got[o][t]
@@ -61,6 +71,7 @@ class ShareGain:
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:
         if self.tier1[j, t]:
+            self._memo.clear()
             g = sign * self.gpus[j]
             for o in self.anc[self.project[j]]:
                 self.got[o][t] += g
@@ -89,13 +100,15 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     by_job: dict[int, list[int]] = {}
     for c in np.argsort(-value, kind="stable"):
         by_job.setdefault(int(req.cand_job[c]), []).append(int(c))
+    # per waiting job: (value, type) of its candidates, as Python numbers
+    vt = {j: [(float(value[c]), int(req.cand_type[c])) for c in cs] for j, cs in by_job.items()}
+    gpus = sg.gpus
 
     def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)
         if kind == 0:
             j, t = int(req.run_job[idx]), int(req.run_type[idx])
             return (float(imp.value[j, t] + imp.churn[j]) + sg.gain(j, t)) / snap.job_gpus[j]
-        g = snap.job_gpus[idx]
-        return max(float(value[c]) + sg.gain(idx, int(req.cand_type[c])) for c in by_job[idx]) / g
+        return max(v + sg.gain(idx, t) for v, t in vt[idx]) / gpus[idx]
 
     heap: list[tuple[float, int, int]] = []  # (-priority, kind 0=restore 1=start, index)
     for i in np.flatnonzero(~kept & restorable):
