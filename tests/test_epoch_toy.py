@@ -119,6 +119,19 @@ def cases() -> list[Case]:
                              usage={"B": 3.0}),
                     {"A": 16, "B": 16},
                     pending={"A02": "WaitingForCapacity", "A03": "WaitingForCapacity"}))
+    # two floors that cannot both be met: the lower usage ratio wins (the scheme's order)
+    b_gang = running("B-gang", "B", "h100", [("n00", range(8)), ("n01", range(8))],
+                     start=1 * H, min_runtime_s=8 * H)
+    for ratio_a, ratio_b, want, pre, pend in [
+            (0.0, 1.0, {"A": 8}, {"B-gang": ("PreemptedForFairShare", ("A00",))}, {}),
+            (1.0, 0.0, {"B": 16}, {}, {"A00": "WaitingForCapacity"})]:
+        out.append(Case(
+            f"an over-share gang past its protection on another project's floor yields to it "
+            f"when that project's usage ratio is lower (A {ratio_a}, B {ratio_b})",
+            snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}),
+                     [b_gang, Job("A00", "A", 8, min_runtime_s=H, submit_time=0.0)],
+                     usage={"A": ratio_a, "B": ratio_b}),
+            want, preempted=pre, pending=pend))
     b_old = running("B-run", "B", "h100", [("n00", range(8)), ("n01", range(8))], start=5 * H,
                     min_runtime_s=2 * H)
     jobs = [b_old] + queued("A", 4, 8)

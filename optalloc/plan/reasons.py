@@ -2,7 +2,7 @@
 
 Pending (queued job not started), checked in this order:
   NoMatchingGpuType / NodeDraining   no up node of an allowed type can hold its shape
-  GangDoesNotFit                     chosen, or enough free GPUs, but not in the right nodes
+  GangDoesNotFit                     enough free GPUs, but not in the right nodes
   UnallocatedYields                  unallocated work (min_runtime 0, or a type where its
                                      project has no share): idle capacity only
   OverShare                          starting it would take an org node on its path (the
@@ -93,7 +93,7 @@ def pending_reasons(
         cand_types.setdefault(j, []).append(t)
     out = []
     # a pending job's reason depends only on what _classify reads of it (its project, size,
-    # types and shapes there, whether it failed to place, its priority): jobs alike share
+    # types and shapes there, allocated, its priority): jobs alike share
     # one classification (the 16k-GPU bench epoch: 27,000 pending jobs, ~3,000 distinct)
     paths: dict[int, list] = {}
     frees: dict[tuple, dict] = {}
@@ -115,7 +115,7 @@ def pending_reasons(
             "free_by_type": frees[tkey],
         }
         key = (p, int(snap.job_gpus[j]), tkey, snap.job_allowed[j].tobytes(),
-               req.no_fit_code[j], bool(placed.failed[j]), job.allocated, job.priority,
+               req.no_fit_code[j], job.allocated, job.priority,
                tuple(int(req.shape[j, t]) for t in types),
                tuple(bool(snap.job_tier1[j, t]) for t in types))
         hit = seen.get(key)
@@ -173,7 +173,9 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
         return code, (f"no up node of an allowed type ({', '.join(allowed) or 'none'}) can hold "
                       f"a {g}-GPU job of this shape")
     fr = details["free_by_type"]
-    if placed.failed[j] or any(fr[tn[t]]["free_gpus"] >= g for t in types):
+    # enough free GPUs, in the wrong nodes (a job the solver chose that could not be placed
+    # for lack of GPUs is explained by what holds them, below)
+    if any(fr[tn[t]]["free_gpus"] >= g for t in types):
         t = max(types, key=lambda u: fr[tn[u]]["free_gpus"])
         shape = "one node" if req.shape[j, t] == SMALL else SHAPE_NAMES[int(req.shape[j, t])]
         return ReasonCode.GANG_DOES_NOT_FIT, (
@@ -321,7 +323,7 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -
         shape = SHAPE_NAMES[int(em.req.shape[j, t])]
         head += (f"; it stays below its floor ({got[p, t]:g} of {em.floor[p, t]:g}) because "
                  f"this {int(snap.job_gpus[j])}-GPU {shape} cannot shrink and its GPUs meet "
-                 "more of the other projects' floors")
+                 + _floor_trade(em, got, j, t, takers))
     others = sorted({int(snap.job_project[k]) for k in takers} - {p})
     if others:
         q = others[0]
@@ -329,6 +331,29 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -
         return (f"{head}; its GPUs go to {snap.org.names[q]}{more} ({got[q, t]:g} GPUs after "
                 f"this, floor {em.floor[q, t]:g}, target {em.target[q, t]:g})")
     return f"{head}; other projects' floors and targets need its GPUs"
+
+
+def _floor_trade(em: EpochModel, got: np.ndarray, j: int, t: int, takers: list) -> str:
+    """How the takers' floors compare with the floor the preempted job would have met: more
+    floor GPUs, or as many for projects that rank ahead by usage ratio (the floors' tie-break,
+    optalloc.model.objective.impact.tier_weights)."""
+    snap = em.snap
+    p, g = int(snap.job_project[j]), float(snap.job_gpus[j])
+    F = em.floor[:, t]
+    lost = min(got[p, t] + g, F[p]) - min(got[p, t], F[p])
+    gain, ahead, lower = 0.0, [], True
+    for q in sorted({int(snap.job_project[k]) for k in takers} - {p}):
+        gq = float(sum(snap.job_gpus[k] for k in takers if int(snap.job_project[k]) == q))
+        gain += min(got[q, t], F[q]) - min(got[q, t] - gq, F[q])
+        ahead.append(f"{snap.org.names[q]} {snap.usage_ratio[q]:.2f}")
+        lower &= bool(snap.usage_ratio[q] < snap.usage_ratio[p])
+    if gain > lost + 1e-9:
+        return "more of the other projects' floors"
+    if ahead and lower and gain > lost - 1e-9:
+        return (f"as many floor GPUs of projects with a lower usage ratio "
+                f"({', '.join(ahead[:3])} against {snap.org.names[p]} "
+                f"{snap.usage_ratio[p]:.2f})")
+    return "the other projects' floors and targets first, in the scheme's order"
 
 
 def floor_violations(em: EpochModel, got: np.ndarray) -> tuple[FloorViolation, ...]:

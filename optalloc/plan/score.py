@@ -38,7 +38,7 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
     lo = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(b, -1)[..., :-1]], -1)
     met = np.clip(got[:, :, None] - lo, 0, b)[1:]  # the root has no share tiers
-    floors = float((met[..., :K_SEGMENTS] * em.imp.floor_weight).sum())
+    floors = float((met[..., :K_SEGMENTS] * em.imp.floor_weight[1:, None, :]).sum())
     targets = float((met[..., K_SEGMENTS] * em.imp.target_weight[1:, None]).sum())
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)

@@ -5,7 +5,8 @@ T[o,t] > 0 (optalloc.model.targets: floor F <= target T, whole GPUs):
 
 Variables  m[o,t,s] >= 0 integer, one per tier s of o's share on t:
              s = 0..K-1  the K segments of the floor (F split into K near-equal whole parts),
-                         objective omega_s (K = 1 today: one floor tier, see impact.py);
+                         objective omega_s(o) (K = 1 today: one floor tier; omega(o) breaks
+                         ties between floors by usage ratio, see impact.py);
              s = K       the target above the floor, ub T - F, objective W_T(o).
 A floor above the target counts only up to the target (tier_bounds).
 Family `share[o,t]`:  sum_s m[o,t,s] - sum_{c on t, tier 1, project under o} g_c x[c]
@@ -40,7 +41,7 @@ def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def tier_values(imp, org_idx: np.ndarray) -> np.ndarray:
     """(n, K+1) objective per GPU of each tier for org nodes `org_idx`."""
-    seg = np.broadcast_to(imp.floor_weight, (len(org_idx), K_SEGMENTS))
+    seg = np.asarray(imp.floor_weight)[np.asarray(org_idx, dtype=np.int64)]
     return np.concatenate([seg, imp.target_weight[org_idx][:, None]], axis=1)
 
 

@@ -48,6 +48,7 @@ BETA_SUBMIT = 0.05  # submit order inside a priority
 EPS_CHURN = 1e-3  # churn: a tie-breaker only
 CHURN_MIN_HORIZON_S = 3600.0
 FOOTPRINT = 4.0  # per-GPU dominance margin between tiers
+R_MAX = 8.0  # usage ratios clipped to [0, R_MAX] for the floor tie-break (as in targets.py)
 K_SEGMENTS = 1  # floor segments (equal weight per floor GPU; max-min comes from the targets)
 V_MAX = (1.0 + ALPHA) * (1.0 + BETA_PRIORITY + BETA_SUBMIT)  # largest work value per GPU
 
@@ -61,11 +62,18 @@ class Impact:
     order: np.ndarray  # (O,) Fair-Tree position score of each project, 1 = best
     eps_unallocated: float
     target_weight: np.ndarray  # (O,) W_T per org node (0 at the root)
-    floor_weight: np.ndarray  # (K,) omega_k per floor segment, first segment first
+    floor_weight: np.ndarray  # (O, K) omega_k per floor segment of each org node (tie-break)
 
 
 def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
-    """(target weight per org node (O,), floor segment weights (K,))."""
+    """(target weight per org node (O,), floor segment weights per org node (O, K)).
+
+    A floor GPU of org node o is worth omega * (1 + eps_o), eps_o = FLOOR_TIE * f(o), f(o) =
+    1 / (1 + usage ratio of o) in (0, 1]: when two floors cannot both be met (a gang of an
+    over-share project past its protection sits on an under-share project's floor), the
+    lower-ratio one wins, as in the scheme's order; FLOOR_TIE * (capacity + 1) * depth < 1/2,
+    so the tie-break summed over every floor GPU of a plan stays below one floor GPU and the
+    number of floor GPUs met always comes first."""
     depth = snap.org.depth
     D = int(depth.max(initial=1))
     w_leaf = FOOTPRINT * V_MAX
@@ -75,7 +83,12 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     g_max = float(snap.node_gpus.max(initial=1))
     omega_last = max(FOOTPRINT, 2.0 * g_max) * (path_total + V_MAX)
     omega = omega_last * 2.0 ** (K_SEGMENTS - 1 - np.arange(K_SEGMENTS))
-    return wt, omega
+    ratio = np.clip(np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=R_MAX,
+                                  posinf=R_MAX), 0.0, R_MAX)
+    cap = float(np.where(snap.node_up, snap.node_gpus, 0).sum())
+    tie = 0.5 / ((cap + 1.0) * max(D, 1) + 1.0)
+    eps = np.where(depth > 0, tie / (1.0 + ratio), 0.0)
+    return wt, omega[None, :] * (1.0 + eps[:, None])
 
 
 def lost_work(snap: Snapshot) -> np.ndarray:
