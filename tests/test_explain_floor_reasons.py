@@ -89,3 +89,21 @@ def test_floor_aware_explanations(case: Case):
     assert started == case.started
     assert plan.floor_violations == case.violations
     assert {r.job_id: (r.code, r.message) for r in plan.pending} == case.pending
+
+
+def test_a_job_below_its_floor_behind_a_whole_job_past_its_target_says_which():
+    """One 8-GPU node, floors 4 and 4, two 8-GPU jobs: only one fits, the lower usage ratio
+    (B) wins the floors' tie, and B then holds 8 of a 4-GPU target. The waiting job must not
+    be told that B holds only its own floor and target."""
+    from test_epoch_toy import flat_org, nodes_of, snapshot
+
+    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), [
+        Job("a-hi", "A", 8, min_runtime_s=H, submit_time=0.0, priority=100),
+        Job("b-lo", "B", 8, min_runtime_s=H, submit_time=1.0)], usage={"A": 1.0, "B": 0.2})
+    plan = run_epoch(snap)
+    assert [p.job_id for p in plan.placements] == ["b-lo"]
+    assert {r.job_id: (r.code, r.message) for r in plan.pending} == {"a-hi": (
+        ReasonCode.WAITING_FOR_CAPACITY,
+        "A is below its h100 floor (0 of 4 GPUs) and this job needs 8 more: 0 h100 GPUs are "
+        "protected, 0 free; the rest are held by B (8 of target 4): past a target with whole "
+        "jobs, which cannot shrink to it")}

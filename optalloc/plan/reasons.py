@@ -233,12 +233,16 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
                  f"{em.floor[o, t]:g} GPUs)" if got[o, t] < em.floor[o, t] - 1e-9 else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g})")
         held = _holders_outside(snap, em, got, o, t)
+        inside = snap.org.membership()[o]
+        over = bool((snap.org.is_leaf & ~inside & (got[:, t] > em.target[:, t] + 1e-9)).any())
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
             "are protected"
             + (f" (the first protection ends at t={end:.0f})" if end is not None else "")
             + f", {fr[tn[t]]['free_gpus']} free"
-            + (f"; the rest hold their own floors and targets: {held}" if held else "")
+            + (f"; the rest hold their own floors and targets: {held}" if held and not over
+               else f"; the rest are held by {held}: past a target with whole jobs, which "
+                    "cannot shrink to it" if held else "")
         )
     sib = _siblings(snap, em, got, o, t)
     return ReasonCode.OVER_SHARE, (
