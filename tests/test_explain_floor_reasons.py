@@ -107,3 +107,21 @@ def test_a_job_below_its_floor_behind_a_whole_job_past_its_target_says_which():
         "A is below its h100 floor (0 of 4 GPUs) and this job needs 8 more: 0 h100 GPUs are "
         "protected, 0 free; the rest are held by B (8 of target 4): past a target with whole "
         "jobs, which cannot shrink to it")}
+
+
+def test_a_small_job_waiting_beside_a_gang_past_its_target_says_which():
+    """Equal shares and ratios on 16 GPUs: B's 16-GPU gang meets B's floor of 8, A's eight
+    1-GPU jobs would meet A's; only one fits, the floors tie and the work tier starts the gang.
+    A's jobs must be told B holds 16 of a target of 8, not that the rest hold targets."""
+    from test_epoch_toy import flat_org, nodes_of, queued, snapshot
+
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}),
+                    [Job("bg", "B", 16, min_runtime_s=H, submit_time=0.0)] + queued("A", 8, 1))
+    plan = run_epoch(snap)
+    assert [p.job_id for p in plan.placements] == ["bg"]
+    want = ("project A has room in its fair-share target (0 of 8 h100 GPUs), but 1 GPUs of "
+            "h100 are not free or preemptible: 0 h100 GPUs are protected, the rest are held by "
+            "B (16 of target 8): past a target with whole jobs, which cannot shrink to it (0 "
+            "free)")
+    assert {r.job_id: (r.code, r.message) for r in plan.pending} == {
+        f"A{i:02d}": (ReasonCode.WAITING_FOR_CAPACITY, want) for i in range(8)}

@@ -77,6 +77,13 @@ def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t:
                      for v in leaves[:3])
 
 
+def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
+    """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
+    job that meets a floor, or a protected one, cannot shrink to the target)."""
+    inside = snap.org.membership()[o]
+    return bool((snap.org.is_leaf & ~inside & (got[:, t] > em.target[:, t] + 1e-9)).any())
+
+
 def pending_reasons(
     em: EpochModel, placed: Placed, degraded: str | None, got: np.ndarray | None = None
 ) -> tuple[PendingReason, ...]:
@@ -208,8 +215,11 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
             f"{T[p, t]:g} {tn[t]} GPUs), but {g} GPUs of {tn[t]} are not free or preemptible: "
-            f"{prot}, the rest hold other projects' floors and targets "
-            f"({fr[tn[t]]['free_gpus']} free)"
+            f"{prot}, "
+            + (f"the rest are held by {_holders_outside(snap, em, got, p, t)}: past a target "
+               "with whole jobs, which cannot shrink to it" if _others_over(snap, em, got, p, t)
+               else "the rest hold other projects' floors and targets")
+            + f" ({fr[tn[t]]['free_gpus']} free)"
         )
     # every type: some level is at its target. Project level: who holds its share?
     t = max(t1, key=lambda u: (path.index(limit[u]), T[p, u] - got[p, u]))
@@ -233,8 +243,7 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
                  f"{em.floor[o, t]:g} GPUs)" if got[o, t] < em.floor[o, t] - 1e-9 else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g})")
         held = _holders_outside(snap, em, got, o, t)
-        inside = snap.org.membership()[o]
-        over = bool((snap.org.is_leaf & ~inside & (got[:, t] > em.target[:, t] + 1e-9)).any())
+        over = _others_over(snap, em, got, o, t)
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
             "are protected"
