@@ -19,6 +19,15 @@ from optalloc.contract import short_jobs
 from optalloc.shape import PIECES, SMALL, WHOLE
 from optalloc.snapshot import Snapshot
 
+R_MAX = 8.0  # usage ratios are clipped to [0, R_MAX] (numerically safe, order preserved)
+
+
+def clipped_ratios(snap: Snapshot) -> np.ndarray:
+    """(O,) usage ratios clipped to [0, R_MAX], unknown (nan) and infinite as R_MAX: what the
+    targets' water-filling and the floors' tie-break read."""
+    r = np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=R_MAX, posinf=R_MAX)
+    return np.clip(r, 0.0, R_MAX)
+
 
 def fair_tree_rank(snap: Snapshot) -> np.ndarray:
     """(O,) 0-based rank of every leaf among all leaves in Fair-Tree order (inner nodes -1)."""

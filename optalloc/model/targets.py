@@ -39,12 +39,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optalloc.model.order import project_order
+from optalloc.model.order import clipped_ratios, project_order
 from optalloc.model.requirements import Requirements
 from optalloc.snapshot import Snapshot
 from optalloc.types import UsageMode
 
-R_MAX = 8.0  # usage ratios are clipped to [0, R_MAX] (numerically safe, order preserved)
 PASSES = 3
 
 
@@ -210,8 +209,7 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     F = np.floor(np.minimum(D, ent_gpus) + 1e-9)
     F[0] = 0.0
     window, horizon = horizons(snap)
-    r = np.clip(np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=R_MAX, posinf=R_MAX),
-                0.0, R_MAX)
+    r = clipped_ratios(snap)
     rho = r * (1.0 - horizon / window)
     kappa = org.entitlement * cap[None, :] * (window / horizon)
     upper = D.copy()

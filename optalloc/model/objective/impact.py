@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optalloc.model.order import order_score, priority_class, project_order
+from optalloc.model.order import clipped_ratios, order_score, priority_class, project_order
 from optalloc.snapshot import Snapshot
 
 ALPHA = 0.5  # Fair-Tree order of the project, for GPUs beyond the targets
@@ -48,7 +48,6 @@ BETA_SUBMIT = 0.05  # submit order inside a priority
 EPS_CHURN = 1e-3  # churn: a tie-breaker only
 CHURN_MIN_HORIZON_S = 3600.0
 FOOTPRINT = 4.0  # per-GPU dominance margin between tiers
-R_MAX = 8.0  # usage ratios clipped to [0, R_MAX] for the floor tie-break (as in targets.py)
 K_SEGMENTS = 1  # floor segments (equal weight per floor GPU; max-min comes from the targets)
 V_MAX = (1.0 + ALPHA) * (1.0 + BETA_PRIORITY + BETA_SUBMIT)  # largest work value per GPU
 
@@ -83,8 +82,7 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     g_max = float(snap.node_gpus.max(initial=1))
     omega_last = max(FOOTPRINT, 2.0 * g_max) * (path_total + V_MAX)
     omega = omega_last * 2.0 ** (K_SEGMENTS - 1 - np.arange(K_SEGMENTS))
-    ratio = np.clip(np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=R_MAX,
-                                  posinf=R_MAX), 0.0, R_MAX)
+    ratio = clipped_ratios(snap)
     cap = float(np.where(snap.node_up, snap.node_gpus, 0).sum())
     tie = 0.5 / ((cap + 1.0) * max(D, 1) + 1.0)
     eps = np.where(depth > 0, tie / (1.0 + ratio), 0.0)
