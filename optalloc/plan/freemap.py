@@ -185,16 +185,24 @@ class FitCounter:
     def __init__(self, fm: FreeMap, job: Job, allowed: np.ndarray):
         self.fm = fm
         self.levels: dict[int, tuple[list[int], list[int]]] = {}
-        self.count: dict[int, list[int]] = {}
+        self.mask: dict[int, np.ndarray] = {}  # accepting nodes of each type
         for t in np.flatnonzero(allowed).tolist():
             shape = gang_shape(job.gpus, job.gpus_per_node, fm.size_of(t))
             if shape is None:
                 continue
             sizes, cnt = np.unique(np.asarray(shape, dtype=np.int64), return_counts=True)
-            sizes, cum = sizes[::-1], np.cumsum(cnt[::-1])
-            f = fm.free[(fm.node_type == t) & fm.accepts]
-            self.levels[t] = (sizes.tolist(), cum.tolist())
-            self.count[t] = [int((f >= x).sum()) for x in sizes]
+            self.levels[t] = (sizes[::-1].tolist(), np.cumsum(cnt[::-1]).tolist())
+            self.mask[t] = (fm.node_type == t) & fm.accepts
+        self.recount()
+
+    def _counts(self, free: np.ndarray, t: int) -> list[int]:
+        """Per level of type t: accepting nodes of t with at least that many of `free`."""
+        f = free[self.mask[t]]
+        return [int((f >= x).sum()) for x in self.levels[t][0]]
+
+    def recount(self) -> None:
+        """Counts from the map as it is now (after changes made around the counter)."""
+        self.count = {t: self._counts(self.fm.free, t) for t in self.levels}
 
     def fits(self) -> bool:
         return any(all(c >= k for c, k in zip(self.count[t], lv[1]))
@@ -203,12 +211,8 @@ class FitCounter:
     def fits_free(self, free: np.ndarray) -> bool:
         """Whether the job would fit with `free` (N,) GPUs free per node (the map's nodes,
         types and states): the same test on a hypothetical map, vectorized."""
-        fm = self.fm
-        for t, (sizes, cum) in self.levels.items():
-            f = free[(fm.node_type == t) & fm.accepts]
-            if all(int((f >= x).sum()) >= k for x, k in zip(sizes, cum)):
-                return True
-        return False
+        return any(all(c >= k for c, k in zip(self._counts(free, t), lv[1]))
+                   for t, lv in self.levels.items())
 
     def release(self, placement: Placement) -> None:
         self._apply(placement, self.fm.release)

@@ -195,11 +195,10 @@ def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None
             hi = mid
         else:
             lo = mid + 1
-    cand = vic.jobs[elig][:lo].tolist()
-    released = cand[:lo]
+    released = vic.jobs[elig][:lo].tolist()
     for v in released:
         fm.release(snap.jobs[v].placement)
-    fc = FitCounter(fm, job, allowed)  # "does j fit now", updated per take-back, no search
+    fc.recount()  # "does j fit now", updated per take-back below, no search
     # take back victims whose GPUs are not needed, highest-ranked (latest released) first
     for v in reversed(released[:-1]):
         fc.take(snap.jobs[v].placement)
