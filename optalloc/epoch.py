@@ -173,13 +173,12 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
         g2 = keep_reservations(em, g)  # the same without the starts that break a reservation
         out = _scored(em, g, "greedy", backend=name, status="feasible",
                       place_s=time.perf_counter() - t, message="the greedy baseline's plan")
+        plans.append(out)
         if g2 is not None:
             # the model counts reserved nodes by class, so a plan that starts a long job on a
             # reserved node can still be a model point (it swapped nodes with a short start
             # that fitted there): it breaks the reservation all the same, so it is not eligible
             out.model_point = False
-        plans.append(out)
-        if g2 is not None:
             plans.append(_scored(em, g2, "greedy", backend=name, status="feasible",
                                  message="the greedy baseline's plan, reservations kept"))
     if not plans:

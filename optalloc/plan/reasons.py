@@ -68,10 +68,14 @@ def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -
                      f"{got[v, t]:g} of target {em.target[v, t]:g})" for v in sib[:3])
 
 
+def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
+    """(O,) bool: projects outside o's subtree."""
+    return snap.org.is_leaf & ~snap.org.membership()[o]
+
+
 def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
-    inside = snap.org.membership()[o]
-    leaves = [v for v in np.flatnonzero(snap.org.is_leaf & ~inside) if got[v, t] > 0]
+    leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if got[v, t] > 0]
     leaves.sort(key=lambda v: -got[v, t])
     return ", ".join(f"{snap.org.names[v]} ({got[v, t]:g} of target {em.target[v, t]:g})"
                      for v in leaves[:3])
@@ -80,8 +84,7 @@ def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t:
 def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
     """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
     job that meets a floor, or a protected one, cannot shrink to the target)."""
-    inside = snap.org.membership()[o]
-    return bool((snap.org.is_leaf & ~inside & (got[:, t] > em.target[:, t] + 1e-9)).any())
+    return bool((_leaves_outside(snap, o) & (got[:, t] > em.target[:, t] + 1e-9)).any())
 
 
 def pending_reasons(
@@ -127,9 +130,9 @@ def pending_reasons(
                tuple(bool(snap.job_tier1[j, t]) for t in types))
         hit = seen.get(key)
         if hit is None:
+            own = set(details)
             code, msg = _classify(ctx, int(j), types, details)
-            seen[key] = (code, msg, {k: v for k, v in details.items()
-                                     if k not in ("gpus", "project", "path", "free_by_type")})
+            seen[key] = (code, msg, {k: v for k, v in details.items() if k not in own})
         else:
             code, msg, extra = hit
             details.update(extra)
