@@ -323,7 +323,7 @@ def solve_naive(em: EpochModel, *, time_limit_s: float, mip_gap: float, threads:
                            f"CBC: {pulp.LpStatus[nm.prob.status]}, no incumbent{note}")
     status = "optimal" if sol == pulp.LpSolutionOptimal else "timeout"
     started, kept, placements = _read_plan(em, nm)
-    got = got_by_org(em, Placed(started, kept, np.zeros(len(em.snap.jobs), bool)))
+    got = got_by_org(em, Placed(started, kept))
     obj = em.plan_objective(started, kept, got)
     t3 = time.perf_counter()
     return NaiveResult(status, started, kept, placements, obj, _value(em, nm),
@@ -365,8 +365,7 @@ def _cbc_went_wrong(em: EpochModel, nm: NaiveModel, log: str, mip_gap: float) ->
     K = len(em.req.run_job)
     stay = em.lm.ub[em.k] > 0 if K else np.zeros(0, bool)
     none = np.zeros(len(em.req.cand_job), bool)
-    floor = em.plan_objective(none, stay, got_by_org(em, Placed(none, stay,
-                                                                 np.zeros(len(em.snap.jobs), bool))))
+    floor = em.plan_objective(none, stay, got_by_org(em, Placed(none, stay)))
     if _value(em, nm) < floor - mip_gap * max(1.0, abs(floor)) - 1e-6:
         return "CBC's optimum is below keeping every running job"
     return ""

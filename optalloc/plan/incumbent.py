@@ -35,5 +35,5 @@ def greedy_placed(em: EpochModel) -> Placed | None:
         placements[j] = pl
     fm = res.free
     free = np.where(fm.accepts, fm.free, 0)
-    return Placed(started, kept, np.zeros(J, bool), placements, np.zeros(J, bool),
+    return Placed(started, kept, placements, np.zeros(J, bool),
                   np.zeros(K, bool), free)

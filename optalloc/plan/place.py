@@ -8,7 +8,8 @@ Order (each step only uses GPUs no earlier step took, so the plan never overlaps
   3. per-node gang pieces take the distinct nodes the model chose (y), then single-node jobs
      go where the model's packing counts (u) put them, falling back to best fit (the node with
      the least free GPUs that fits, so whole nodes stay free for gangs);
-  4. repair: a chosen job that cannot be placed is dropped (it gets GangDoesNotFit);
+  4. repair: a chosen job that cannot be placed is dropped (it waits; its reason says what
+     holds the GPUs, or GangDoesNotFit when enough of them are free);
   5. restore + backfill, in descending marginal objective: a preempted job whose GPUs nobody
      took is kept after all (never one that must leave a drain node), and every waiting job
      that fits the free GPUs starts (work conservation, and a guard against a solver stopping
@@ -38,7 +39,6 @@ class Placed:
 
     started: np.ndarray  # (C,) bool: candidate placed
     kept: np.ndarray  # (K,) bool: running job kept
-    failed: np.ndarray  # (J,) bool: chosen by the solver but could not be placed
     placements: dict = field(default_factory=dict)  # job index -> Placement (new starts)
     backfilled: np.ndarray | None = None  # (J,) bool: started by backfill, not the solver
     restored: np.ndarray | None = None  # (K,) bool: preempted by the solver, kept by restore
@@ -84,7 +84,6 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
             pool.hold(n, gpus, int(req.run_job[i]))
 
     started = np.zeros(C, bool)
-    failed = np.zeros(J, bool)
     placements: dict[int, Placement] = {}
     cand_of: dict[int, int] = {}
     shape = req.shape[req.cand_job, req.cand_type] if C else np.zeros(0, np.int64)
@@ -150,22 +149,19 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
             nodes = nodes_for(pool, em, c, reserved, {}, evict=True, pick=pick)
             if nodes is not None:
                 evict_for(j, c, nodes)
-        if nodes is None:
-            failed[j] = True
-        else:
+        if nodes is not None:  # else it waits (step 4)
             placements[j] = alloc(pool, em, j, int(req.cand_type[c]), nodes)
             started[c] = True
             cand_of[j] = c
 
-    _repair_order(em, pool, placements, started, cand_of, failed, others)
+    _repair_order(em, pool, placements, started, cand_of, others)
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
     if backfill:
         restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started,
                               placements, cand_of, backfilled, value, k_ub > 0)
-    failed &= ~np.isin(np.arange(J), list(placements))
     free = np.where(pool.accept, pool.free, 0)
-    return Placed(started, kept | restored, failed, placements, backfilled, restored, free)
+    return Placed(started, kept | restored, placements, backfilled, restored, free)
 
 
 def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of) -> None:
@@ -203,7 +199,7 @@ def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, ca
         cand_of[h.job] = c
 
 
-def _repair_order(em, pool, placements, started, cand_of, failed, others) -> None:
+def _repair_order(em, pool, placements, started, cand_of, others) -> None:
     """A start whose `order` predecessor could not be placed gives its GPUs back, and the
     predecessor takes them when it fits there (it fits wherever its successor does); repeated
     until no started job has a waiting predecessor."""
@@ -225,7 +221,6 @@ def _repair_order(em, pool, placements, started, cand_of, failed, others) -> Non
                     placements[a] = alloc(pool, em, a, int(req.cand_type[c]), nodes)
                     started[c] = True
                     cand_of[a] = c
-                    failed[a] = False
                     break
 
 

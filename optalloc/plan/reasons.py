@@ -149,7 +149,7 @@ class _Context:
 
     def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray):
         snap, req = em.snap, em.req
-        self.em, self.placed, self.got = em, placed, got
+        self.em, self.got = em, got
         self.pos = project_order(snap)
         self.anc = snap.org.membership()
         # holders after the plan: (job, type) of kept and started jobs
@@ -169,7 +169,7 @@ class _Context:
 
 
 def _classify(ctx: _Context, j: int, types: list[int], details: dict):
-    em, placed, got = ctx.em, ctx.placed, ctx.got
+    em, got = ctx.em, ctx.got
     snap, req = em.snap, em.req
     job = snap.jobs[j]
     g = int(snap.job_gpus[j])

@@ -225,7 +225,7 @@ def keep_reservations(em: EpochModel, placed: Placed) -> Placed | None:
         if snap.node_up[n]:
             free[n] -= 1
     J = len(snap.jobs)
-    return Placed(started, kept, np.zeros(J, bool), placements, np.zeros(J, bool),
+    return Placed(started, kept, placements, np.zeros(J, bool),
                   np.zeros(len(kept), bool), free)
 
 
