@@ -37,8 +37,11 @@ def bar(name: str, ms: dict) -> list[tuple[str, str, bool | None]]:
     if lg is None:
         out.append(("large-job p90 <= half of greedy's", "no jobs >= 64 GPUs", None))
     else:
+        n_large = _v(la, "waits", "large", "n")
+        p50 = _h(_v(la, "waits", "large", "p50_s")), _h(_v(g, "waits", "large", "p50_s"))
         out.append(("large-job p90 <= half of greedy's",
-                    f"{_h(ll)} vs greedy {_h(lg)} (half: {_h(lg / 2)})", ll <= lg / 2))
+                    f"{_h(ll)} vs greedy {_h(lg)} (half: {_h(lg / 2)}; over {n_large} jobs, "
+                    f"p50 {p50[0]} vs {p50[1]})", ll <= lg / 2))
     for label, path in (("owed delivered (hourly)", ("owed_delivered", "hourly")),
                         ("worst project (hourly)", ("owed_delivered", "worst_hourly", "value")),
                         ("occupancy (total)", ("occupancy", "total"))):

@@ -20,12 +20,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from gangs_report import _pct as pct, _v as _get, bar as gang_bar  # noqa: E402
 
 
-def wait(m, cls) -> str:
+def wait(m, cls, count: bool = False) -> str:
+    """The class's p90 wait; with `count`, how many jobs it is over (a p90 of 6 jobs is
+    about the slowest one)."""
     w = _get(m, "waits", cls)
     if not w or not w.get("n"):
         return "-"
     s = w["p90_s"]
-    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min"
+    out = f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min"
+    return f"{out} (n {w['n']})" if count else out
 
 
 def row(name: str, pol: str, m: dict) -> str:
@@ -40,7 +43,7 @@ def row(name: str, pol: str, m: dict) -> str:
         f"{pct(worst.get('value'))} ({worst.get('project', '-')})",
         f"{pct(occ.get('total'))} / {pct(occ.get('limit'))} ({pct(occ.get('of_limit'))})",
         f"{m.get('demand_ratio', 0):.2f}",
-        wait(m, "debug"), wait(m, "large"), wait(m, "other"),
+        wait(m, "debug"), wait(m, "large", count=True), wait(m, "other"),
         f"{pre.get('per_1000_gpu_h', 0):.2f}", f"{pre.get('lost_gpu_h', 0):,.0f}",
         f"{res.get('kept', 0)} / {res.get('dropped', 0)}" if res.get("made") else "-",
         f"{1000 * solver.get('mean_s', 0):.0f} ms",
@@ -50,7 +53,7 @@ def row(name: str, pol: str, m: dict) -> str:
 
 
 HEAD = ("| scenario | policy | owed (hourly) | owed (period) | worst project (hourly) | "
-        "occupancy / limit (of limit) | demand ratio | debug p90 | large p90 | other p90 | "
+        "occupancy / limit (of limit) | demand ratio | debug p90 | large p90 (jobs) | other p90 | "
         "preempt / 1000 GPU-h | GPU-h lost | reservations kept / dropped | solver mean | wall |")
 
 
