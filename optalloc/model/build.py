@@ -28,7 +28,8 @@ from optalloc.model.matrix import LinearModel
 from optalloc.model.objective.impact import Impact, compute_impact
 from optalloc.model.requirements import Requirements, compute_requirements
 from optalloc.model.reservations import Reservations, compute_reservations
-from optalloc.model.targets import Targets, compute_targets
+from optalloc.model.pooled import fair_targets
+from optalloc.model.targets import Targets
 from optalloc.snapshot import Snapshot
 
 #: The model, in build order. Each adds one block of variables and/or one constraint family.
@@ -40,8 +41,8 @@ DEFINES = (
     define_pieces,  # n, y, pieces, spread (per-node gangs by class)   -- capacity.py
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
     define_lookahead,  # reserve[t,s] (reserved nodes: short work only)  -- lookahead.py
-    define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
+    define_shares,  # m, share[o,t] (floor segments + target, + d)     -- fairshare.py
     define_precedence,  # order (a project's own order)                -- precedence.py
 )
 
@@ -107,7 +108,8 @@ class EpochModel:
         req = self.req
         jobs = np.concatenate([req.run_job[kept], req.cand_job[started]])
         types = np.concatenate([req.run_type[kept], req.cand_type[started]])
-        return floors, targets + debug_value(self.imp, self.snap, jobs, types), work
+        dbg = debug_value(self.imp, self.snap, jobs, types, got, self.tg.target)
+        return floors, targets + dbg, work
 
 
 def build_model(
@@ -116,7 +118,7 @@ def build_model(
     t0 = time.perf_counter()
     req = compute_requirements(snap) if req is None else req
     imp = compute_impact(snap) if imp is None else imp
-    tg = compute_targets(snap, req)
+    tg = fair_targets(snap, req)  # pooled across gpu_types when shares are (pooled.py)
     res = compute_reservations(snap, req, tg)  # phase 2a: the lookahead (reservations.py)
     ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg, res=res)
     for define in DEFINES:

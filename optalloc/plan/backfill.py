@@ -40,6 +40,7 @@ class ShareGain:
         self.allow = debug_allowance(snap).tolist()
         self.dbg_w = (imp.target_weight / 2.0).tolist()
         self.dbg = np.zeros((O, T)).tolist()
+        self.top = np.asarray(tg.target, dtype=float).tolist()  # the allowance is beyond it
         self.tier1 = snap.job_tier1
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
@@ -64,9 +65,12 @@ class ShareGain:
                 a, b = max(lo, cur), min(hi, cur + g)
                 if b > a:
                     out += (b - a) * w
-        if self.short[j]:
+        if self.short[j]:  # the debug allowance: GPUs beyond the target (fairshare.py)
             p = self.project[j]
-            out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
+            cur, top, a, dbg = self.got[p][t], self.top[p][t], self.allow[p][t], self.dbg[p][t]
+            before = min(a, dbg, max(0.0, cur - top))
+            after = min(a, dbg + g, max(0.0, cur + g - top))
+            out += (after - before) * self.dbg_w[p]
         return out
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:

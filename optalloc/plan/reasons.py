@@ -25,6 +25,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.order import project_order
+from optalloc.model.pooled import pooled_applies
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.place import Placed, got_by_org
 from optalloc.snapshot import Snapshot
@@ -53,9 +54,15 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
 
 def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     tn = snap.type_names[t]
-    ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
+    if pooled_applies(snap):  # one budget over every type (optalloc.model.pooled)
+        ent = float(snap.org.entitlement[o] @ em.tg.capacity)
+        where = (f"entitled {ent:.1f} GPUs over all gpu types, target {em.target[o].sum():g} "
+                 f"over all types")
+    else:
+        ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
+        where = f"entitled {ent:.1f}"
     return (f"{snap.org.names[o]} holds {got[o, t]:g} {tn} GPUs, its fair-share target this "
-            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, entitled {ent:.1f}, "
+            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, {where}, "
             f"usage ratio {snap.usage_ratio[o]:.2f})")
 
 
@@ -372,8 +379,18 @@ def _floor_trade(em: EpochModel, got: np.ndarray, j: int, t: int, takers: list) 
     return "the other projects' floors and targets first, in the scheme's order"
 
 
+ALL_TYPES = "all"  # a FloorViolation's gpu_type when the budget is pooled over types
+
+
 def floor_violations(em: EpochModel, got: np.ndarray) -> tuple[FloorViolation, ...]:
+    """Floors not met: per org node and type, or, when the budget is pooled over types
+    (optalloc.model.pooled), per org node over all types (gpu_type "all"): a project that
+    got fewer GPUs of one type than its floor's share there and more of another met it."""
     snap = em.snap
+    if pooled_applies(snap):
+        F, G = em.floor.sum(axis=1), got.sum(axis=1)
+        return tuple(FloorViolation(snap.org.names[a], ALL_TYPES, float(F[a]), float(G[a]))
+                     for a in np.flatnonzero(F > G + 1e-9))
     o, t = np.nonzero(em.floor > got + 1e-9)
     return tuple(
         FloorViolation(snap.org.names[a], snap.type_names[b], float(em.floor[a, b]),

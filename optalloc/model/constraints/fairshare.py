@@ -89,9 +89,14 @@ def define_shares(ctx: BuildContext) -> None:
     ok = r >= 0
     # a waiting reservation counts as held by its project's subtree (lookahead.py)
     hr, hc, hv, hi = share_holding_terms(ctx, row_of)
-    rows = np.concatenate([r_idx, r[ok], hr])
-    allc = np.concatenate([ctx.m, cols[e[ok]], hc])
-    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float), hv])
+    # a project's debug-allowance GPUs come on top of its share tiers: a GPU inside the target
+    # counts there, not twice (define_debug_allowance runs first)
+    dr = row_of[ctx.d_org, ctx.d_type] if len(ctx.d) else np.zeros(0, np.int64)
+    dk = dr >= 0
+    rows = np.concatenate([r_idx, r[ok], hr, dr[dk]])
+    allc = np.concatenate([ctx.m, cols[e[ok]], hc, np.asarray(ctx.d)[dk]])
+    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float), hv,
+                           np.ones(int(dk.sum()))])
     order = np.argsort(rows, kind="stable")
     rows, allc, coef = rows[order], allc[order], coef[order]
     bnd = np.searchsorted(rows, np.arange(len(mo) + 1))
@@ -120,6 +125,9 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     Variables  d[p,t] in {0..A[p,t]}   objective W_T(leaf) / 2 (below any target GPU of
                another project, above all work)
     Family `debug[p,t]`:  d[p,t] - sum_{short tier-1 jobs of p on t} g (x or k) <= 0
+    and d[p,t] on the left of p's `share[p,t]` row: a GPU counts in the share tiers or here,
+    so only GPUs beyond the target earn the allowance (inside it a debug job is worth no more
+    than the project's jobs ahead of it, which its own order then puts first)
 
     Debug jobs still count toward their project's floor and target like any job, and they
     never jump ahead of the project's own jobs inside its target (they are worth less per
@@ -153,11 +161,16 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     b.add_rows("debug", n, rows, allc, coef, -np.inf, 0.0)
 
 
-def debug_value(imp, snap, jobs: np.ndarray, types: np.ndarray) -> float:
-    """The debug tier's objective for a plan running jobs[i] on types[i]."""
+def debug_value(imp, snap, jobs: np.ndarray, types: np.ndarray, got: np.ndarray,
+                target: np.ndarray) -> float:
+    """The debug tier's objective for a plan running jobs[i] on types[i], with `got` (O, T)
+    tier-1 GPUs: debug GPUs beyond the project's target, up to its allowance (inside the
+    target a GPU counts in the share tiers, not again here)."""
     A = debug_allowance(snap)
     short = short_jobs(snap)
     sel = short[jobs] & snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
     held = np.zeros_like(A)
     np.add.at(held, (snap.job_project[jobs[sel]], types[sel]), snap.job_gpus[jobs[sel]])
-    return float((np.minimum(held, A) * (imp.target_weight[:, None] / 2.0)).sum())
+    beyond = np.maximum(got - target, 0.0)
+    d = np.minimum(np.minimum(held, A), beyond)
+    return float((d * (imp.target_weight[:, None] / 2.0)).sum())
