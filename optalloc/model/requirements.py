@@ -110,8 +110,9 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     startable = ~snap.job_running | displaced
     cj, ct = np.nonzero(fits & startable[:, None])
 
-    # why a job has no candidate: an allowed type has capacity only on drain/down nodes
-    present_sizes = _up_by_size(snap, snap.node_present)
+    # why a job has no candidate: an allowed type has capacity only on drain/down nodes (a
+    # down node comes back: the job is not impossible, it waits for it)
+    present_sizes = _up_by_size(snap, np.ones_like(snap.node_present))
     max_present = np.array([s[-1] if len(s) else 0 for s, _ in present_sizes], dtype=np.int64)
     _, _, _, _, fits_present = _shapes(snap, np.maximum(max_present, max_node), present_sizes)
     any_fit = fits.any(axis=1)

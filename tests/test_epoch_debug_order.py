@@ -1,0 +1,67 @@
+"""Debug jobs (protection <= 15 min) are a cheap grant beyond their project's target, never a
+way ahead of the project's own jobs inside it; a job whose only nodes are down waits for them
+(NodeDraining), it is not impossible. Whole expected outcomes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from optalloc.epoch import run_epoch
+from optalloc.types import Job, NodeState
+from tests.test_epoch_toy import (
+    H,
+    flat_org,
+    gpus_by_project,
+    nodes_of,
+    pending_codes,
+    queued,
+    running,
+    snapshot,
+)
+
+M = 60.0
+NOW = 10 * H
+
+
+def _started(plan) -> set[str]:
+    return {p.job_id for p in plan.placements}
+
+
+def test_a_debug_job_does_not_take_its_projects_share_from_jobs_ahead_of_it():
+    jobs = queued("A", 10, 1) + queued("B", 10, 1) + [
+        Job("Adbg", "A", 2, min_runtime_s=10 * M, submit_time=100)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs)
+    plan = run_epoch(snap)
+    assert gpus_by_project(snap, plan) == {"A": 8, "B": 8}
+    assert {j for j in _started(plan) if j.startswith("A")} == {f"A{i:02d}" for i in range(8)}
+    assert pending_codes(plan)["Adbg"] == "OverShare"
+
+
+def test_a_low_priority_debug_job_waits_behind_its_projects_higher_priority_jobs():
+    jobs = [replace(j, priority=5) for j in queued("A", 10, 1)] + queued("B", 10, 1) + [
+        Job("Adbg", "A", 2, min_runtime_s=10 * M, submit_time=100)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs)
+    plan = run_epoch(snap)
+    assert {j for j in _started(plan) if j.startswith("A")} == {f"A{i:02d}" for i in range(8)}
+    assert "Adbg" in pending_codes(plan)
+
+
+def test_a_debug_job_still_uses_free_gpus_beyond_its_projects_target():
+    # A holds 6 of its 8 and its next job needs 4: 2 GPUs are free, the debug job takes them
+    jobs = [running("Br", "B", "h100", [("n01", range(8))], start=NOW - 10 * M),
+            running("Ar", "A", "h100", [("n00", range(6))], start=NOW - 10 * M),
+            Job("Ahi", "A", 4, min_runtime_s=H, priority=5, submit_time=5),
+            Job("Adbg", "A", 2, min_runtime_s=10 * M, submit_time=100)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs, now=NOW)
+    plan = run_epoch(snap)
+    assert _started(plan) == {"Br", "Ar", "Adbg"}
+    assert pending_codes(plan) == {"Ahi": "OverShare"}
+
+
+def test_a_job_whose_only_nodes_are_down_waits_for_them():
+    nodes = nodes_of(1, 8) + nodes_of(1, 8, gpu_type="b200", prefix="b", state=NodeState.DOWN)
+    snap = snapshot(nodes, flat_org({"A": 1}), [
+        Job("Jb", "A", 4, min_runtime_s=H, gpu_types=("b200",))], types=("h100", "b200"))
+    plan = run_epoch(snap)
+    assert pending_codes(plan) == {"Jb": "NodeDraining"}
+    assert "draining or down" in plan.pending[0].message
