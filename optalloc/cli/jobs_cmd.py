@@ -76,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g = sub.add_parser("gpus", help="this machine's GPUs: model, type, memory, health, use")
     g.add_argument("--config", help="config: used when no NVIDIA driver is present")
     g.add_argument("--node", help="which config node this machine is (default: by hostname)")
+    g.add_argument("--state", help="state DB: also show the node's drain progress from the "
+                                   "latest plan (who stays, who leaves, when it is empty)")
     g.add_argument("--json", action="store_true")
     g.set_defaults(func=cmd_gpus)
 
@@ -315,15 +317,22 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         from optalloc.config import load_config
 
         config = load_config(args.config)
+    from optalloc.cli.drains import drain_lines
+
     with ReadOnlyStore(args.state) as store:
         rows = job_rows(store, args.all, config)
+        drains = drain_lines(((store.last_epoch() or {}).get("plan") or {}))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
         print("no jobs" + ("" if args.all else " queued or running (--all shows ended ones)"))
+        for line in drains:
+            print(line)
         return 0
     print(jobs_table(rows, None if args.wide else terminal_width()))
+    for line in drains:
+        print(line)
     idle = [r["id"] for r in rows if r["idle_s"] is not None]
     if idle:
         print(f"idle: {len(idle)} job(s) hold GPUs under the utilization threshold: "
@@ -376,8 +385,19 @@ def cmd_gpus(args: argparse.Namespace) -> int:
         source, rows = gpu_rows(inv, node)
     finally:
         inv.close()
+    drains: list[str] = []
+    if args.state:
+        from optalloc.cli.drains import drain_lines
+        from optalloc.dashboard.readonly import ReadOnlyStore
+
+        names = {node.name} if node is not None else None  # by NVML: every drain
+        with ReadOnlyStore(args.state) as store:
+            plan = (store.last_epoch() or {}).get("plan") or {}
+        drains = drain_lines(plan, names)
+        if not drains and names:
+            drains = [f"drain: {', '.join(sorted(names))} not draining in the latest plan"]
     if args.json:
-        print(json.dumps({"source": source, "gpus": rows}, indent=2))
+        print(json.dumps({"source": source, "gpus": rows, "drains": drains}, indent=2))
         return 0
     table = [["GPU", "TYPE", "MODEL", "MEMORY", "UTIL", "UUID", "HEALTH"]]
     for r in rows:
@@ -388,4 +408,6 @@ def cmd_gpus(args: argparse.Namespace) -> int:
                       health])
     print(f"# source: {source}", file=sys.stderr)
     print(_render(table))
+    for line in drains:
+        print(line)
     return 0
