@@ -196,10 +196,13 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False, applied=None) -> 
     kept = [p for p in plan.placements if p.job_id in was_running]
     refused = {} if applied is None else {
         p.job_id: applied.errors[p.job_id] for p in to_start if p.job_id in applied.errors}
+    waiting = {} if applied is None else {
+        p.job_id: applied.waiting[p.job_id] for p in to_start if p.job_id in applied.waiting}
     if applied is None:
         start_word = f"{len(to_start)} to start" if dry_run else f"{len(to_start)} started"
     else:
         start_word = f"{len(applied.started)} started" + (
+            f", {len(waiting)} start once preempted jobs leave" if waiting else "") + (
             f", {len(refused)} refused by the runner" if refused else "")
     when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(plan.now))
     lines = [f"epoch at {when}{'  (dry run: nothing written or started)' if dry_run else ''}"]
@@ -217,6 +220,8 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False, applied=None) -> 
         f"jobs     {len(snap.jobs)} in queue: {len(kept)} kept running, {start_word}, "
         f"{len(plan.preemptions)} preempted, {len(plan.pending)} pending"
     )
+    for job_id, why in list(waiting.items())[:10]:
+        lines.append(f"waiting  {job_id}: {why}")
     for job_id, err in list(refused.items())[:10]:
         lines.append(f"refused  {job_id}: {err}")
     if len(refused) > 10:

@@ -75,7 +75,8 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
         return d
     if job_id in placed:
         d.update(outcome="running" if job.running else "started", code=None,
-                 message=("keeps its GPUs" if job.running else "starts this epoch"),
+                 message=("keeps its GPUs" if job.running else
+                          _after_leavers(snap, plan, placed[job_id]) or "starts this epoch"),
                  placement=_placement(placed[job_id]))
         prot = snap.protected_until(job)
         if prot is not None and snap.job_protected[j]:
@@ -91,6 +92,21 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
         code = ReasonCode(r.details["underlying"])
     d["changes"] = _changes(snap, plan, j, code, r.details)
     return d
+
+
+def _after_leavers(snap: Snapshot, plan: Plan, pl) -> str:
+    """For a start on GPUs that jobs preempted by the same plan still hold: when it starts."""
+    mine = {(a.node, g) for a in pl.nodes for g in a.gpus}
+    by = []
+    for x in plan.preemptions:
+        k = snap.job_index.get(x.job_id)
+        other = snap.jobs[k].placement if k is not None else None
+        if other is not None and mine & {(a.node, g) for a in other.nodes for g in a.gpus}:
+            by.append(f"{x.job_id} ({x.code.value}, grace {x.grace_s:g} s)")
+    if not by:
+        return ""
+    return (f"starts once {', '.join(by)} has left these GPUs: the first epoch after that "
+            "starts it")
 
 
 def _reservation(d: dict, plan: Plan, job_id: str) -> None:

@@ -58,6 +58,9 @@ class ApplyResult:
     started: tuple[str, ...] = ()
     preempting: tuple[str, ...] = ()  # notice sent, grace period running
     errors: Mapping[str, str] = field(default_factory=frozen_map)  # job id -> what failed
+    # job id -> why it starts later: its GPUs are still held by a job leaving after a
+    # preemption notice (the plan's start stands; a later epoch starts it once they are free)
+    waiting: Mapping[str, str] = field(default_factory=frozen_map)
     events: tuple[JobEvent, ...] = ()  # transitions already complete at apply time (e.g. a
     # preemption of a job with nothing to signal); handled exactly like observed events
 

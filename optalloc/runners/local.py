@@ -195,6 +195,7 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
         self._reap_children()
         self._settle_starts()
         errors: dict[str, str] = {}
+        waiting: dict[str, str] = {}
         started: list[str] = []
         preempting: list[str] = []
         notices: list[int] = []
@@ -217,6 +218,11 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
                     notices.append(run.run_id)
                 preempting.append(pre.job_id)
             used = {(a.node, g) for r in live.values() for a in r.placement.nodes for g in a.gpus}
+            # GPUs of jobs leaving after a notice (this plan's or an earlier one's)
+            grace = {x.job_id: now + max(0.0, x.grace_s) for x in plan.preemptions}
+            leaving = {(a.node, g): (r.job_id, r.kill_deadline or grace.get(r.job_id))
+                       for r in live.values() if r.state == "stopping" or r.job_id in grace
+                       for a in r.placement.nodes for g in a.gpus}
             for pl in plan.placements:
                 if pl.job_id in preempted_ids:
                     errors[pl.job_id] = f"{pl.job_id} is both placed and preempted in one plan"
@@ -226,6 +232,10 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
                     err = self._check_kept(run, pl)
                     if err:
                         errors[pl.job_id] = err
+                    continue
+                wait = _waits_for(pl, used, leaving)
+                if wait:
+                    waiting[pl.job_id] = wait
                     continue
                 job = jobs.get(pl.job_id)
                 err = self._check_startable(pl, job, used)
@@ -246,7 +256,8 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
             else:
                 started.append(pl.job_id)
         self._escalate(now)
-        return ApplyResult(started=tuple(started), preempting=tuple(preempting), errors=errors)
+        return ApplyResult(started=tuple(started), preempting=tuple(preempting), errors=errors,
+                           waiting=waiting)
 
     # ------------------------------------------------------------------ utilization
     def sample_utilization(self, now: float | None = None) -> tuple[JobGpuSample, ...]:
@@ -313,3 +324,17 @@ def _placement(text: str) -> Placement:
     from optalloc.codec import placement_from_dict
 
     return placement_from_dict(json.loads(text))
+
+
+def _waits_for(pl: Placement, used: set, leaving: dict) -> str:
+    """Why a placement starts later, or "": every GPU of it that is in use is held by a job
+    leaving after a preemption notice (it gets SIGKILL at its deadline at the latest)."""
+    held = {(a.node, g) for a in pl.nodes for g in a.gpus} & used
+    if not held or not held <= leaving.keys():
+        return ""
+    runs = dict(leaving[k] for k in sorted(held))
+    by = ", ".join(
+        f"{jid} (notice sent; killed at {time.strftime('%H:%M:%S', time.gmtime(dl))} UTC at "
+        f"the latest)" if dl else jid for jid, dl in runs.items())
+    return (f"{pl.job_id} starts once {by} has left "
+            f"{', '.join(f'{n}:{g}' for n, g in sorted(held))}: an epoch after that starts it")
