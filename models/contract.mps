@@ -107,10 +107,14 @@ COLUMNS
     x30 r16 1.0
     x31 obj 390.7831325301205
     x31 r17 1.0
-    x32 obj 391.67814113597245
-    x32 r18 1.0
+    x32 obj 7.5
+    x32 r17 1.0
     x33 obj 391.67814113597245
-    x33 r19 1.0
+    x33 r18 1.0
+    x34 obj 391.67814113597245
+    x34 r19 1.0
+    x35 obj 15.0
+    x35 r19 1.0
     MARKER 'MARKER' 'INTEND'
 RHS
     rhs r0 1.0
@@ -148,11 +152,13 @@ BOUNDS
  UP bnd x24 1.0
  UP bnd x25 3.0
  UP bnd x26 1.0
- UP bnd x27 26.0
- UP bnd x28 2.0
- UP bnd x29 13.0
- UP bnd x30 2.0
- UP bnd x31 13.0
- UP bnd x32 4.0
- UP bnd x33 8.0
+ UP bnd x27 21.0
+ UP bnd x28 8.0
+ UP bnd x29 10.0
+ UP bnd x30 6.0
+ UP bnd x31 10.0
+ UP bnd x32 3.0
+ UP bnd x33 3.0
+ UP bnd x34 2.0
+ UP bnd x35 6.0
 ENDATA

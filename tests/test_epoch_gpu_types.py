@@ -113,3 +113,14 @@ def test_routing_is_max_min_within_types_and_jobs(want, full, cap, expect):
     X = route(np.array(want, float), np.array(full, float), np.zeros((2, 2)), np.array(cap, float))
     assert X.sum(axis=0).max() <= max(cap) + 1e-9
     np.testing.assert_allclose(X, expect, atol=1e-6)
+
+
+def test_types_with_different_billing_weights_keep_per_type_budgets():
+    from optalloc.snapshot import build_snapshot
+    from optalloc.types import Config as Cfg, GpuType, Policy
+
+    jobs = queued("A", 16, 1) + only("B", 16, 1, "h100")
+    cfg = Cfg((GpuType("h100", 1.0), GpuType("b200", 1.6)), tuple(cluster()),
+              flat_org({"A": 1, "B": 1}), Policy(), tuple(jobs))
+    snap = build_snapshot(cfg, now=10 * H, usage_ratio={})
+    assert not pooled_applies(snap)

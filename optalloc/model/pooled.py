@@ -11,7 +11,8 @@ any-type jobs took 4 h100 that B's h100-only jobs needed (A 12, B 4), and B's an
 took b200 GPUs from A's b200-only jobs while 4 h100 sat idle.
 
 So when every org node's share is the same on every type (no `share_by_type` override; with
-one the user asked for per-type budgets, and each type is filled alone), the targets are:
+one the user asked for per-type budgets) and the types have one billing weight (a GPU of one
+is a GPU of another to the ledger), the targets are (else each type is filled alone):
 
 1. **Pooled**: the same water-filling, floors and in-order caps as per type, on one pooled
    capacity C = sum_t cap_t, demand D_o = the GPUs of o's jobs (each counted once),
@@ -58,8 +59,14 @@ def fair_targets(snap: Snapshot, req: Requirements) -> Targets:
 
 
 def pooled_applies(snap: Snapshot) -> bool:
+    """Several types, every org node's share the same on each, and one billing weight: a GPU
+    of one type is then worth a GPU of another to the ledger. (With different weights a
+    pooled budget would need a unit for a job that may run on either; each type is then
+    filled alone, as with share_by_type.)"""
     ent = snap.org.entitlement
-    return ent.shape[1] > 1 and bool(np.allclose(ent, ent[:, :1], rtol=1e-9, atol=1e-12))
+    bw = np.array([g.billing_weight for g in snap.gpu_types], dtype=float)
+    return (ent.shape[1] > 1 and bool(np.allclose(ent, ent[:, :1], rtol=1e-9, atol=1e-12))
+            and bool(np.allclose(bw, bw[:1], rtol=1e-9)))
 
 
 def _leaf_demand(snap: Snapshot, req: Requirements):
