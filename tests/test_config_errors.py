@@ -562,6 +562,13 @@ YAML_CASES = [
          "remove or merge one of them"],
     ),
     (
+        "an exponent number YAML 1.1 reads as text says how to write it",
+        "gpu_types: [{name: h100}]\nnodes: [{name: n1, gpu_type: h100, gpus: 8}]\n"
+        "org: {name: r, children: [{name: a, share: 2e3}]}\n",
+        ["{f}: org.children[0].share: '2e3' is text to YAML 1.1 (an exponent needs a decimal "
+         "point and a sign); write it as 2.0e+3"],
+    ),
+    (
         "a top level that is not a mapping is rejected",
         "- gpu_types\n- nodes\n",
         ["{f}: expected a mapping of sections (gpu_types, nodes, org, ...), got a list; write it as `key: value` lines"],

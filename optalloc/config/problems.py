@@ -201,6 +201,11 @@ class Problems:
         maximum: float | None = None,
     ) -> float | Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
+            if isinstance(value, str) and _yaml11_exponent(value):
+                # YAML 1.1 (PyYAML) reads 1e10 as text: only 1.0e10 or 1.0e+10 is a float
+                self.add(loc, f"{value!r} is text to YAML 1.1 (an exponent needs a decimal "
+                              "point and a sign)", f"write it as {_as_yaml_float(value)}")
+                return MISSING
             self.add(loc, f"expected a number, got {type_name(value)}", "write a number like 1.5")
             return MISSING
         v = float(value)
@@ -277,3 +282,18 @@ def _fix_for(fn: Callable) -> str:
     if fn is parse_duration:
         return "write seconds (3600) or a duration like '90s', '15m', '8h', '7d', '1h30m'"
     return "write seconds or an ISO-8601 time like 2026-11-29T12:00:00Z"
+
+
+def _yaml11_exponent(text: str) -> bool:
+    """A number in exponent form that YAML 1.1 does not read as one (1e10, 2E-3, 5e+4)."""
+    import re
+
+    return bool(re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+\s*", text))
+
+
+def _as_yaml_float(text: str) -> str:
+    """`text` (an exponent number) in the form YAML 1.1 reads as a float: 1.0e+10."""
+    mant, exp = text.strip().lower().split("e")
+    mant = mant if "." in mant else mant + ".0"
+    exp = exp if exp[:1] in "+-" else "+" + exp
+    return f"{mant}e{exp}"
