@@ -29,11 +29,12 @@ With `dry_run`, phases 5-6 are skipped: nothing is written, started or acknowled
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Iterable
 
-from optalloc.clock import Clock
+from optalloc.clock import Clock, WallClock
 from optalloc.codec import plan_reservations_from_dict, plan_to_dict, to_dict
 from optalloc.errors import OptallocError
 from optalloc.faults import fault_point
@@ -63,21 +64,39 @@ class CycleResult:
     intervals: tuple[Interval, ...]  # closed this turn
 
 
-def refuse_time_travel(store, now: float) -> None:
+def refuse_time_travel(store, now: float, *, from_clock: bool = False) -> None:
     """Phase 0: epochs move forward. An epoch earlier than the last recorded one would charge
-    intervals that overlap the ones already charged."""
+    intervals that overlap the ones already charged. `from_clock`: `now` is the wall clock's
+    (no `--now` was given), which the message says, with how to recover."""
     last = store.last_epoch_time()
     if last is not None and now < last:
+        bound = math.ceil(last)  # a whole second the refusal itself accepts
+        why = ("epochs must move forward in time (an earlier one would charge overlapping "
+               "intervals)")
+        if from_clock:
+            raise OptallocError(
+                f"the clock ({_when(now)}) is earlier than the last recorded epoch "
+                f"({_when(last)}), which an earlier `--now` in the future (or a clock since "
+                f"set back) recorded; {why}. Wait until the clock reaches {_when(bound)}, or "
+                f"pass --now {_iso(bound)} (or later) to run an epoch now; nothing was written"
+            )
+        # leaving --now out helps only once the clock has passed the last epoch
+        clock = ", or leave --now out to use the clock" if time.time() >= last else ""
         raise OptallocError(
             f"--now {_when(now)} is earlier than the last recorded epoch ({_when(last)}); "
-            "epochs must move forward in time (an earlier one would charge overlapping "
-            f"intervals). Give a time at or after {_when(last)}, or leave --now out to use the "
-            "clock; nothing was written"
+            f"{why}. Give a time at or after {_when(bound)}{clock}; nothing was written"
         )
 
 
+def _iso(t: float) -> str:
+    return time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(t))
+
+
 def _when(t: float) -> str:
-    return f"{t:.0f} = {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime(t))}"
+    """`t` in seconds (a fraction only when it has one: never rounded up past the second
+    the ISO form shows) and as ISO-8601."""
+    num = f"{t:.0f}" if t == int(t) else f"{t:.3f}".rstrip("0").rstrip(".")
+    return f"{num} = {_iso(t)}"
 
 
 def gather_queue(config: Config, store, discovered: Iterable[Job] = ()) -> dict[str, Job]:
@@ -126,7 +145,7 @@ def run_cycle(
     `settings`, None meaning the config's policy.solver)."""
     # 0. clock
     now = clock.now()
-    refuse_time_travel(store, now)
+    refuse_time_travel(store, now, from_clock=isinstance(clock, WallClock))
     scheduler = scheduler or default_scheduler(settings)
 
     # 1. queue
@@ -199,6 +218,8 @@ def run_cycle(
             store.record_demand(now, Demand.of(queue.values()).by_project())
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
+        for job_id, why in applied.waiting.items():
+            store.record_event(now, job_id, "waiting", why)
     runner.ack_events()  # apply's own events are recorded too
     return CycleResult(
         plan,

@@ -141,8 +141,10 @@ def _export(snap, size: str, seed: int, out: str) -> str:
     from optalloc.model.build import build_model
     from optalloc.model.mps import to_mps
 
+    from optalloc.outdir import make_private_dirs
+
     d = os.path.join(out, "instances")
-    os.makedirs(d, exist_ok=True)
+    make_private_dirs(d)  # 0700 whatever the umask
     path = os.path.join(d, f"{size}-seed{seed}.mps")
     with open(path, "w") as fh:
         fh.write(to_mps(build_model(snap).lm, f"optalloc_{size}_seed{seed}"))

@@ -19,14 +19,18 @@ import platform
 import time
 
 from optalloc.bench.table import markdown_table
+from optalloc.units import MAX_WAIT_S
 
 SUITES = ("ledger", "epoch", "scale", "sim")
+MAX_REPEAT = 1000  # --repeat
+MAX_RSS_MB = 1e7  # --rss-limit-mb: 10 TB
 DEFAULT_SUITES = ("ledger", "scale")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="run benchmarks; write tables (Markdown) and JSON")
-    p.add_argument("--out", default="bench-results", help="output directory")
+    p.add_argument("--out", default="bench-results",
+                   help="output directory, created 0700 if missing (default: %(default)s)")
     p.add_argument(
         "--suite",
         default=None,
@@ -42,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sizes that also get the naive PuLP + CBC row (default: %(default)s; "
                    "'none', 'all')")
     g.add_argument("--repeat", type=int, default=1, help="repeats per row, medians (naive: once)")
-    g.add_argument("--seed", type=int, default=0, help="instance seed (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="instance seed, 0 to 2**63 - 1 (default: %(default)s)")
     g.add_argument("--time-limit", type=float, default=60.0,
                    help="MIP time limit per solve, seconds (default: %(default)s)")
     g.add_argument("--naive-time-limit", type=float, default=600.0,
@@ -72,11 +77,14 @@ def _scale_kwargs(args) -> dict:
     from optalloc.errors import OptallocError
     from optalloc.solve import MIP_BACKENDS, available_backends
 
-    for flag, value in (("--repeat", args.repeat), ("--time-limit", args.time_limit),
-                        ("--naive-time-limit", args.naive_time_limit),
-                        ("--rss-limit-mb", args.rss_limit_mb)):
+    for flag, value, most in (("--repeat", args.repeat, MAX_REPEAT),
+                              ("--time-limit", args.time_limit, MAX_WAIT_S),
+                              ("--naive-time-limit", args.naive_time_limit, MAX_WAIT_S),
+                              ("--rss-limit-mb", args.rss_limit_mb, MAX_RSS_MB)):
         if not value > 0:
             raise OptallocError(f"{flag}: must be positive, got {value}")
+        if not value <= most:
+            raise OptallocError(f"{flag}: must be at most {most:g}, got {value:g}")
     backends = parse_list(args.backends, MIP_BACKENDS, "--backends")
     have = available_backends()
     if [b for b in backends if b not in have]:
@@ -93,9 +101,18 @@ def _scale_kwargs(args) -> dict:
 
 
 def cmd_bench(args) -> int:
+    from optalloc.cli.sim_cmd import check_out, check_seed, private_output
+
     names = _suites(args)
+    check_seed(args.seed)
+    check_out(args.out)
     scale_kw = _scale_kwargs(args) if "scale" in names else {}  # bad flags fail before any run
-    os.makedirs(args.out, exist_ok=True)
+    # the output folder is 0700 and every file in it 0600, whatever the umask
+    with private_output(args.out):
+        return _run_suites(args, names, scale_kw)
+
+
+def _run_suites(args, names, scale_kw) -> int:
     header = (
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"

@@ -16,6 +16,8 @@ import sys
 
 from optalloc.errors import OptallocError
 
+MAX_HISTORY = 1_000_000  # --history: epochs (about ten years of 5-minute epochs)
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser(
@@ -60,6 +62,10 @@ def _history(value: int | None) -> int:
         return DEFAULT_HISTORY
     if value < 1:
         raise OptallocError(f"--history {value}: give a number of epochs >= 1, e.g. 288")
+    if value > MAX_HISTORY:
+        shown = value if len(str(value)) <= 30 else f"{str(value)[:27]}..."
+        raise OptallocError(f"--history {shown}: give a number of epochs up to {MAX_HISTORY}, "
+                            "e.g. 288")
     return value
 
 

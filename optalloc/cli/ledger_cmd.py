@@ -6,11 +6,18 @@ import argparse
 import csv
 import datetime as dt
 import os
+import re
 import time
 
 from optalloc.errors import OptallocError
 from optalloc.types import Interval
-from optalloc.units import format_duration, parse_time
+from optalloc.units import (
+    MAX_JOB_GPUS,
+    MAX_NAME_CHARS,
+    format_duration,
+    parse_time_in_range,
+    text_problem,
+)
 
 CSV_COLUMNS = ("job_id", "project", "gpu_type", "gpus", "start", "end", "allocated")
 _TRUE = {"true", "1", "yes", "y", ""}
@@ -48,9 +55,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     rec.add_argument("--job", required=True, help="job id")
     rec.add_argument("--project", required=True, help="a project (leaf of the org tree)")
     rec.add_argument("--gpu-type", required=True, help="a configured gpu_type")
-    rec.add_argument("--gpus", required=True, type=int, help="GPUs used")
-    rec.add_argument("--start", required=True, help="seconds or ISO-8601")
-    rec.add_argument("--end", required=True, help="seconds or ISO-8601")
+    rec.add_argument("--gpus", required=True, help=f"GPUs used (1 to {MAX_JOB_GPUS})")
+    rec.add_argument("--start", required=True, help="seconds or ISO-8601 (1970 to 2100)")
+    rec.add_argument("--end", required=True, help="seconds or ISO-8601, after --start")
     rec.add_argument("--unallocated", action="store_true", help="never charged (min_runtime 0)")
     rec.set_defaults(func=cmd_record)
 
@@ -73,10 +80,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _time_arg(value: str | None, flag: str) -> float:
+    """A time flag in optalloc's range (1970 .. 2100), as `epoch --now` takes it; the clock
+    when not given."""
     if value is None:
         return time.time()
     try:
-        return parse_time(value)
+        return parse_time_in_range(value)
     except ValueError as err:
         raise OptallocError(f"{flag}: {err}") from None
 
@@ -97,37 +106,81 @@ class _Checker:
         self.types = [g.name for g in config.gpu_types]
 
     def check(self, where: str, job: str, project: str, gpu_type: str, gpus, start, end,
-              allocated, problems: list[str]) -> Interval | None:
+              allocated, problems: list[str], names: dict[str, str] | None = None
+              ) -> Interval | None:
+        """`names`: how the problems call each field (the CSV's columns by default; the
+        flags for `ledger record`)."""
+        name = {**CSV_NAMES, **(names or {})}
         n0 = len(problems)
         if not job.strip():
-            problems.append(f"{where}: job_id is empty; give the job's id")
+            problems.append(f"{where}: {name['job_id']} is empty; give the job's id")
+        else:
+            bad = text_problem(job)
+            if bad:
+                problems.append(f"{where}: {name['job_id']} {_shown(job)} {bad}; use the job's id "
+                                f"as printable UTF-8 text without control characters, at most "
+                                f"{MAX_NAME_CHARS} characters")
         if project in self.inner:
-            problems.append(f"{where}: project {project!r} is a program, not a project; "
-                            "charge a leaf of the org tree")
+            problems.append(f"{where}: {name['project']} {_shown(project)} is a program, not a "
+                            "project; charge a leaf of the org tree")
         elif project not in self.projects:
-            problems.append(f"{where}: project {project!r} is not in the org tree; use one of "
-                            f"{', '.join(sorted(self.projects)[:10])}")
+            problems.append(f"{where}: {name['project']} {_shown(project)} is not in the org tree; "
+                            f"use one of {', '.join(sorted(self.projects)[:10])}")
         if gpu_type not in self.types:
-            problems.append(f"{where}: gpu_type {gpu_type!r} is not configured; use one of "
-                            f"{', '.join(self.types)}")
-        try:
-            n = int(str(gpus).strip())
-            if n < 1:
-                raise ValueError
-        except ValueError:
-            problems.append(f"{where}: gpus {gpus!r} is not a whole number >= 1")
-            n = 0
+            problems.append(f"{where}: {name['gpu_type']} {_shown(gpu_type)} is not configured; use "
+                            f"one of {', '.join(self.types)}")
+        text = str(gpus).strip()
+        n = 0
+        if not re.fullmatch(r"[+]?\d{1,30}", text) or int(text) < 1:
+            problems.append(f"{where}: {name['gpus']} {_shown(text)} is not a whole number >= 1")
+        elif int(text) > MAX_JOB_GPUS:
+            problems.append(f"{where}: {name['gpus']} {_shown(text)} is more than {MAX_JOB_GPUS} (the "
+                            f"most GPUs one job may use); give the GPUs the run really held")
+        else:
+            n = int(text)
         times = []
-        for name, v in (("start", start), ("end", end)):
+        for key, v in (("start", start), ("end", end)):
             try:
-                times.append(parse_time(v))
+                times.append(parse_time_in_range(v))
             except ValueError as err:
-                problems.append(f"{where}: {name}: {err}")
+                problems.append(f"{where}: {name[key]}: {err}")
         if len(times) == 2 and times[1] < times[0]:
-            problems.append(f"{where}: end ({end}) is before start ({start}); swap or fix them")
+            problems.append(f"{where}: {name['end']} ({end}) is before {name['start']} ({start}); "
+                            "swap or fix them")
+        elif len(times) == 2 and times[1] == times[0]:
+            problems.append(f"{where}: {name['end']} ({end}) is the same time as {name['start']} "
+                            f"({start}); an interval must last: give an end after the start")
         if len(problems) > n0:
             return None
         return Interval(job, project, gpu_type, n, times[0], times[1], bool(allocated))
+
+
+CSV_NAMES = {"job_id": "job_id", "project": "project", "gpu_type": "gpu_type", "gpus": "gpus",
+             "start": "start", "end": "end"}
+RECORD_FLAGS = {"job_id": "--job", "project": "--project", "gpu_type": "--gpu-type",
+                "gpus": "--gpus", "start": "--start", "end": "--end"}
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    """`value` quoted for a message, cut when long (a 100,000-character id stays one line)."""
+    return repr(value if len(value) <= limit else value[:limit]) + (
+        f"... ({len(value)} characters)" if len(value) > limit else "")
+
+
+def _same(a: Interval, b: Interval) -> bool:
+    return (a.job_id, a.project, a.gpu_type, int(a.gpus), float(a.start), float(a.end),
+            bool(a.allocated)) == (b.job_id, b.project, b.gpu_type, int(b.gpus), float(b.start),
+                                   float(b.end), bool(b.allocated))
+
+
+def _recorded(store, ivs: list[Interval]) -> dict[tuple[str, float], Interval]:
+    """The intervals already in the DB under the same (job, start) as one of `ivs`."""
+    if not ivs:
+        return {}
+    keys = {(iv.job_id, float(iv.start)) for iv in ivs}
+    since = min(float(iv.start) for iv in ivs)
+    return {(iv.job_id, float(iv.start)): iv for iv in store.intervals(since=since)
+            if (iv.job_id, float(iv.start)) in keys}
 
 
 # ---------------------------------------------------------------------------- commands
@@ -210,16 +263,22 @@ def cmd_record(args) -> int:
     problems: list[str] = []
     iv = _Checker(config).check(
         "ledger record", args.job, args.project, args.gpu_type, args.gpus, args.start, args.end,
-        not args.unallocated, problems,
+        not args.unallocated, problems, RECORD_FLAGS,
     )
     if problems:
         raise OptallocError("\n".join(["nothing recorded:"] + [f"  - {p}" for p in problems]))
     with StateStore(args.state) as store:
+        before = _recorded(store, [iv]).get((iv.job_id, float(iv.start)))
+        if before is not None and _same(before, iv):
+            print(f"already recorded: that interval of job {iv.job_id} (start {iv.start:.0f}, end "
+                  f"{iv.end:.0f}) is in {args.state}; nothing changed")
+            return 0
         store.record_interval(iv)
     kind = "unallocated" if args.unallocated else "allocated"
-    print(f"recorded {kind} interval of job {iv.job_id}: {iv.gpus} x {iv.gpu_type} for "
-          f"{(iv.end - iv.start) / 3600:.2f} h, charged to {iv.project}" if iv.allocated else
-          f"recorded {kind} interval of job {iv.job_id} (never charged)")
+    what = (f"{iv.gpus} x {iv.gpu_type} for {(iv.end - iv.start) / 3600:.2f} h, charged to "
+            f"{iv.project}" if iv.allocated else "never charged")
+    again = "" if before is None else "; it replaces the one recorded with the same start"
+    print(f"recorded {kind} interval of job {iv.job_id}: {what}{again}")
     return 0
 
 
@@ -279,7 +338,12 @@ def cmd_import(args) -> int:
     config = load_config(args.config)
     ivs = read_intervals_csv(args.file, config)
     with StateStore(args.state) as store:
-        store.record_intervals(ivs)
-    gpu_h = sum(iv.gpus * (iv.end - iv.start) for iv in ivs if iv.allocated) / 3600
-    print(f"imported {len(ivs)} intervals ({gpu_h:,.1f} allocated GPU-h) into {args.state}")
+        before = _recorded(store, ivs)
+        new = [iv for iv in ivs if (old := before.get((iv.job_id, float(iv.start)))) is None
+               or not _same(old, iv)]
+        store.record_intervals(new)
+    gpu_h = sum(iv.gpus * (iv.end - iv.start) for iv in new if iv.allocated) / 3600
+    same = len(ivs) - len(new)
+    print(f"imported {len(new)} intervals ({gpu_h:,.1f} allocated GPU-h) into {args.state}"
+          + (f"; {same} were already recorded (unchanged)" if same else ""))
     return 0

@@ -4,9 +4,11 @@ policy, baseline vs changed budgets or policy keys)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 from optalloc.errors import OptallocError
 from optalloc.units import parse_duration
@@ -24,9 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--scenario", required=True, help="scenario YAML file or directory")
     s.add_argument("--policies", default="priority,greedy,ilp", help="comma-separated (default: %(default)s)")
-    s.add_argument("--out", help="write the report into this directory")
+    s.add_argument("--out", help="write the report into this directory (created 0700 if missing)")
     s.add_argument("--duration", help="simulate only this long (e.g. 7d); jobs submitted later are dropped")
-    s.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed")
+    s.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed (0 to 2**63 - 1)")
     s.add_argument("--check", action="store_true", help="check every plan's invariants (slower)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_simulate)
@@ -37,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Simulate the scenario as it is and with the --set overrides under one policy, and "
             "print every metric and every project's owed GPU-hours delivered, with the change. "
-            "Overrides: org.<path>.share=<v> (v: number, +10%%, -10%%, *1.5, +5), "
+            "Overrides: org.<path>.share=<v> (v: number, +10%, -10%, *1.5, +5), "
             "org.<path>.share_by_type.<gpu_type>=<v>, policy.<key>=<v> (as in the YAML policy "
             "section, e.g. policy.lookback=3d, policy.solver.time_limit=5s)."
         ),
@@ -47,13 +49,43 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an override (repeat for several)")
     w.add_argument("--policy", default="ilp", help="policy to run (default: %(default)s)")
     w.add_argument("--duration", help="simulate only this long (e.g. 7d)")
-    w.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed")
+    w.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed (0 to 2**63 - 1)")
     w.add_argument("--out", help="write both reports into DIR/base and DIR/variant")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.set_defaults(func=cmd_whatif)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def check_seed(value: int | None, flag: str = "--seed") -> int | None:
+    """A seed from the command line: a whole number from 0 to MAX_SEED (as `sweep --seeds`)."""
+    from optalloc.sim.sweep.grid import MAX_SEED, seed_problem
+
+    if value is not None:
+        bad = seed_problem(value)
+        if bad:
+            raise OptallocError(f"{flag}: {bad}; give a whole number from 0 to {MAX_SEED}")
+    return value
+
+
+def check_out(path: str | None, flag: str = "--out") -> None:
+    """Before anything runs: an output directory that exists or can be created (never a
+    file). Nothing is created."""
+    if path is not None:
+        from optalloc.outdir import check_out_dir
+
+        check_out_dir(path, flag)
+
+
+@contextlib.contextmanager
+def private_output(path: str | Path) -> Iterator[Path]:
+    """Create the output directory 0700 (and missing parents); inside, every file and folder
+    written is private (0600 / 0700) whatever the umask."""
+    from optalloc.outdir import make_private_dirs, private_umask
+
+    with private_umask():
+        yield make_private_dirs(path)
 
 
 def load(path: str, *, seed: int | None = None, duration: str | None = None):
@@ -106,6 +138,8 @@ def cmd_simulate(args) -> int:
     from optalloc.sim.report import format_table, write_report
 
     names = _policies(args.policies)
+    check_seed(args.seed)
+    check_out(args.out)
     sc = load(args.scenario, seed=args.seed, duration=args.duration)
     cap = sum(n.gpus for n in sc.config.nodes)
     print(
@@ -124,7 +158,8 @@ def cmd_simulate(args) -> int:
         print(f"  {name}: {wall:.1f}s wall, {len(res.epochs)} decisions", file=sys.stderr)
     print(format_table(metrics))
     if args.out:
-        paths = write_report(results, metrics, args.out)
+        with private_output(args.out):
+            paths = write_report(results, metrics, args.out)
         print(f"\nreport: {paths['report.md']}")
     return 0
 
@@ -136,6 +171,8 @@ def cmd_whatif(args) -> int:
 
     if args.policy not in POLICIES:
         raise OptallocError(f"--policy: unknown policy {args.policy!r}; choose from {', '.join(POLICIES)}")
+    check_seed(args.seed)
+    check_out(args.out)
     sc = load(args.scenario, seed=args.seed, duration=args.duration)
     apply_overrides(sc.config, args.overrides)  # report bad overrides before simulating
     wi = run_whatif(sc, args.overrides, args.policy, progress=not args.no_progress)
@@ -143,14 +180,16 @@ def cmd_whatif(args) -> int:
     print(wi.format_diff())
     if args.out:
         out = Path(args.out)
-        write_report({args.policy: wi.base}, {args.policy: wi.base_metrics}, out / "base")
-        write_report({args.policy: wi.variant}, {args.policy: wi.variant_metrics}, out / "variant")
         from optalloc.sim.report_html import write_html_report
 
-        page = write_html_report(
-            {"base": wi.base, "variant": wi.variant},
-            {"base": wi.base_metrics, "variant": wi.variant_metrics}, out / "report.html",
-            title=f"What if: {sc.name}, policy {args.policy}",
-            note="variant = " + "; ".join(args.overrides))
+        with private_output(out):
+            write_report({args.policy: wi.base}, {args.policy: wi.base_metrics}, out / "base")
+            write_report({args.policy: wi.variant}, {args.policy: wi.variant_metrics},
+                         out / "variant")
+            page = write_html_report(
+                {"base": wi.base, "variant": wi.variant},
+                {"base": wi.base_metrics, "variant": wi.variant_metrics}, out / "report.html",
+                title=f"What if: {sc.name}, policy {args.policy}",
+                note="variant = " + "; ".join(args.overrides))
         print(f"\nreports: {out / 'base'}, {out / 'variant'}; side by side: {page}")
     return 0

@@ -33,8 +33,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="an override applied to every cell (repeat for several)")
     s.add_argument("--policies", default="ilp", help="comma-separated (default: %(default)s)")
-    s.add_argument("--seeds", help="seeds, e.g. 0-4 or 0,3,7 (default: the scenario's simulation.seed)")
-    s.add_argument("--out", required=True, help="results directory (rerun with the same one to resume)")
+    s.add_argument("--seeds", help="seeds, e.g. 0-4 or 0,3,7, each 0 to 2**63 - 1, at most 1000 "
+                                   "(default: the scenario's simulation.seed)")
+    s.add_argument("--out", required=True, help="results directory, created 0700 if missing (rerun "
+                                                "with the same one to resume)")
     s.add_argument("--duration", help="simulate only this long (e.g. 2d); jobs submitted later are dropped")
     s.add_argument("--engine", default="local", choices=("local", "dask"),
                    help="local: worker processes on this machine (default); dask: a Dask distributed cluster")
@@ -53,6 +55,9 @@ def cmd_sweep(args) -> int:
     from optalloc.sim.sweep import make_executor, parse_seeds, plan_sweep, run_sweep
     from optalloc.sim.sweep.report import format_summary
 
+    from optalloc.outdir import check_out_dir
+
+    check_out_dir(args.out)  # nothing runs or is written for an --out that cannot be one
     executor = make_executor(args.engine, args.jobs, args.address)
     base = load(args.scenario, duration=args.duration)
     problems = Problems()

@@ -3,19 +3,23 @@
 Each file is replaced atomically (written beside it, fsynced, renamed over it), so a reader
 (a browser, a web server) sees the old or the new file, never a torn one; files that did not
 change are not rewritten (plotly.min.js is copied once). Pages of org nodes that left the
-config are removed. Files are 0644: the dashboard holds no job command, environment or log.
+config are removed. Files are 0644: the dashboard holds no job command, environment or log; a
+folder it creates is 0700 whatever the umask (to serve it, `chmod 755` it or point the
+dashboard at a folder the web server can read).
 `history.json` holds the epoch summaries, so the next write parses only newer plans.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from optalloc.dashboard.data import DEFAULT_HISTORY, Dashboard, gather
 from optalloc.dashboard.history import cache_text, load_cache
 from optalloc.dashboard.pages import render_site
 from optalloc.errors import OptallocError
+from optalloc.outdir import make_private_dirs
 
 PLOTLY_JS = "plotly.min.js"
 HISTORY_JSON = "history.json"
@@ -34,8 +38,10 @@ def _write(path: Path, data: bytes) -> bool:
             return False
     except OSError:
         pass
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # a random name created O_EXCL (mkstemp): a link planted at a predictable name cannot
+    # redirect the write
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -53,7 +59,8 @@ def write_site(dash: Dashboard, out: str | os.PathLike) -> dict[str, Path]:
     """Write the site for `dash` into `out` (created if missing); returns the page paths."""
     out = Path(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        if not out.is_dir():  # a folder optalloc creates is 0700 whatever the umask
+            make_private_dirs(out)
     except OSError as err:
         raise OptallocError(f"--dashboard/--out {out}: cannot create the directory "
                             f"({err.strerror}); choose a writable directory") from None

@@ -25,6 +25,7 @@ from optalloc.sim.report_tables import (
     write_timeseries_csv,
 )
 from optalloc.sim.result import SimResult
+from optalloc.outdir import make_private_dirs
 from optalloc.units import format_duration
 
 __all__ = ["format_delta", "format_diff", "format_table", "format_value", "write_report"]
@@ -47,7 +48,7 @@ def write_report(
     if not results:
         raise ValueError("write_report needs at least one result")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(out)
     series = {p: time_series(r) for p, r in results.items()}
     paths = {
         "summary.json": write_summary(metrics, out / "summary.json"),

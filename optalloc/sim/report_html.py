@@ -28,6 +28,7 @@ from optalloc.sim.metrics import HOUR, TimeSeries, job_waits, time_series
 from optalloc.sim.report_plots import bin_factor, coarsen
 from optalloc.sim.report_tables import MAX_PROJECT_PANELS, PLOT_CLASSES, format_value, project_names
 from optalloc.sim.result import SimResult
+from optalloc.outdir import make_private_dirs
 
 COLOURS = tuple(plotly.colors.qualitative.Plotly)
 CDF_POINTS = 400  # per line: quantiles, not every job
@@ -135,7 +136,7 @@ def write_html_report(results: Mapping[str, SimResult], metrics: Mapping[str, Ma
     if not results:
         raise ValueError("write_html_report needs at least one result")
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     series = {p: time_series(r, HOUR) for p, r in results.items()}
     policies = list(metrics)
     rows = [{"label": r["label"], "best": r["best"],

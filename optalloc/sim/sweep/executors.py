@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import optalloc
 from optalloc.errors import OptallocError
 from optalloc.sim.sweep.cell import failure, run_cell
+from optalloc.units import MAX_THREADS
 
 ENGINES = ("local", "dask")
 
@@ -53,6 +54,9 @@ def make_executor(engine: str = "local", jobs: int | None = None, address: str |
         raise OptallocError(f"--engine: unknown engine {engine!r}; choose from {', '.join(ENGINES)}")
     if jobs is not None and jobs < 1:
         raise OptallocError(f"--jobs must be >= 1, got {jobs}")
+    if jobs is not None and jobs > MAX_THREADS:
+        raise OptallocError(f"--jobs must be <= {MAX_THREADS} (worker processes), got "
+                            f"{jobs if len(str(jobs)) <= 30 else str(jobs)[:27] + '...'}")
     if engine == "local":
         if address:
             raise OptallocError("--address needs --engine dask (the local engine starts its own processes)")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -22,6 +23,26 @@ from optalloc.types import Config
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 _INT = re.compile(r"^\s*(\d+)\s*$")
+
+# A seed is a whole number from 0 to MAX_SEED (it is stored in 64-bit integer columns of the
+# results table), for `simulate --seed`, `whatif --seed`, `bench --seed` and `sweep --seeds`;
+# one sweep expands to at most MAX_SWEEP_SEEDS seeds (each is a scenario held in memory).
+MAX_SEED = 2**63 - 1
+MAX_SWEEP_SEEDS = 1000
+
+
+def seed_problem(value: int) -> str | None:
+    """Why `value` cannot be a seed (None if it can); the caller says what to give instead
+    (SEED_FIX)."""
+    if value < 0:
+        return f"seed {value} is negative"
+    if value > MAX_SEED:
+        shown = str(value) if len(str(value)) <= 30 else f"{str(value)[:27]}..."
+        return f"seed {shown} is more than {MAX_SEED} (2**63 - 1)"
+    return None
+
+
+SEED_FIX = f"give whole numbers from 0 to {MAX_SEED}"
 
 
 @dataclass(frozen=True)
@@ -85,25 +106,48 @@ def parse_grid(texts: Sequence[str], problems: Problems, *, fixed: Sequence[str]
 
 
 def parse_seeds(text: str | None, problems: Problems, default: int) -> tuple[int, ...]:
-    """`0-4`, `0,3,7` or `1-3,9` (ascending, each once); None: the scenario's own seed."""
+    """`0-4`, `0,3,7` or `1-3,9` (ascending, each once); None: the scenario's own seed. Each
+    seed is 0 .. MAX_SEED, and at most MAX_SWEEP_SEEDS of them (counted before a range is
+    expanded, so `0-100000000` costs nothing)."""
     if text is None:
+        bad = seed_problem(int(default))
+        if bad:
+            problems.add(Loc("--seeds", "(not given)"), f"the scenario's simulation.seed: {bad}",
+                         f"pass --seeds, or fix simulation.seed ({SEED_FIX})")
+            return ()
         return (int(default),)
-    loc = Loc("--seeds", text)
-    out: list[int] = []
+    loc = Loc("--seeds", text if len(text) <= 80 else f"{text[:77]}...")
+    parts: list[tuple[int, int]] = []
+    count = 0
     for part in text.split(","):
         m_range, m_int = _RANGE.match(part), _INT.match(part)
+        if len(part.strip()) > 40:
+            problems.add(loc, f"{part.strip()[:40]}... is too long for a seed",
+                         SEED_FIX)
+            return ()
         if m_range:
             lo, hi = int(m_range.group(1)), int(m_range.group(2))
             if lo > hi:
                 problems.add(loc, f"range {part.strip()} runs backwards", f"write {hi}-{lo}")
                 return ()
-            out.extend(range(lo, hi + 1))
         elif m_int:
-            out.append(int(m_int.group(1)))
+            lo = hi = int(m_int.group(1))
         else:
             problems.add(loc, f"{part.strip()!r} is not a seed or a range", "write whole numbers >= 0: 0-4, 0,3,7 or 1-3,9")
             return ()
-    twice = sorted({s for s in out if out.count(s) > 1})
+        bad = seed_problem(hi)
+        if bad:
+            problems.add(loc, bad, SEED_FIX)
+            return ()
+        parts.append((lo, hi))
+        count += hi - lo + 1
+        if count > MAX_SWEEP_SEEDS:
+            problems.add(loc, f"more than {MAX_SWEEP_SEEDS} seeds", f"one sweep takes at most "
+                         f"{MAX_SWEEP_SEEDS} seeds; split it into several sweeps (e.g. --seeds "
+                         f"0-{MAX_SWEEP_SEEDS - 1}, then --seeds {MAX_SWEEP_SEEDS}-...)")
+            return ()
+    out = [s for lo, hi in parts for s in range(lo, hi + 1)]
+    twice = sorted({s for s, n in Counter(out).items() if n > 1})
     if twice:
         problems.add(loc, f"seed(s) {show_list(map(str, twice))} given twice", "list each seed once")
         return ()

@@ -17,6 +17,7 @@ import pandas as pd
 from optalloc.sim.compare import HEADLINE
 from optalloc.sim.sweep.grid import format_seeds
 from optalloc.sim.sweep.plan import SweepPlan
+from optalloc.outdir import make_private_dirs
 from optalloc.sim.sweep.store import atomic_write
 
 PLOTLY_JS = "plotly.min.js"
@@ -54,7 +55,7 @@ def write_plots(plan: SweepPlan, summary: pd.DataFrame, folder: Path) -> list[Pa
     import plotly.graph_objects as go
     from plotly.offline import get_plotlyjs
 
-    folder.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(folder)
     js = folder / PLOTLY_JS
     if not js.exists():
         text = get_plotlyjs()

@@ -8,7 +8,11 @@
     OUT/plots/<axis>.html      every metric against each grid axis (plotly)
 
 Every file is written to a temporary name in the same folder and renamed over the target
-(`os.replace`, atomic on POSIX), after an fsync: a run file is either whole or absent.
+(`os.replace`, atomic on POSIX), after an fsync: a run file is either whole or absent. The
+folders (OUT, runs/, plots/) are created 0700 whatever the umask; a file is 0644 inside them.
+
+Folders come from optalloc.outdir (private whatever the umask), as for `simulate`, `whatif`,
+`bench` and the dashboard.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any, Callable
 
 from optalloc.errors import OptallocError
 from optalloc.sim.sweep.cell import OK
+from optalloc.outdir import make_private_dirs
 
 RUNS = "runs"
 
@@ -57,7 +62,7 @@ class RunStore:
     def prepare(self) -> None:
         if self.out.exists() and not self.out.is_dir():
             raise OptallocError(f"--out {self.out} is a file; give a directory")
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.dir)
 
     def path(self, key: str) -> Path:
         return self.dir / f"{key}.json"
