@@ -141,6 +141,14 @@ def _num(x: float, digits: str = ".3g") -> str:
     return f"{float(format(x, digits)):.15g}"
 
 
+def format_time(t: float) -> str:
+    """A moment as people read it: UTC clock time for UNIX times (after 2001), t=seconds for a
+    simulation's clock that starts at 0."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t > 1e9 else f"t={t:.0f}"
+
+
 def format_duration(seconds: float) -> str:
     s = float(seconds)
     if s >= 86400 and s % 3600 == 0:

@@ -17,6 +17,7 @@ import numpy as np
 from optalloc.errors import OptallocError
 from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SHAPE_NAMES, compute_requirements
+from optalloc.units import format_time
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan, ReasonCode
 
@@ -186,7 +187,7 @@ def _changes(snap, plan, j, code, details) -> list[str]:
         ends = [b["until"] for b in res.get("blockers", ()) if b.get("protected")]
         if ends:
             out.append(f"the {len(ends)} protected jobs on its reserved nodes must end or lose "
-                       f"protection (the last at t={max(ends):.0f}); then it starts there")
+                       f"protection (the last at {format_time(max(ends))}); then it starts there")
         else:
             out.append("nothing protected is left on its reserved nodes: it starts there next")
     elif code is ReasonCode.HELD_FOR_RESERVATION:
@@ -218,7 +219,7 @@ def format_explanation(d: dict) -> str:
     if d.get("needed_by"):
         lines.append(f"  GPUs taken by: {', '.join(d['needed_by'])}")
     if "protected_until" in d:
-        lines.append(f"  protected (min_runtime) until t={d['protected_until']:.0f}")
+        lines.append(f"  protected (min_runtime) until {format_time(d['protected_until'])}")
     if "reservation" in d:
         from optalloc.plan.reservations import when
 

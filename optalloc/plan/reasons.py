@@ -30,6 +30,7 @@ from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.place import Placed, got_by_org
 from optalloc.snapshot import Snapshot
 from optalloc.types import FloorViolation, PendingReason, Placement, Preemption, ReasonCode, frozen_map
+from optalloc.units import format_time
 
 
 def path_ratios(snap: Snapshot, project: int) -> list[dict]:
@@ -221,7 +222,7 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
         t = room[0]
         end = ctx.first_end[t]
         prot = (f"{ctx.protected_gpus[t]:g} {tn[t]} GPUs are protected"
-                + (f" (the first protection ends at t={end:.0f})" if end is not None else ""))
+                + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
             f"{T[p, t]:g} {tn[t]} GPUs), but {g} GPUs of {tn[t]} are not free or preemptible: "
@@ -257,7 +258,7 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
             "are protected"
-            + (f" (the first protection ends at t={end:.0f})" if end is not None else "")
+            + (f" (the first protection ends at {format_time(end)})" if end is not None else "")
             + f", {fr[tn[t]]['free_gpus']} free"
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
                else f"; the rest are held by {held}: past a target with whole jobs, which "
