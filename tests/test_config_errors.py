@@ -569,6 +569,20 @@ YAML_CASES = [
          "point and a sign); write it as 2.0e+3"],
     ),
     (
+        "a name that ends with a space is not a second name that prints like the first",
+        "gpu_types: [{name: h100}]\nnodes: [{name: n1, gpu_type: h100, gpus: 8}]\n"
+        "org: {name: r, children: [{name: a, share: 1}, {name: 'a ', share: 1}]}\n",
+        ["{f}: org.children[1].name: 'a ' starts or ends with white space; names are compared "
+         "exactly: write 'a'"],
+    ),
+    (
+        "a node name with a space in it is refused",
+        "gpu_types: [{name: h100}]\nnodes: [{name: 'n 1', gpu_type: h100, gpus: 8}]\n"
+        "org: {name: r, children: [{name: a, share: 1}]}\n",
+        ["{f}: nodes[0].name: 'n 1' contains white space; node names are host names: no spaces "
+         "(a list of names is a range like h100-[001-128] or separate entries)"],
+    ),
+    (
         "a top level that is not a mapping is rejected",
         "- gpu_types\n- nodes\n",
         ["{f}: expected a mapping of sections (gpu_types, nodes, org, ...), got a list; write it as `key: value` lines"],

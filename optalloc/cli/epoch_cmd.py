@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "system's rules) or priority (the old system), for a side-by-side week")
     p.add_argument("--backend", help="solver backend (highs, scip, cpsat, cbc); default: policy")
     p.add_argument("--time-limit", help="solver time limit in seconds (up to a day)")
-    p.add_argument("--dry-run", action="store_true", help="solve and print; write and start nothing")
+    p.add_argument("--dry-run", action="store_true",
+                   help="solve and print: start nothing, record nothing in the state DB (a "
+                        "--out plan file is still written)")
     p.add_argument("--out", help="write the plan JSON here (atomically)")
     p.add_argument("--runner", default="noop", help="noop (default), local or slurm")
     p.add_argument("--runner-dir", help="local runner: directory for job logs")

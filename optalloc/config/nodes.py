@@ -134,6 +134,11 @@ def parse_nodes(
         names: list[str] | Any = MISSING
         if "name" in d:
             raw = problems.string(d["name"], loc.key("name"))
+            if raw is not MISSING and any(ch.isspace() for ch in raw):
+                problems.add(loc.key("name"), f"{raw!r} contains white space",
+                             "node names are host names: no spaces (a list of names is a "
+                             "range like h100-[001-128] or separate entries)")
+                raw = MISSING
             if raw is not MISSING:
                 try:
                     names = expand_node_names(raw)

@@ -162,6 +162,10 @@ class Problems:
                 self.add(loc, f"the value {bad}", "use printable UTF-8 text without control "
                          "characters, at most 200 characters")
                 return MISSING
+            if value != value.strip():  # 'a' and 'a ' would be two names that print alike
+                self.add(loc, f"{value!r} starts or ends with white space",
+                         f"names are compared exactly: write {value.strip()!r}")
+                return MISSING
             return value
         if allow_int and isinstance(value, int) and not isinstance(value, bool):
             if abs(value) >= 10**18:
