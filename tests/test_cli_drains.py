@@ -49,3 +49,12 @@ def test_jobs_and_gpus_show_who_stays_on_a_drain_node_and_when_it_is_empty(tmp_p
     # past the protection the job leaves; once it has, the node is ready for repair
     _run(tmp_path, capsys, "drain", "2026-06-01T09:10:00Z")
     assert "leaving after their notice: " in _out(capsys, ["jobs", "--state", db])
+
+
+def test_an_unknown_node_is_named_with_the_config_nodes_as_ranges(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(textwrap.dedent(BASE.replace("STATE", "up")).replace(
+        "  - {name: n1, gpu_type: h100, gpus: 8}", "  - {name: 'h100-[001-128]', gpu_type: h100, gpus: 8}"))
+    assert main(["gpus", "--config", str(cfg), "--node", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "(nodes: h100-[001-128],n2)" in err

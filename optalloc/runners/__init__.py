@@ -19,6 +19,7 @@ import socket
 from typing import Any
 
 from optalloc.errors import OptallocError
+from optalloc.hostlist import compress_names
 from optalloc.types import Config, Node
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ def resolve_local_node(config: Config | None, inventory, name: str | None = None
         if name not in nodes:
             raise OptallocError(
                 f"local runner: node {name!r} is not in the config (nodes: "
-                f"{', '.join(sorted(nodes)) or 'none'}); add it under `nodes:` or pick another")
+                f"{compress_names(sorted(nodes)) or 'none'}); add it under `nodes:` or pick "
+                "another")
         return nodes[name]
     host = socket.gethostname()
     for candidate in (host, host.split(".")[0]):
@@ -78,7 +80,7 @@ def resolve_local_node(config: Config | None, inventory, name: str | None = None
         return Node(host.split(".")[0], gpus[0].gpu_type, len(gpus))
     raise OptallocError(
         f"local runner: cannot tell which config node this machine ({host}) is among "
-        f"{', '.join(sorted(nodes)) or 'no nodes'}; name it with --node or give the config a "
+        f"{compress_names(sorted(nodes)) or 'no nodes'}; name it with --node or give the config a "
         "node named like this host")
 
 
