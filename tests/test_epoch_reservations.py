@@ -223,3 +223,35 @@ def test_a_reservation_keeps_its_first_epoch_and_its_nodes_from_the_previous_pla
                   prev=[Reservation("G", "h100", r.nodes, r.expected_start, since=NOW - 2 * H)])
     (r2,) = run_epoch(again).reservations
     assert (r2.nodes, r2.expected_start, r2.since) == (r.nodes, r.expected_start, NOW - 2 * H)
+
+
+def test_the_message_counts_only_the_jobs_that_end_by_the_start_and_names_those_that_stay():
+    # a 20-GPU gang (8 + 8 + 4): its remainder node n03 keeps a 4-GPU job protected 6 h
+    jobs = [_b(f"b{i}", f"n{i:02d}", (i + 1) * H) for i in range(3)]
+    jobs.append(running("c3", "B", "h100", [("n03", range(4))], start=NOW - 2 * H,
+                        min_runtime_s=8 * H))
+    jobs.append(Job("G", "A", 20, min_runtime_s=8 * H, submit_time=0.0))
+    plan = run_epoch(_snap(nodes_of(4, 8), {"A": 1, "B": 1}, jobs,
+                           policy=Policy(max_reservations=1)))
+    (r,) = plan.reservations
+    assert r.nodes == ("n00", "n01", "n03") and r.expected_start == NOW + 2 * H
+    assert r.message.endswith("expected start t=43200 (in 2h); 2 jobs there end or lose "
+                              "protection by then; 1 protected job stays beside it on a node "
+                              "it needs only part of")
+
+
+def test_a_reservation_whose_gang_fits_no_up_nodes_any_more_ends_unplaceable():
+    import dataclasses
+
+    from optalloc.types import NodeState
+
+    nodes = [dataclasses.replace(n, state=NodeState.DOWN) if n.name not in ("n00", "n05") else n
+             for n in nodes_of(6, 8)]
+    jobs = [_b("b0", "n00", H), _b("b5", "n05", 6 * H),
+            Job("G", "A", 24, min_runtime_s=8 * H, submit_time=0.0)]
+    plan = run_epoch(_snap(nodes, {"A": 1, "B": 1}, jobs,
+                           prev=[_prev("G", ("n00", "n01", "n02"), NOW + 3 * H)]))
+    (e,) = plan.reservations_ended
+    assert (e.job_id, e.outcome) == ("G", "unplaceable")
+    assert e.message == ("its shape fits no up nodes of its allowed types any more (it waits "
+                         "for nodes to come back)")

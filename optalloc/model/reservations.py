@@ -135,10 +135,11 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     forced = np.zeros(C, bool)
     prev = snap.previous_reservations
     cap = int(snap.policy.max_reservations)
+    placeable = set(req.cand_job.tolist())
     if cap <= 0 or not C:
-        ended = tuple(Ended(r, "off" if cap <= 0 else _gone(snap, r)[0],
+        ended = tuple(Ended(r, "off" if cap <= 0 else _gone(snap, r, placeable)[0],
                             "the policy turned the lookahead off (max_reservations 0)"
-                            if cap <= 0 else _gone(snap, r)[1]) for r in prev)
+                            if cap <= 0 else _gone(snap, r, placeable)[1]) for r in prev)
         return Reservations((), ended, deadline, np.zeros(C), forced, None)
     prec = precedence_pairs(snap, req)
     cj, ct = req.cand_job, req.cand_type
@@ -282,8 +283,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     for r in prev:
         if r.job_id in chosen:
             continue
-        if r.job_id not in snap.job_index or snap.job_running[snap.job_index[r.job_id]]:
-            outcome, msg = _gone(snap, r)
+        j = snap.job_index.get(r.job_id)
+        if j is None or snap.job_running[j] or j not in placeable:
+            outcome, msg = _gone(snap, r, placeable)
         else:
             outcome, msg = why.get(r.job_id, ("outranked", "higher-ranked gangs hold the "
                                               f"{cap} reservations"))
@@ -336,12 +338,17 @@ def _reserved(held: list, snap: Snapshot, M: np.ndarray, levels: np.ndarray, t: 
     return out
 
 
-def _gone(snap: Snapshot, r) -> tuple[str, str]:
+def _gone(snap: Snapshot, r, placeable: set) -> tuple[str, str]:
+    """Why a reservation whose job is no longer a candidate ended: cancelled, started, or its
+    shape fits no up nodes of its types (down or drained under it)."""
     j = snap.job_index.get(r.job_id)
     if j is None:
         return "cancelled", f"job {r.job_id} left the queue before it started"
     if snap.job_running[j]:
         return "started", f"job {r.job_id} is running"
+    if j not in placeable:
+        return "unplaceable", (f"its shape fits no up nodes of its allowed types any more "
+                               "(it waits for nodes to come back)")
     return "outranked", "no longer a candidate"
 
 

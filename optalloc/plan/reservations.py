@@ -44,8 +44,11 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
     snap = em.snap
     job = snap.jobs[h.job]
     names = _names(snap, h.nodes)
-    prot = [(j, e) for j, e, p in h.blockers if p and e > snap.now]
+    prot = [(j, e) for j, e, p in h.blockers if p and snap.now < e <= h.start]
     loose = [j for j, e, p in h.blockers if not p or e <= snap.now]
+    # protected past the start: they share a node the gang needs only part of (a remainder or
+    # per-node pieces), and stay
+    stay = [j for j, e, p in h.blockers if p and e > max(h.start, snap.now)]
     head = (f"reserved nodes {compress_names(names)} for job {job.id} ({job.gpus} "
             f"{snap.type_names[h.type]} GPUs of project {job.project}), expected start "
             f"{when(h.start, snap.now)}")
@@ -59,6 +62,9 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
                  " protection by then")
         if loose:
             head += f", {len(loose)} more are preemptible now"
+    if stay and not h.due:
+        head += (f"; {len(stay)} protected job{'s stay' if len(stay) != 1 else ' stays'} beside "
+                 "it on a node it needs only part of")
     details = {
         "project": job.project,
         "gpus": int(job.gpus),
