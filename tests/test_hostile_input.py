@@ -149,7 +149,7 @@ CASES = [
      SUBMIT + ["jobs.yaml"], ["jobs.yaml: jobs[0].id: the value contains the control character"]),
     ("a job file that is not UTF-8 is refused",
      file("jobs.yaml", b"jobs: [{id: \xff\xfe, project: A1, gpus: 1}]\n"),
-     SUBMIT + ["jobs.yaml"], ["jobs.yaml: cannot read the file (UnicodeDecodeError"]),
+     SUBMIT + ["jobs.yaml"], ["jobs.yaml: is not UTF-8 text (byte 12: invalid start byte); save the file as UTF-8"]),
     ("a 10 MB argv in a job file is refused",
      file("jobs.yaml", HUGE_ARGV), SUBMIT + ["jobs.yaml"],
      ["jobs.yaml: jobs[0].command: the command is 10000006 bytes long, more than 65536",

@@ -81,7 +81,11 @@ def read_yaml(path: str | os.PathLike, problems: Problems, source: str | None = 
                          f"{MAX_YAML_BYTES}", "a config or job file is small; check the path")
             return MISSING
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
+    except UnicodeDecodeError as err:
+        problems.add(Loc(source), f"is not UTF-8 text (byte {err.start}: {err.reason})",
+                     "save the file as UTF-8 (YAML is text)")
+        return MISSING
+    except OSError as err:
         problems.add(Loc(source), f"cannot read the file ({err.__class__.__name__}: {err})", "check the path and permissions")
         return MISSING
     return parse_yaml_text(text, source, problems)
