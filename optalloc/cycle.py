@@ -99,12 +99,24 @@ def _when(t: float) -> str:
     return f"{num} = {_iso(t)}"
 
 
-def gather_queue(config: Config, store, discovered: Iterable[Job] = ()) -> dict[str, Job]:
+def gather_queue(config: Config, store, discovered: Iterable[Job] = (),
+                 now: float | None = None) -> dict[str, Job]:
     """Phase 1: the DB's live jobs plus jobs the DB has never seen (by id): the config's, and
-    those the runner discovered (e.g. users' held `sbatch` jobs carrying optalloc's comment)."""
+    those the runner discovered (e.g. users' held `sbatch` jobs carrying optalloc's comment).
+    A config job submitted after `now` is not in the queue yet (a later epoch gathers it); one
+    that claims to run since after `now` is an input error, refused before anything is
+    written."""
     queue = {j.id: j for j in store.list_jobs(states=("queued", "running"))}
     for job in (*config.jobs, *discovered):
         if job.id not in queue and store.get_job(job.id) is None:
+            if now is not None and job.running and job.start_time is not None \
+                    and job.start_time > now:
+                raise OptallocError(
+                    f"job {job.id}: start_time {_when(job.start_time)} is after this epoch "
+                    f"({_when(now)}); a running job started before now: fix its start_time or "
+                    "run the epoch later; nothing was written")
+            if now is not None and not job.running and job.submit_time > now:
+                continue  # submitted later: not in the queue yet
             queue[job.id] = job
     return queue
 
@@ -149,7 +161,7 @@ def run_cycle(
     scheduler = scheduler or default_scheduler(settings)
 
     # 1. queue
-    queue = gather_queue(config, store, runner.discover_jobs())
+    queue = gather_queue(config, store, runner.discover_jobs(), now)
     runner.set_jobs({k: j for k, j in queue.items() if j.running})
 
     # 2. observe (+ reconcile with an authoritative runner)
