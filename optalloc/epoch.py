@@ -42,7 +42,7 @@ from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.plan.score import placed_score
 from optalloc.snapshot import Snapshot
-from optalloc.solve import BACKENDS, neighborhood, relative_gap, relax_and_dive_points, solve
+from optalloc.solve import BACKENDS, neighborhood, relative_gap, relax_and_dive, solve
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 
 
@@ -159,8 +159,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
         return _placed_outcome(em, None, "fallback", backend=name, status="error",
                                message=res.message)
     # 3a. the LP relaxation: its optimum is the bound, its dived point rounds to a plan
-    lp, points = relax_and_dive_points(lm, settings, em.x, rounds=DIVE_ROUNDS, keep=DIVE_KEEP)
-    x_lp = points[-1] if points else None
+    lp, x_lp = relax_and_dive(lm, settings, em.x, rounds=8)
     plans: list[Outcome] = []
     if lp.has_solution and x_lp is not None:
         plans.append(_placed_outcome(em, x_lp, "lp-rounded", backend=name, status="feasible",
@@ -189,19 +188,6 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
     place_s = sum(p.place_s for p in plans)
     if backend.relaxation or _certified(best, bound, settings):
         return _final(best, name, bound, settings, solve_s, place_s, lp.status)
-    # 3b'. the dive's point halfway, rounded and placed: how far to dive before rounding is
-    #      not monotonic (bench instances, seed 0: the rounded plan is 0.23% / 0.33% from the
-    #      bound after 4 rounds on L / XL against 0.56% / 0.60% after 8, and 0.84% against
-    #      0.40% on M), so both are candidates before any MIP runs
-    for x_mid in points[:-1]:
-        cand = _placed_outcome(em, x_mid, "lp-rounded", backend=name, status="feasible",
-                               message=f"LP relaxation dived {DIVE_KEEP[0]} rounds, rounded "
-                                       "and placed")
-        place_s += cand.place_s
-        plans.append(cand)
-        best = _best(plans)
-        if _certified(best, bound, settings):
-            return _final(best, name, bound, settings, solve_s, place_s, lp.status)
     # 3c. the MIP around the best plan (RINS): the integer columns where that plan and the LP
     #     agree are fixed; measured on the 1,024-GPU bench epoch with two reservations: the
     #     rounded plan was 0.79% from the bound, the neighbourhood's 0.38% in 0.5 s, where the
@@ -237,10 +223,6 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
     best = _best(plans)
     msg = f"{mip.status} ({mip.message})"
     return _final(best, name, bound, settings, solve_s, place_s, mip.status, msg)
-
-
-DIVE_ROUNDS = 8  # LP dive rounds before the rounded plan is placed
-DIVE_KEEP = (4,)  # the rounds whose point is a second candidate (placed only when needed)
 
 
 def _certified(best: Outcome, bound, settings: SolverSettings) -> bool:

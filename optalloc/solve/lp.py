@@ -44,10 +44,3 @@ def relax_and_dive(lm: LinearModel, settings: SolverSettings, cols, rounds: int 
     is the returned result's bound), then forbids the columns of `cols` left fractional and
     re-solves warm, `rounds` times. Returns (the first LP's result, the last LP's x)."""
     return HighsBackend().dive(lm, settings, cols, rounds=rounds)
-
-
-def relax_and_dive_points(lm: LinearModel, settings: SolverSettings, cols, rounds: int = 8,
-                          keep: tuple[int, ...] = ()):
-    """`relax_and_dive`, also returning the LP's point after each round in `keep`: (the
-    first LP's result, [points..., the last LP's x])."""
-    return HighsBackend().dive_points(lm, settings, cols, rounds=rounds, keep=keep)
