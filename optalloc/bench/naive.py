@@ -215,7 +215,7 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     for n, terms in on_node.items():
         prob += pulp.lpSum(a * v for a, v in terms) <= int(snap.node_gpus[n])
         n_cons += 1
-    n_cons += _shares(em, prob, x, k, m, d) + _order(em, prob, x) + _debug(em, prob, x, k, d)
+    n_cons += _shares(em, prob, x, k, m) + _order(em, prob, x) + _debug(em, prob, x, k, d)
     return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m) + len(d), n_cons)
 
 
@@ -239,18 +239,14 @@ def _debug(em: EpochModel, prob, x: list, k: list, d: list) -> int:
     return len(em.d)
 
 
-def _shares(em: EpochModel, prob, x: list, k: list, m: list, d: list) -> int:
-    """share[o, t]: the tiers met under org node o on type t, plus a project's debug GPUs
-    beyond its target, never exceed its tier-1 GPUs."""
+def _shares(em: EpochModel, prob, x: list, k: list, m: list) -> int:
+    """share[o, t]: the tiers met under org node o on type t never exceed its tier-1 GPUs."""
     import pulp
 
     snap, req = em.snap, em.req
     tiers: dict[tuple[int, int], list] = {}
     for r, (o, t) in enumerate(zip(em.m_org.tolist(), em.m_type.tolist())):
         tiers.setdefault((o, t), []).append(m[r])
-    for r, (o, t) in enumerate(zip(em.d_org.tolist(), em.d_type.tolist())):
-        if (o, t) in tiers:  # the allowance shares the project's share row (fairshare.py)
-            tiers[o, t].append(d[r])
     got: dict[tuple[int, int], list] = {key: [] for key in tiers}
     M = snap.org.membership()
     holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]

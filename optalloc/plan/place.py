@@ -337,10 +337,7 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
         types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
         s = short[jobs] & snap.job_tier1[jobs, types]
         np.add.at(held, (snap.job_project[jobs[s]], types[s]), snap.job_gpus[jobs[s]])
-        # the allowance is what lies beyond the share tiers (it shares their row)
-        got = got_by_org(em, placed)
-        beyond = np.maximum(got - np.minimum(got, em.target), 0.0)[em.d_org, em.d_type]
-        sol[em.d] = np.minimum(np.minimum(held[em.d_org, em.d_type], em.lm.ub[em.d]), beyond)
+        sol[em.d] = np.minimum(held[em.d_org, em.d_type], em.lm.ub[em.d])
     if len(em.m):
         got = got_by_org(em, placed)
         b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
