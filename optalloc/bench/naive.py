@@ -223,10 +223,10 @@ def _debug(em: EpochModel, prob, x: list, k: list, d: list) -> int:
     """debug[p, t]: a project's debug GPUs beyond its target never exceed its short jobs'."""
     import pulp
 
-    from optalloc.model.constraints.fairshare import short_jobs
+    from optalloc.model.constraints.fairshare import debug_jobs
 
     snap, req = em.snap, em.req
-    short = short_jobs(snap)
+    short = debug_jobs(snap)
     held: dict[tuple[int, int], list] = {(int(o), int(t)): [] for o, t in zip(em.d_org, em.d_type)}
     holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
     holders += [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]

@@ -41,8 +41,8 @@ DEFINES = (
     define_pieces,  # n, y, pieces, spread (per-node gangs by class)   -- capacity.py
     define_node_capacity,  # capacity[t] (a row per up node)           -- capacity.py
     define_lookahead,  # reserve[t,s] (reserved nodes: short work only)  -- lookahead.py
+    define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
-    define_shares,  # m, share[o,t] (floor segments + target, + d)     -- fairshare.py
     define_precedence,  # order (a project's own order)                -- precedence.py
 )
 
@@ -108,8 +108,7 @@ class EpochModel:
         req = self.req
         jobs = np.concatenate([req.run_job[kept], req.cand_job[started]])
         types = np.concatenate([req.run_type[kept], req.cand_type[started]])
-        dbg = debug_value(self.imp, self.snap, jobs, types, got, self.tg.target)
-        return floors, targets + dbg, work
+        return floors, targets + debug_value(self.imp, self.snap, jobs, types), work
 
 
 def build_model(

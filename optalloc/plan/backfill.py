@@ -9,7 +9,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import (
     debug_allowance,
-    short_jobs,
+    debug_jobs,
     tier_bounds,
     tier_values,
 )
@@ -36,11 +36,10 @@ class ShareGain:
                       for o in range(O)]
         self.got = np.zeros((O, T)).tolist()
         # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
-        self.short = short_jobs(snap)
+        self.short = debug_jobs(snap)  # the debug allowance (fairshare.debug_jobs)
         self.allow = debug_allowance(snap).tolist()
         self.dbg_w = (imp.target_weight / 2.0).tolist()
         self.dbg = np.zeros((O, T)).tolist()
-        self.top = np.asarray(tg.target, dtype=float).tolist()  # the allowance is beyond it
         self.tier1 = snap.job_tier1
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
@@ -65,12 +64,9 @@ class ShareGain:
                 a, b = max(lo, cur), min(hi, cur + g)
                 if b > a:
                     out += (b - a) * w
-        if self.short[j]:  # the debug allowance: GPUs beyond the target (fairshare.py)
+        if self.short[j]:
             p = self.project[j]
-            cur, top, a, dbg = self.got[p][t], self.top[p][t], self.allow[p][t], self.dbg[p][t]
-            before = min(a, dbg, max(0.0, cur - top))
-            after = min(a, dbg + g, max(0.0, cur + g - top))
-            out += (after - before) * self.dbg_w[p]
+            out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
         return out
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:

@@ -328,9 +328,9 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
         sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
         sol[em.y_count] = y_on
     if len(em.d):
-        from optalloc.model.constraints.fairshare import short_jobs
+        from optalloc.model.constraints.fairshare import debug_jobs
 
-        short = short_jobs(snap)
+        short = debug_jobs(snap)
         held = np.zeros((snap.org.n, len(snap.gpu_types)))
         c = np.flatnonzero(placed.started)
         jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])

@@ -89,14 +89,9 @@ def define_shares(ctx: BuildContext) -> None:
     ok = r >= 0
     # a waiting reservation counts as held by its project's subtree (lookahead.py)
     hr, hc, hv, hi = share_holding_terms(ctx, row_of)
-    # a project's debug-allowance GPUs come on top of its share tiers: a GPU inside the target
-    # counts there, not twice (define_debug_allowance runs first)
-    dr = row_of[ctx.d_org, ctx.d_type] if len(ctx.d) else np.zeros(0, np.int64)
-    dk = dr >= 0
-    rows = np.concatenate([r_idx, r[ok], hr, dr[dk]])
-    allc = np.concatenate([ctx.m, cols[e[ok]], hc, np.asarray(ctx.d)[dk]])
-    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float), hv,
-                           np.ones(int(dk.sum()))])
+    rows = np.concatenate([r_idx, r[ok], hr])
+    allc = np.concatenate([ctx.m, cols[e[ok]], hc])
+    coef = np.concatenate([np.ones(len(r_idx)), -snap.job_gpus[jobs[e[ok]]].astype(float), hv])
     order = np.argsort(rows, kind="stable")
     rows, allc, coef = rows[order], allc[order], coef[order]
     bnd = np.searchsorted(rows, np.arange(len(mo) + 1))
@@ -117,6 +112,20 @@ def debug_allowance(snap) -> np.ndarray:
     return np.where(snap.org.is_leaf[:, None] & (snap.policy.debug_allowance > 0), a, 0.0)
 
 
+def debug_jobs(snap) -> np.ndarray:
+    """(J,) bool: the debug jobs that earn the allowance: short (protection <= the policy's
+    debug protection) and no queued allocated job of their project with a higher declared
+    priority (a debug job may pass its project's longer jobs of its own priority, which it
+    delays by minutes, never one the team ranked above it)."""
+    short = short_jobs(snap)
+    if not short.any():
+        return short
+    waiting = ~snap.job_running & snap.job_tier1.any(axis=1)
+    top = np.full(snap.org.n, np.iinfo(np.int64).min)
+    np.maximum.at(top, snap.job_project[waiting], snap.job_priority[waiting])
+    return short & (snap.job_priority >= top[snap.job_project])
+
+
 def define_debug_allowance(ctx: BuildContext) -> None:
     """The contract's cheap grant: a job protected for at most policy.debug_protection (a
     debug job) holds its GPUs for minutes, so a project's debug jobs may run beyond its
@@ -125,17 +134,15 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     Variables  d[p,t] in {0..A[p,t]}   objective W_T(leaf) / 2 (below any target GPU of
                another project, above all work)
     Family `debug[p,t]`:  d[p,t] - sum_{short tier-1 jobs of p on t} g (x or k) <= 0
-    and d[p,t] on the left of p's `share[p,t]` row: a GPU counts in the share tiers or here,
-    so only GPUs beyond the target earn the allowance (inside it a debug job is worth no more
-    than the project's jobs ahead of it, which its own order then puts first)
 
-    Debug jobs still count toward their project's floor and target like any job, and they
-    never jump ahead of the project's own jobs inside its target (they are worth less per
-    GPU there than the jobs ahead of them); the order rows let a debug job start while a longer
-    job ahead of it waits for its project's share."""
+    Debug jobs still count toward their project's floor and target like any job; the
+    allowance's weight makes one worth more than its project's longer jobs of the same
+    priority, so it may pass them (it delays them by minutes; the order rows let it), but
+    only the debug jobs of `debug_jobs` earn it: none while a job of its project with a higher
+    declared priority waits (the team's own order ranks that one first)."""
     snap, req, imp, b = ctx.snap, ctx.req, ctx.imp, ctx.b
     A = debug_allowance(snap)
-    short = short_jobs(snap)
+    short = debug_jobs(snap)
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
@@ -161,16 +168,11 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     b.add_rows("debug", n, rows, allc, coef, -np.inf, 0.0)
 
 
-def debug_value(imp, snap, jobs: np.ndarray, types: np.ndarray, got: np.ndarray,
-                target: np.ndarray) -> float:
-    """The debug tier's objective for a plan running jobs[i] on types[i], with `got` (O, T)
-    tier-1 GPUs: debug GPUs beyond the project's target, up to its allowance (inside the
-    target a GPU counts in the share tiers, not again here)."""
+def debug_value(imp, snap, jobs: np.ndarray, types: np.ndarray) -> float:
+    """The debug tier's objective for a plan running jobs[i] on types[i]."""
     A = debug_allowance(snap)
-    short = short_jobs(snap)
+    short = debug_jobs(snap)
     sel = short[jobs] & snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
     held = np.zeros_like(A)
     np.add.at(held, (snap.job_project[jobs[sel]], types[sel]), snap.job_gpus[jobs[sel]])
-    beyond = np.maximum(got - target, 0.0)
-    d = np.minimum(np.minimum(held, A), beyond)
-    return float((d * (imp.target_weight[:, None] / 2.0)).sum())
+    return float((np.minimum(held, A) * (imp.target_weight[:, None] / 2.0)).sum())
