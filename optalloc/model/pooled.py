@@ -42,9 +42,11 @@ from optalloc.model.targets import (
     _fill_tree,
     _inorder_fill,
     _integerize,
+    capacities,
     compute_targets,
     counted_running,
     horizons,
+    lookahead_on,
 )
 from optalloc.model.order import clipped_ratios
 from optalloc.snapshot import Snapshot
@@ -71,34 +73,29 @@ def pooled_applies(snap: Snapshot) -> bool:
 
 def _leaf_demand(snap: Snapshot, req: Requirements):
     """(full (O, T): GPUs of each project's jobs that may run on t, pooled (O,): each job
-    once, protected (O, T)), at the leaves."""
+    once), at the leaves (the protected GPUs are targets._demand's)."""
     O, T = snap.org.n, len(snap.gpu_types)
-    full, pooled, prot = np.zeros((O, T)), np.zeros(O), np.zeros((O, T))
+    full, pooled = np.zeros((O, T)), np.zeros(O)
     rj, rt = req.run_job, req.run_type
     keep = counted_running(snap, req)
     np.add.at(full, (snap.job_project[rj[keep]], rt[keep]), snap.job_gpus[rj[keep]])
     np.add.at(pooled, snap.job_project[rj[keep]], snap.job_gpus[rj[keep]])
-    pr = keep & snap.job_protected[rj]
-    np.add.at(prot, (snap.job_project[rj[pr]], rt[pr]), snap.job_gpus[rj[pr]])
     cj, ct = req.cand_job, req.cand_type
     ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
     pairs = np.unique(np.stack([cj[ok], ct[ok]]), axis=1) if ok.any() else np.zeros((2, 0), int)
     np.add.at(full, (snap.job_project[pairs[0]], pairs[1]), snap.job_gpus[pairs[0]])
     jobs = np.unique(pairs[0])
     np.add.at(pooled, snap.job_project[jobs], snap.job_gpus[jobs])
-    return full, pooled, prot
+    return full, pooled
 
 
 def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     org = snap.org
-    O, T = org.n, len(snap.gpu_types)
+    O = org.n
     M = org.membership().astype(float)
-    cap_up = snap.capacity_by_type(up_only=True).astype(float)
-    demand, _, _ = _demand(snap, req, cap_up)  # the per-type view, for reports
-    full, dp, prot = _leaf_demand(snap, req)
-    rj, rt = req.run_job, req.run_type
-    on_drain = snap.job_on_drain[rj] & snap.job_protected[rj] if len(rj) else np.zeros(0, bool)
-    cap = cap_up + np.bincount(rt[on_drain], weights=snap.job_gpus[rj[on_drain]], minlength=T)
+    cap_up, cap = capacities(snap, req)
+    demand, prot, _ = _demand(snap, req, cap_up)  # demand: the per-type view, for reports
+    full, dp = _leaf_demand(snap, req)
     window, horizon = horizons(snap)
     rho = clipped_ratios(snap) * (1.0 - horizon / window)
     ent = (org.entitlement * cap_up[None, :]).sum(axis=1, keepdims=True)  # (O, 1) GPUs
@@ -109,8 +106,8 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     P = M @ prot
     target = _fit(snap, req, np.array([cap.sum()]), FP, P.sum(axis=1, keepdims=True), D, dp,
                   rho, kappa, full, prot, cap)
-    free = _fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
-                full, np.zeros_like(prot), cap_up)
+    free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
+                 full, np.zeros_like(prot), cap_up) if lookahead_on(snap) else np.zeros((0, 0)))
     return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free)
 
@@ -123,7 +120,6 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap):
     M = org.membership().astype(float)
     leaves = org.is_leaf
     leaf_up = np.where(leaves, dp, 0.0)
-    X = np.zeros_like(full)
     for _ in range(PASSES + 1):
         upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
         pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)

@@ -193,18 +193,30 @@ def _groups(keys: np.ndarray, vals: np.ndarray, flags: np.ndarray):
         yield int(keys[a]), vals[a:b].tolist(), flags[a:b].tolist()
 
 
+def capacities(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, np.ndarray]:
+    """(T,) GPUs of up nodes, and (T,) the GPUs the targets share: those plus what protected
+    jobs hold on drain nodes (outside the up capacity, they still count)."""
+    cap_up = snap.capacity_by_type(up_only=True).astype(float)
+    rj, rt = req.run_job, req.run_type
+    on_drain = snap.job_on_drain[rj] & snap.job_protected[rj] if len(rj) else np.zeros(0, bool)
+    held = np.bincount(rt[on_drain], weights=snap.job_gpus[rj[on_drain]],
+                       minlength=len(cap_up))
+    return cap_up, cap_up + held
+
+
+def lookahead_on(snap: Snapshot) -> bool:
+    """Whether the lookahead runs: only it reads the targets without protections
+    (`Targets.unprotected`), so they are not computed otherwise."""
+    return int(snap.policy.max_reservations) > 0
+
+
 def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     org = snap.org
-    O, T = org.n, len(snap.gpu_types)
-    cap_up = snap.capacity_by_type(up_only=True).astype(float)
+    O = org.n
+    cap_up, cap = capacities(snap, req)
     leaf, prot_leaf, share = _demand(snap, req, cap_up)
     M = org.membership().astype(float)
     D, P = M @ leaf, M @ prot_leaf
-    # protected jobs on drain nodes hold GPUs outside the up capacity: they still count
-    rj, rt = req.run_job, req.run_type
-    on_drain = snap.job_on_drain[rj] & snap.job_protected[rj] if len(rj) else np.zeros(0, bool)
-    drain_held = np.bincount(rt[on_drain], weights=snap.job_gpus[rj[on_drain]], minlength=T)
-    cap = cap_up + drain_held
     ent_gpus = org.entitlement * cap_up[None, :]
     F = np.floor(np.minimum(D, ent_gpus) + 1e-9)
     F[0] = 0.0
@@ -227,7 +239,8 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
         upper = M @ leaf_upper
         target = _fill_tree(snap, cap, np.minimum(F, upper), P, upper, rho, kappa)
     target = _integerize(snap, np.maximum(target, 0.0), upper)
-    free = _fill_tree(snap, cap_up, np.minimum(F, upper), np.zeros_like(P), upper, rho, kappa)
+    free = (_fill_tree(snap, cap_up, np.minimum(F, upper), np.zeros_like(P), upper, rho, kappa)
+            if lookahead_on(snap) else np.zeros((0, 0)))
     return Targets(F, target, D, P, cap, share, horizon, window, free)
 
 
