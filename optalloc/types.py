@@ -139,6 +139,11 @@ class Placement:
     def node_names(self) -> tuple[str, ...]:
         return tuple(a.node for a in self.nodes)
 
+    @property
+    def gpu_keys(self) -> tuple[tuple[str, int], ...]:
+        """((node, GPU index), ...): every GPU the placement holds."""
+        return tuple((a.node, g) for a in self.nodes for g in a.gpus)
+
 
 @dataclass(frozen=True)
 class Job:

@@ -97,12 +97,12 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
 
 def _after_leavers(snap: Snapshot, plan: Plan, pl) -> str:
     """For a start on GPUs that jobs preempted by the same plan still hold: when it starts."""
-    mine = {(a.node, g) for a in pl.nodes for g in a.gpus}
+    mine = set(pl.gpu_keys)
     by = []
     for x in plan.preemptions:
         k = snap.job_index.get(x.job_id)
         other = snap.jobs[k].placement if k is not None else None
-        if other is not None and mine & {(a.node, g) for a in other.nodes for g in a.gpus}:
+        if other is not None and mine.intersection(other.gpu_keys):
             by.append(f"{x.job_id} ({x.code.value}, grace {x.grace_s:g} s)")
     if not by:
         return ""

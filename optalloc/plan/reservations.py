@@ -213,15 +213,15 @@ def keep_reservations(em: EpochModel, placed: Placed) -> Placed | None:
     started = placed.started.copy()
     for j in bad:
         started[cand[(j, tidx[placed.placements[j].gpu_type])]] = False
-    used = {(a.node, g) for p in placements.values() for a in p.nodes for g in a.gpus}
+    used = {k for p in placements.values() for k in p.gpu_keys}
     kept = placed.kept.copy()
     ub = em.lm.ub[em.k] if len(em.k) else np.zeros(0)
     for i in np.flatnonzero(kept):
         pl = snap.jobs[int(req.run_job[i])].placement
-        used |= {(a.node, g) for a in pl.nodes for g in a.gpus}
+        used |= set(pl.gpu_keys)
     for i in np.flatnonzero(~kept & (ub > 0)):
         pl = snap.jobs[int(req.run_job[i])].placement
-        mine = {(a.node, g) for a in pl.nodes for g in a.gpus}
+        mine = set(pl.gpu_keys)
         if not mine & used:
             kept[i] = True
             used |= mine

@@ -217,12 +217,12 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
                         (now, now + max(0.0, pre.grace_s), pre.code.value, run.run_id))
                     notices.append(run.run_id)
                 preempting.append(pre.job_id)
-            used = {(a.node, g) for r in live.values() for a in r.placement.nodes for g in a.gpus}
+            used = {k for r in live.values() for k in r.placement.gpu_keys}
             # GPUs of jobs leaving after a notice (this plan's or an earlier one's)
             grace = {x.job_id: now + max(0.0, x.grace_s) for x in plan.preemptions}
-            leaving = {(a.node, g): (r.job_id, r.kill_deadline or grace.get(r.job_id))
+            leaving = {k: (r.job_id, r.kill_deadline or grace.get(r.job_id))
                        for r in live.values() if r.state == "stopping" or r.job_id in grace
-                       for a in r.placement.nodes for g in a.gpus}
+                       for k in r.placement.gpu_keys}
             for pl in plan.placements:
                 if pl.job_id in preempted_ids:
                     errors[pl.job_id] = f"{pl.job_id} is both placed and preempted in one plan"
@@ -244,7 +244,7 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
                     continue
                 assert job is not None
                 intents.append((self._record_intent(job, pl, now), job, pl))
-                used |= {(a.node, g) for a in pl.nodes for g in a.gpus}
+                used |= set(pl.gpu_keys)
         for run_id in notices:  # 2. act, then confirm each
             fault_point("runner.after_notice_intent")
             self._send_notice(get_run(self.conn, run_id))
@@ -329,7 +329,7 @@ def _placement(text: str) -> Placement:
 def _waits_for(pl: Placement, used: set, leaving: dict) -> str:
     """Why a placement starts later, or "": every GPU of it that is in use is held by a job
     leaving after a preemption notice (it gets SIGKILL at its deadline at the latest)."""
-    held = {(a.node, g) for a in pl.nodes for g in a.gpus} & used
+    held = set(pl.gpu_keys) & used
     if not held or not held <= leaving.keys():
         return ""
     runs = dict(leaving[k] for k in sorted(held))

@@ -35,7 +35,7 @@ class StartsMixin:
         if run.state == "stopping":
             return (f"{run.job_id} is still stopping after its preemption notice; it can start "
                     "again once it has exited")
-        if _gpu_set(run.placement) != _gpu_set(pl):
+        if set(run.placement.gpu_keys) != set(pl.gpu_keys):
             return (f"{run.job_id} already runs on {describe(run.placement)}; moving it to "
                     f"{describe(pl)} needs a preemption first")
         return None
@@ -205,10 +205,6 @@ def _start_ticks(pid: int) -> int | None:
 
 def _safe_name(job_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:120] or "job"
-
-
-def _gpu_set(pl: Placement) -> set[tuple[str, int]]:
-    return {(a.node, g) for a in pl.nodes for g in a.gpus}
 
 
 def describe(pl: Placement) -> str:

@@ -121,7 +121,7 @@ class SimulatedRunner(Runner):
             if job is None:
                 errors[pl.job_id] = "not a known job"
                 continue
-            start = max([now] + [self._gpu_free_at.get(k, now) for k in _gpu_keys(pl)])
+            start = max([now] + [self._gpu_free_at.get(k, now) for k in pl.gpu_keys])
             started.append(pl.job_id)
             if run is None:
                 self._start(job, pl, start)
@@ -198,7 +198,7 @@ class SimulatedRunner(Runner):
         if run.stop_at < run.finish_at:  # else it finishes during its grace period
             heapq.heappush(self._heap, (run.stop_at, _STOP, jid, run.seq))
         self._stopping[jid] = run.stop_at
-        for k in _gpu_keys(run.placement):
+        for k in run.placement.gpu_keys:
             self._gpu_free_at[k] = max(self._gpu_free_at.get(k, now), run.stop_at)
 
     def _end(self, jid: str, t: float, *, completed: bool, message: str) -> None:
@@ -225,7 +225,7 @@ class SimulatedRunner(Runner):
                 lost = elapsed
                 kind = EventKind.PREEMPTED
             st.lost_gpu_s += lost * job.gpus
-        for k in _gpu_keys(run.placement):
+        for k in run.placement.gpu_keys:
             if self._gpu_free_at.get(k, -math.inf) <= t:
                 self._gpu_free_at.pop(k, None)
         left = st.remaining if kind is EventKind.REQUEUED and math.isfinite(st.remaining) else None
@@ -240,7 +240,3 @@ class SimulatedRunner(Runner):
 
 
 _STOP, _FINISH = 0, 1  # a stop and a finish at the same instant: the stop wins
-
-
-def _gpu_keys(pl: Placement) -> list[tuple[str, int]]:
-    return [(a.node, g) for a in pl.nodes for g in a.gpus]
