@@ -15,6 +15,7 @@ import pytest
 
 from optalloc.cli import main
 from optalloc.state import StateStore
+from tests.test_sweep_cli import SCENARIO as SWEEP_SCENARIO
 
 CONFIG = textwrap.dedent(
     """
@@ -24,29 +25,10 @@ CONFIG = textwrap.dedent(
     policy: {epoch: 1m, grace: 10s}
     """
 )
-SCENARIO = textwrap.dedent(
-    """
-    gpu_types: [{name: h100}]
-    nodes: [{name: "h100-[01-02]", gpu_type: h100, gpus: 8}]
-    org:
-      name: lab
-      children:
-        - {name: A, share: 60, children: [{name: A1, share: 50}, {name: A2, share: 50}]}
-        - {name: B, share: 40, children: [{name: B1}]}
-    policy: {lookback: 12h, min_runtime_cap: 2h, epoch: 5m, grace: 60s}
-    workload:
-      source: synthetic
-      synthetic:
-        offered_load: 1.3
-        debug_fraction: 0.3
-        sizes: {1: 0.5, 2: 0.2, 4: 0.2, 8: 0.1}
-        duration_median: 1h
-        max_duration: 8h
-        teams: [B1, A1, A2]
-      mapping: {debug_below: 15m, min_runtime: 2h, unallocated_share: 0.1}
-    simulation: {duration: 1h, seed: 3}
-    """
-)
+# the sweep suite's scenario, one simulated hour
+SCENARIO = SWEEP_SCENARIO.replace("simulation: {duration: 6h, seed: 3}",
+                                  "simulation: {duration: 1h, seed: 3}")
+assert SCENARIO != SWEEP_SCENARIO
 HEADER = "job_id,project,gpu_type,gpus,start,end,allocated\n"
 
 
