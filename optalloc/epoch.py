@@ -234,6 +234,8 @@ def _certified(best: Outcome, bound, settings: SolverSettings) -> bool:
 def _final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver_status,
            solver_msg: str = "") -> Outcome:
     """Status from the placed plan's real gap: optimal only within mip_gap of a true bound."""
+    if bound is not None and 0 < best.objective - bound <= 1e-9 * max(1.0, abs(bound)):
+        bound = best.objective  # the same optimum summed in another order: a rounding, not a gap
     gap = _gap(best.objective, bound)
     if gap is not None and gap <= settings.mip_gap:
         status = "optimal"
