@@ -35,6 +35,8 @@ ROWS = (
     ("large p90", ("waits", "large", "p90_s"), "h"),
     ("large p50", ("waits", "large", "p50_s"), "h"),
     ("large never started", ("waits", "large", "n_censored"), "n"),
+    ("large allocated p90", ("waits", "large_allocated", "p90_s"), "h"),
+    ("large allocated (jobs)", ("waits", "large_allocated", "n"), "n"),
     ("other p90", ("waits", "other", "p90_s"), "h"),
     ("preempt / 1000 GPU-h", ("preemptions", "per_1000_gpu_h"), "f"),
     ("reservations kept / dropped", ("reservations",), "res"),
