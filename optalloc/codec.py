@@ -25,6 +25,7 @@ from optalloc.types import (
     ReasonCode,
     Reservation,
     ReservationEnd,
+    ReservationIdle,
     SolveReport,
     frozen_map,
 )
@@ -128,6 +129,24 @@ def plan_reservations_from_dict(d: Mapping[str, Any] | None) -> tuple[Reservatio
     return tuple(out)
 
 
+def reservation_idle_from_dict(d: Mapping[str, Any]) -> ReservationIdle:
+    return ReservationIdle(job_id=str(d["job_id"]), project=str(d["project"]),
+                           gpu_type=str(d["gpu_type"]), start=float(d["start"]),
+                           end=float(d["end"]), gpu_h=float(d["gpu_h"]))
+
+
+def plan_reservation_idle_from_dict(d: Mapping[str, Any] | None) -> tuple[ReservationIdle, ...]:
+    """The idle GPU-hours of ended reservations a stored plan carries (none in a plan written
+    before they existed; an entry that cannot be read is skipped)."""
+    out = []
+    for r in (d or {}).get("reservation_idle") or ():
+        try:
+            out.append(reservation_idle_from_dict(r))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return tuple(out)
+
+
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     out = to_dict(plan)
     out["schema_version"] = PLAN_SCHEMA_VERSION
@@ -175,4 +194,6 @@ def plan_from_dict(d: Mapping[str, Any]) -> Plan:
         reservations=tuple(reservation_from_dict(r) for r in d.get("reservations", ())),
         reservations_ended=tuple(reservation_end_from_dict(r)
                                  for r in d.get("reservations_ended", ())),
+        reservation_idle=tuple(reservation_idle_from_dict(r)
+                               for r in d.get("reservation_idle", ())),
     )

@@ -35,7 +35,12 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from optalloc.clock import Clock, WallClock
-from optalloc.codec import plan_reservations_from_dict, plan_to_dict, to_dict
+from optalloc.codec import (
+    plan_reservation_idle_from_dict,
+    plan_reservations_from_dict,
+    plan_to_dict,
+    to_dict,
+)
 from optalloc.errors import OptallocError
 from optalloc.faults import fault_point
 from optalloc.holds import hold_unknown
@@ -184,8 +189,10 @@ def run_cycle(
 
     # 4. decide
     last = store.last_epoch()  # the previous plan's reservations keep the lookahead stable
+    last_plan = (last or {}).get("plan")
     decision = decide(holds, now, queue, ledger, nodes, scheduler,
-                      reservations=plan_reservations_from_dict((last or {}).get("plan")))
+                      reservations=plan_reservations_from_dict(last_plan),
+                      reservation_idle=plan_reservation_idle_from_dict(last_plan))
     plan = decision.plan
     if dry_run:
         return CycleResult(plan, decision.snapshot, tuple(tr.events), None, tuple(tr.intervals))

@@ -91,7 +91,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     )
     kept = [snapshot.jobs[j].placement for j in req.run_job[placed.kept]]
     new = [placed.placements[j] for j in sorted(placed.placements)]
-    reservations, ended = plan_reservations(em, placed)
+    reservations, ended, idle = plan_reservations(em, placed)
     return Plan(
         now=snapshot.now,
         placements=tuple(_with_alloc(p, snapshot) for p in kept) + tuple(new),
@@ -103,6 +103,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         drains=drain_status(em, placed),
         reservations=reservations,
         reservations_ended=ended,
+        reservation_idle=idle,
     )
 
 

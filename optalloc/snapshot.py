@@ -18,7 +18,17 @@ import numpy as np
 
 from optalloc.contract import protection_s
 from optalloc.org import OrgTree
-from optalloc.types import Config, GpuType, Job, JobState, Node, NodeState, Policy, Reservation
+from optalloc.types import (
+    Config,
+    GpuType,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Policy,
+    Reservation,
+    ReservationIdle,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +68,8 @@ class Snapshot:
     # the reservations of the previous plan (optalloc.model.reservations keeps them stable and
     # says why one ends); empty when the caller has no previous plan
     previous_reservations: tuple[Reservation, ...] = ()
+    # the idle GPU-hours of reservations that ended (the previous plan's `reservation_idle`)
+    reservation_idle: tuple[ReservationIdle, ...] = ()
 
     def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
         """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
@@ -83,10 +95,12 @@ def build_snapshot(
     usage_ratio: Mapping[str, float] | None = None,
     nodes: Sequence[Node] | None = None,
     reservations: Sequence[Reservation] | None = None,
+    reservation_idle: Sequence[ReservationIdle] | None = None,
 ) -> Snapshot:
     """Freeze inputs for one epoch. `jobs` defaults to `config.jobs`, `nodes` to `config.nodes`;
     `usage_ratio` maps org node names to their ratio (missing = 0: no usage yet);
-    `reservations`: the previous plan's (`Plan.reservations`), if the caller has one."""
+    `reservations`: the previous plan's (`Plan.reservations`), if the caller has one, and
+    `reservation_idle` its `Plan.reservation_idle`."""
     jobs = tuple(config.jobs if jobs is None else jobs)
     nodes = tuple(config.nodes if nodes is None else nodes)
     gpu_types = tuple(config.gpu_types)
@@ -167,5 +181,6 @@ def build_snapshot(
         node_index=MappingProxyType(node_index),
         type_names=tuple(tnames),
         previous_reservations=tuple(reservations or ()),
+        reservation_idle=tuple(reservation_idle or ()),
         **arrays,
     )

@@ -24,7 +24,7 @@ from optalloc.ledger import Ledger
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
 from optalloc.snapshot import Snapshot, build_snapshot
 from optalloc.types import (GpuType, Interval, Job, JobState, Node, NodeState, Placement, Plan,
-                            Reservation)
+                            Reservation, ReservationIdle)
 
 
 class Decides(Protocol):
@@ -243,15 +243,18 @@ class Decision:
 
 def decide(holds: Holds, now: float, queue: Mapping[str, Job], ledger: Ledger,
            nodes: Iterable[Node], scheduler: Decides,
-           reservations: Sequence[Reservation] = ()) -> Decision:
+           reservations: Sequence[Reservation] = (),
+           reservation_idle: Sequence[ReservationIdle] = ()) -> Decision:
     """Usage ratios at `now` (running jobs' runs so far included) -> read-only snapshot of
     the jobs the config fits (`holds = optalloc.holds.hold_unknown(config, queue)`), in
     submission order -> the scheduler's plan, plus the held jobs' pending reasons.
-    `reservations`: the previous plan's (the lookahead keeps them stable)."""
+    `reservations`: the previous plan's (the lookahead keeps them stable), and
+    `reservation_idle` its idle GPU-hours of reservations that ended (charged to their projects
+    over the lookback window)."""
     ratios = ledger.usage_ratios(now, open_intervals=open_intervals(queue.values(), now))
     jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
     snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=tuple(nodes),
-                              reservations=reservations)
+                              reservations=reservations, reservation_idle=reservation_idle)
     t0 = time.perf_counter()
     plan = scheduler.decide(snapshot)
     decide_s = time.perf_counter() - t0

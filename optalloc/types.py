@@ -279,6 +279,22 @@ class ReservationEnd:
 
 
 @dataclass(frozen=True)
+class ReservationIdle:
+    """The GPU-hours a reservation that has ended held idle for its gang, charged to its
+    project in the lookahead's budget test for the lookback window after it (models/
+    formulation.md "Fair-share accounting"), whether its gang started or it was dropped: a
+    project that drops and remakes a reservation pays for every idle hour, not only the last
+    reservation's. `start`..`end`: when it held its nodes; `gpu_h` is spread evenly over them."""
+
+    job_id: str
+    project: str
+    gpu_type: str
+    start: float
+    end: float
+    gpu_h: float
+
+
+@dataclass(frozen=True)
 class SolveReport:
     backend: str
     status: str  # optimal | feasible | infeasible | timeout | error | skipped
@@ -310,6 +326,9 @@ class Plan:
     drains: tuple[DrainStatus, ...] = ()  # every drain node's progress
     reservations: tuple[Reservation, ...] = ()  # nodes held for waiting gangs after this plan
     reservations_ended: tuple[ReservationEnd, ...] = ()  # started (kept) or dropped this epoch
+    # idle GPU-hours of reservations that ended, still inside the lookback window (the next
+    # epoch's lookahead charges them to their projects)
+    reservation_idle: tuple[ReservationIdle, ...] = ()
 
 
 # --------------------------------------------------------------------------- config and ledger

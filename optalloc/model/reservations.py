@@ -20,7 +20,9 @@ nothing protected is left there.
   moment they end; held = running allocated GPUs that stay); or (budget) its unused share
   over the lookback window pays for it: usage ratio + (the gang's protected run, GPUs x
   protection x billing weight, + the idle GPU-hours its reservation has held so far + what
-  reservations chosen before it commit there) / entitled GPU-hours over the window <= 1.
+  reservations chosen before it commit there, + the idle GPU-hours the subtree's ended
+  reservations held, within the window: optalloc.model.reservation_idle) / entitled
+  GPU-hours over the window <= 1.
   The first lets a gang start within what the project may hold now; the second a gang larger
   than any instantaneous share (a 64-GPU job on a 104-GPU cluster) spend the share its
   project left unused, as the scheme's "unused share flows" does over time. Either way a
@@ -64,6 +66,7 @@ from optalloc.contract import protection_s
 from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
 from optalloc.model.requirements import SMALL, Requirements
 from optalloc.model.free_times import FreeTimes, candidate_hold, choose_nodes, running_holds
+from optalloc.model.reservation_idle import charged_by_org
 from optalloc.model.targets import Targets, counted_running, horizons
 from optalloc.snapshot import Snapshot
 
@@ -162,6 +165,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     E = snap.org.entitlement @ (cap_t * bw) * window_s / 3600.0
     ratio = np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=np.inf)
     prot_h = protection_s(snap.job_min_runtime, snap.policy.min_runtime_cap_s) / 3600.0
+    past = charged_by_org(snap)  # idle GPU-hours of the subtree's ended reservations
     # room in the fair-share targets: max(target, floor) - held, per org node and type
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
@@ -201,9 +205,10 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                               f"in line waits ({', '.join(ahead)}): it goes first")
                 continue
             lv = path(p)
-            idle = _idle_so_far(prev_r, snap.now)
+            idle = idle_so_far(prev_r, snap.now)
             short = room[lv, t] - _reserved(held, snap, M, lv, t) - g
-            cost = g * prot_h[j] * bw[t] + idle + _reserved_cost(held, snap, M, lv, prot_h, bw)
+            cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
+                    + _reserved_cost(held, snap, M, lv, prot_h, bw))
             after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
                                           where=E[lv] > 0)
             slack = KEEP_SLACK if prev_r is not None else 0.0
@@ -310,7 +315,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     return Reservations(tuple(held), tuple(ended), deadline, hold, forced, prec)
 
 
-def _idle_so_far(prev_r, now: float) -> float:
+def idle_so_far(prev_r, now: float) -> float:
     """GPU-hours a continuing reservation's nodes were held idle so far (its last plan's idle
     GPUs counted until now)."""
     if prev_r is None:
@@ -324,7 +329,7 @@ def _reserved_cost(held: list, snap: Snapshot, M, levels, prot_h, bw) -> np.ndar
     each org node of `levels` (their protected runs and idle time so far)."""
     out = np.zeros(len(levels))
     for h in held:
-        c = float(snap.job_gpus[h.job]) * prot_h[h.job] * bw[h.type] + h.idle_gpu_h
+        c = (float(snap.job_gpus[h.job]) * prot_h[h.job] + h.idle_gpu_h) * bw[h.type]
         out += M[levels, int(snap.job_project[h.job])] * c
     return out
 
@@ -369,4 +374,4 @@ def _blockers(snap: Snapshot, req: Requirements, nodes: np.ndarray) -> tuple:
 
 
 __all__ = ["LARGE_GPUS", "LARGE_NODES", "Held", "Reservations", "candidate_hold",
-           "compute_reservations", "running_holds"]
+           "compute_reservations", "idle_so_far", "running_holds"]

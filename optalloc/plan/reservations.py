@@ -23,7 +23,16 @@ from optalloc.hostlist import compress_names
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, SMALL
 from optalloc.plan.place import Placed
-from optalloc.types import PendingReason, ReasonCode, Reservation, ReservationEnd, frozen_map
+from optalloc.model.reservation_idle import carried
+from optalloc.model.reservations import idle_so_far
+from optalloc.types import (
+    PendingReason,
+    ReasonCode,
+    Reservation,
+    ReservationEnd,
+    ReservationIdle,
+    frozen_map,
+)
 from optalloc.units import format_duration
 
 
@@ -80,11 +89,15 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
 
 
 def plan_reservations(em: EpochModel, placed: Placed):
-    """(reservations after the plan, reservations that ended this epoch)."""
+    """(reservations after the plan, reservations that ended this epoch, the idle GPU-hours
+    of ended reservations the next epochs charge: optalloc.model.reservation_idle)."""
     snap, res = em.snap, em.res
     ended = [ReservationEnd(e.prev.job_id, e.prev.gpu_type, tuple(e.prev.nodes),
                             float(e.prev.expected_start), e.outcome, e.message, e.prev.since)
              for e in res.ended]
+    charges = [_idle_record(e.prev.job_id, e.prev.project or _project(snap, e.prev.job_id),
+                         e.prev.gpu_type, e.prev.since, snap.now, idle_so_far(e.prev, snap.now))
+            for e in res.ended]
     active = []
     for h in res.held:
         job = snap.jobs[h.job]
@@ -97,6 +110,8 @@ def plan_reservations(em: EpochModel, placed: Placed):
                 job.id, snap.type_names[h.type], names, h.start, "started",
                 f"{job.id} starts {'on its reserved nodes' if on else 'on ' + compress_names(pl.node_names)}"
                 f" (held since {when(h.since, snap.now)})", h.since))
+            charges.append(_idle_record(job.id, job.project, snap.type_names[h.type], h.since,
+                                     snap.now, h.idle_gpu_h))
             continue
         if h.due:
             msg += "; it could not be placed this epoch and waits for the next"
@@ -104,7 +119,17 @@ def plan_reservations(em: EpochModel, placed: Placed):
         active.append(Reservation(job.id, snap.type_names[h.type], names, h.start,
                                   job.project, int(job.gpus), h.since, idle, msg,
                                   frozen_map(details), at=snap.now, idle_gpu_h=h.idle_gpu_h))
-    return tuple(active), tuple(ended)
+    return tuple(active), tuple(ended), carried(snap, charges)
+
+
+def _project(snap, job_id: str) -> str:
+    j = snap.job_index.get(job_id)
+    return "" if j is None else snap.jobs[j].project
+
+
+def _idle_record(job_id, project, gpu_type, since, now, gpu_h) -> ReservationIdle:
+    start = now if since is None else float(since)
+    return ReservationIdle(job_id, project, gpu_type, min(start, now), now, float(gpu_h))
 
 
 def _fits(req, j: int, t: int, free: np.ndarray, ok: np.ndarray, snap) -> bool:

@@ -121,6 +121,7 @@ class _Simulation:
         self.n_queued = 0  # queued, not running
         self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
         self.reservations: tuple = ()  # the last plan's (Plan.reservations)
+        self.reservation_idle: tuple = ()  # and its Plan.reservation_idle
 
     # ------------------------------------------------------------------ main loop
 
@@ -205,8 +206,9 @@ class _Simulation:
         """The turn's decision (ledger -> snapshot -> policy), checked, then applied."""
         holds = hold_unknown(self.cfg, self.queue.values())
         d = decide(holds, now, self.queue, self.ledger, self.nodes.values(), self.policy,
-                   reservations=self.reservations)
+                   reservations=self.reservations, reservation_idle=self.reservation_idle)
         self.reservations = d.plan.reservations  # the next snapshot carries them (lookahead)
+        self.reservation_idle = d.plan.reservation_idle
         if self.check:
             check_plan(d.snapshot, d.plan)
         self.dirty = False  # transitions from here on (requeues at apply) count as changes
