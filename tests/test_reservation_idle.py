@@ -136,3 +136,17 @@ def test_decay_mode_weighs_idle_hours_by_their_age():
     ancient = _idle(10.0, NOW - 20 * DAY, NOW - 20 * DAY)
     assert carried(_snap(policy=pol), []) == ()
     assert carried(_snap(idle=[ancient, rec], policy=pol), [spread]) == (rec, spread)
+
+
+def test_a_dropped_reservation_says_the_idle_hours_its_project_was_charged():
+    prev = Reservation("G", "h100", ("n00", "n01", "n02", "n03", "n04"), NOW + 5 * H,
+                       project="A", gpus=40, since=NOW - 3 * H, idle_gpus=8, at=NOW - H,
+                       idle_gpu_h=16.0)
+    # a reservation already held keeps qualifying with 25% slack: 150 GPU-hours of an earlier
+    # one, + 16 so far + 8 GPUs for the last hour: 0.3 + (320 + 174) / 480 = 1.33
+    plan = run_epoch(_snap(prev=[prev], idle=[_idle(150.0, NOW - 6 * H, NOW - 4 * H)]))
+    (e,) = plan.reservations_ended
+    assert e.outcome == "outranked"
+    assert e.message.endswith("and its protected run, with 174 GPU-hours its reservations have "
+                              "held idle in the window, would take A's usage ratio over the "
+                              "window to 1.33 (> 1)")

@@ -220,8 +220,11 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 reason = ("outranked", f"{snap.org.names[o]} has room for "
                           f"{max(g + float(short.min()), 0):g} more {snap.type_names[t]} GPUs in "
                           f"its fair-share target ({entitled[o, t]:g} once protections end), "
-                          f"the gang needs {g:g}; and its protected run would take "
-                          f"{snap.org.names[ob]}'s usage ratio over the window to "
+                          f"the gang needs {g:g}; and its protected run"
+                          + (f", with {idle * bw[t] + past[ob]:.0f} GPU-hours its "
+                             "reservations have held idle in the window,"
+                             if idle * bw[t] + past[ob] > 0.05 else "")
+                          + f" would take {snap.org.names[ob]}'s usage ratio over the window to "
                           f"{float(after.max()):.2f} (> 1)")
                 continue
             pn = np.zeros(N, bool)
