@@ -109,7 +109,7 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
                  full, np.zeros_like(prot), cap_up) if lookahead_on(snap) else np.zeros((0, 0)))
     return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
-                   np.zeros(len(req.cand_job)), horizon, window, free)
+                   np.zeros(len(req.cand_job)), horizon, window, free, pooled=True)
 
 
 def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap):

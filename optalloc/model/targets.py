@@ -61,6 +61,7 @@ class Targets:
     # on the up capacity: the share once today's protections have ended (the lookahead's rank
     # test, optalloc.model.reservations); empty when not computed
     unprotected: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    pooled: bool = False  # one budget over every type (optalloc.model.pooled.pooled_applies)
 
 
 def horizons(snap: Snapshot) -> tuple[float, float]:

@@ -25,7 +25,6 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.order import project_order
-from optalloc.model.pooled import pooled_applies
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.place import Placed, got_by_org
 from optalloc.snapshot import Snapshot
@@ -55,7 +54,7 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
 
 def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     tn = snap.type_names[t]
-    if pooled_applies(snap):  # one budget over every type (optalloc.model.pooled)
+    if em.tg.pooled:  # one budget over every type (optalloc.model.pooled)
         ent = float(snap.org.entitlement[o] @ em.tg.capacity)
         where = (f"entitled {ent:.1f} GPUs over all gpu types, target {em.target[o].sum():g} "
                  f"over all types")
@@ -388,7 +387,7 @@ def floor_violations(em: EpochModel, got: np.ndarray) -> tuple[FloorViolation, .
     (optalloc.model.pooled), per org node over all types (gpu_type "all"): a project that
     got fewer GPUs of one type than its floor's share there and more of another met it."""
     snap = em.snap
-    if pooled_applies(snap):
+    if em.tg.pooled:
         F, G = em.floor.sum(axis=1), got.sum(axis=1)
         return tuple(FloorViolation(snap.org.names[a], ALL_TYPES, float(F[a]), float(G[a]))
                      for a in np.flatnonzero(F > G + 1e-9))
