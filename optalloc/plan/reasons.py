@@ -173,6 +173,21 @@ class _Context:
         ends = np.where(prot, snap.job_protect_end[self.hold_j], np.nan)
         self.first_end = [float(np.nanmin(ends[self.hold_t == t])) if np.isfinite(
             ends[self.hold_t == t]).any() else None for t in range(T)]
+        self._targets: dict = {}
+
+    def targets(self, p: int, types: tuple) -> tuple[list[int], dict]:
+        """(project p's path below the root, its details["targets"] on `types`), once per
+        epoch: the same for every pending job of p on those types (shared, never mutated)."""
+        out = self._targets.get((p, types))
+        if out is None:
+            em, got, snap = self.em, self.got, self.em.snap
+            path = [snap.org.index[nm] for nm in snap.org.path(snap.org.names[p])[1:]]
+            tn = snap.type_names
+            out = self._targets[(p, types)] = (path, {
+                tn[t]: [{"org": snap.org.names[o], "got": float(got[o, t]),
+                         "target": float(em.target[o, t]), "floor": float(em.floor[o, t])}
+                        for o in path] for t in types})
+        return out
 
 
 def _classify(ctx: _Context, j: int, types: list[int], details: dict):
@@ -181,8 +196,9 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
     job = snap.jobs[j]
     g = int(snap.job_gpus[j])
     tn = snap.type_names
-    allowed = [tn[t] for t in np.flatnonzero(snap.job_allowed[j])]
     code = req.no_fit_code[j]
+    allowed = [tn[t] for t in np.flatnonzero(snap.job_allowed[j])] if code in (
+        ReasonCode.NODE_DRAINING, ReasonCode.NO_MATCHING_GPU_TYPE) else []
     if code is ReasonCode.NODE_DRAINING:
         return code, (f"needs {g} GPUs of {'/'.join(allowed)}; the nodes that could hold it "
                       "are draining or down")
@@ -209,13 +225,11 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
             + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types)
         )
     p = int(snap.job_project[j])
-    path = [snap.org.index[nm] for nm in snap.org.path(snap.org.names[p])[1:]]
+    path, targets = ctx.targets(p, tuple(t1))
     T = em.target
     # the highest level on its path whose target this job would exceed, per type
     limit = {t: next((o for o in path if got[o, t] + g > T[o, t] + 1e-9), None) for t in t1}
-    details["targets"] = {tn[t]: [{"org": snap.org.names[o], "got": float(got[o, t]),
-                                   "target": float(T[o, t]), "floor": float(em.floor[o, t])}
-                                  for o in path] for t in t1}
+    details["targets"] = targets
     room = [t for t in t1 if limit[t] is None]
     if room:
         t = room[0]
