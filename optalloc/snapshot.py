@@ -71,6 +71,21 @@ class Snapshot:
     # the idle GPU-hours of reservations that ended (the previous plan's `reservation_idle`)
     reservation_idle: tuple[ReservationIdle, ...] = ()
 
+    def derived(self, fn):
+        """fn(self), computed once per snapshot and kept beside it (the snapshot is read-only,
+        so what is derived from it alone never changes: the jobs' places in their projects'
+        order, the Fair-Tree rank, ... are asked for by several phases of one epoch). Arrays
+        come back read-only, tuples of arrays likewise."""
+        memo = self.__dict__.setdefault("_derived", {})
+        out = memo.get(fn)
+        if out is None:
+            out = fn(self)
+            for a in out if isinstance(out, tuple) else (out,):
+                if isinstance(a, np.ndarray):
+                    a.setflags(write=False)
+            memo[fn] = out
+        return out
+
     def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
         """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
         mask = self.node_up if up_only else self.node_present

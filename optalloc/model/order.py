@@ -30,7 +30,12 @@ def clipped_ratios(snap: Snapshot) -> np.ndarray:
 
 
 def fair_tree_rank(snap: Snapshot) -> np.ndarray:
-    """(O,) 0-based rank of every leaf among all leaves in Fair-Tree order (inner nodes -1)."""
+    """(O,) 0-based rank of every leaf among all leaves in Fair-Tree order (inner nodes -1).
+    Computed once per snapshot (read-only)."""
+    return snap.derived(_fair_tree_rank)
+
+
+def _fair_tree_rank(snap: Snapshot) -> np.ndarray:
     org = snap.org
     ratio = np.nan_to_num(np.asarray(snap.usage_ratio, dtype=float), nan=np.inf)
     key = {}
@@ -56,7 +61,12 @@ def order_score(snap: Snapshot) -> np.ndarray:
 
 
 def project_order(snap: Snapshot) -> np.ndarray:
-    """(J,) 0-based position of every job in its project's own order."""
+    """(J,) 0-based position of every job in its project's own order. Computed once per
+    snapshot (read-only)."""
+    return snap.derived(_project_order)
+
+
+def _project_order(snap: Snapshot) -> np.ndarray:
     J = len(snap.jobs)
     if J == 0:
         return np.zeros(0, dtype=np.int64)
@@ -73,7 +83,12 @@ def project_order(snap: Snapshot) -> np.ndarray:
 
 def priority_class(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     """((J,) 0-based rank of the job's priority among its project's distinct priorities,
-    highest first; (J,) number of distinct priorities in the job's project)."""
+    highest first; (J,) number of distinct priorities in the job's project). Computed once per
+    snapshot (read-only)."""
+    return snap.derived(_priority_class)
+
+
+def _priority_class(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     J = len(snap.jobs)
     if J == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
