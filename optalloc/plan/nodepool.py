@@ -49,6 +49,15 @@ class NodePool:
         if self.evictable[j]:
             self.ev[n] += len(g)
 
+    def hold_many(self, nodes: np.ndarray, gpus: np.ndarray, jobs: np.ndarray) -> None:
+        """hold() for many (node, GPU index, job) at once (distinct, currently free GPUs)."""
+        self.occ[nodes, gpus] = True
+        self.owner[nodes, gpus] = jobs
+        N = len(self.free)
+        self.free -= np.bincount(nodes, minlength=N).astype(self.free.dtype)
+        ev = self.evictable[jobs]
+        self.ev += np.bincount(nodes[ev], minlength=N).astype(self.ev.dtype)
+
     def release(self, j: int) -> None:
         rows, cols = np.nonzero(self.owner == j)
         self.occ[rows, cols] = False

@@ -71,7 +71,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
                 pick.setdefault(int(k), {})[int(n)] = int(cnt)
     chosen = _order_consistent(em, chosen)
     pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
-    run_nodes = _running_holds(snap, req)
+    run_nodes = _running_holds(em)
     run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
     # running unallocated work stays unless a start below needs its GPUs: the solver's
     # preemption of it is advisory (within its gap it is indifferent to a few unallocated GPUs,
@@ -79,9 +79,9 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     rj = req.run_job
     low = (~snap.job_tier1[rj, req.run_type] if K else np.zeros(0, bool)) & (k_ub > 0)
     kept = kept | low
-    for i in np.flatnonzero(kept):
-        for n, gpus in run_nodes[i]:
-            pool.hold(n, gpus, int(req.run_job[i]))
+    rn, rg, ri = _running_gpus(em, run_nodes)
+    on = kept[ri]
+    pool.hold_many(rn[on], rg[on], req.run_job[ri[on]])
 
     started = np.zeros(C, bool)
     placements: dict[int, Placement] = {}
@@ -260,11 +260,31 @@ def evictable_jobs(snap: Snapshot) -> np.ndarray:
     return (low_run | low_queued) & ~snap.job_protected
 
 
-def _running_holds(snap: Snapshot, req) -> list[list[tuple[int, tuple[int, ...]]]]:
-    out = []
-    for j in req.run_job:
-        pl = snap.jobs[j].placement
-        out.append([(snap.node_index[a.node], tuple(a.gpus)) for a in pl.nodes])
+def _running_holds(em: EpochModel) -> list[list[tuple[int, tuple[int, ...]]]]:
+    """Per running job (req.run_job order): its (node index, GPU indices) pairs; once per
+    model (every candidate plan is placed from the same running set; read, never changed)."""
+    out = em.__dict__.get("_running_holds")
+    if out is None:
+        snap = em.snap
+        out = [[(snap.node_index[a.node], tuple(a.gpus)) for a in snap.jobs[j].placement.nodes]
+               for j in em.req.run_job]
+        em.__dict__["_running_holds"] = out
+    return out
+
+
+def _running_gpus(em: EpochModel, run_nodes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(node, GPU index, running job's position in req.run_job) of every GPU running jobs
+    hold, flat; once per model (every candidate plan is placed from the same running set)."""
+    out = em.__dict__.get("_running_gpus")
+    if out is None:
+        n, g, i = [], [], []
+        for k, holds in enumerate(run_nodes):
+            for node, gpus in holds:
+                n += [node] * len(gpus)
+                g += gpus
+                i += [k] * len(gpus)
+        out = (np.array(n, np.int64), np.array(g, np.int64), np.array(i, np.int64))
+        em.__dict__["_running_gpus"] = out
     return out
 
 
