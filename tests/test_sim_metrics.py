@@ -283,3 +283,28 @@ def test_jobs_submitted_before_the_horizon_wait_from_its_start():
     assert m["waits"]["other"] == {"n": 2, "n_censored": 1, "mean_s": 3900.0, "p50_s": 3900.0,
                                    "p90_s": pytest.approx(6540.0), "p99_s": pytest.approx(7134.0),
                                    "max_s": 7200.0}
+
+
+def test_large_jobs_are_split_by_contract_and_by_whether_they_fit_their_projects_share():
+    # the tiny run plus three more large jobs on a 128-GPU cluster where A is entitled to 96
+    # GPUs and B to 32: an allocated 64-GPU gang of A (fits A's share) started after 1 h, an
+    # allocated 64-GPU gang of B (beyond B's share) never started, an unallocated 128-GPU job
+    # of B started after 30 min
+    import dataclasses
+
+    r = tiny_result()
+    cfg = dataclasses.replace(r.config, nodes=(Node("n1", "g1", 128),))
+    jobs = r.jobs + (
+        JobRecord("ga", "A", 64, 8 * H, 0.0, 1 * H, None, False),
+        JobRecord("gb", "B", 64, 8 * H, 0.0, None, None, False),
+        JobRecord("ub", "B", 128, 0.0, 0.0, 0.5 * H, 1 * H, True),
+    )
+    w = compute_metrics(dataclasses.replace(r, config=cfg, jobs=jobs))["waits"]
+    assert w["large"]["n"] == 4  # big, ga, gb, ub: the DESIGN class, contract aside
+    assert w["large_allocated"]["n"] == 3 and w["large_allocated"]["n_censored"] == 2
+    # within A's share: big (censored at 3600 s) and ga (3600 s)
+    assert (w["large_within_share"]["n"], w["large_within_share"]["max_s"]) == (2, 3600.0)
+    # beyond B's share: gb, censored at the horizon (7200 s)
+    assert w["large_beyond_share"] == {"n": 1, "n_censored": 1, "mean_s": 7200.0,
+                                       "p50_s": 7200.0, "p90_s": 7200.0, "p99_s": 7200.0,
+                                       "max_s": 7200.0}

@@ -20,7 +20,9 @@ All quantities come from one `SimResult` over its horizon [start, end]:
   *large* (>= 64 GPUs), *unallocated* (min_runtime 0), *other*; and *all*; plus
   *large_allocated*, the large jobs with min_runtime > 0 (the gangs a reservation can serve: a
   large unallocated job runs only on GPUs no allocated job wants, so its wait measures idle
-  capacity, not the scheduler's service to gangs). Jobs never started
+  capacity, not the scheduler's service to gangs), split into *large_within_share* (the gang's
+  GPUs fit its project's entitled GPUs on the whole cluster) and *large_beyond_share* (they do
+  not: it can run only on share its project saved over the window or others left unused). Jobs never started
   are censored at the horizon: their wait counts as `end - submit` (a lower bound, so the
   percentiles are lower bounds too); `n_censored` says how many. Jobs submitted before the
   horizon (a scenario that starts from a live queue) wait from `start`: the run cannot change
@@ -189,7 +191,21 @@ def job_waits(result: SimResult) -> dict[str, np.ndarray]:
     )
     allocated = np.fromiter((j.min_runtime_s > 0 for j in jobs), bool, n)
     return {"wait_s": np.maximum(wait, 0.0), "censored": censored, "cls": cls,
-            "allocated": allocated}
+            "allocated": allocated, "gpus": np.fromiter((j.gpus for j in jobs), np.int64, n),
+            "project": np.array([j.project for j in jobs], dtype=object)}
+
+
+def entitled_gpus(result: SimResult) -> dict[str, float]:
+    """Each project's entitled GPUs on the whole configured cluster (its share of every
+    type's GPUs, summed)."""
+    cfg = result.config
+    types = [g.name for g in cfg.gpu_types]
+    tree = OrgTree.build(cfg.org, types)
+    cap = np.zeros(len(types))
+    for nd in cfg.nodes:
+        cap[types.index(nd.gpu_type)] += nd.gpus
+    ent = tree.entitlement @ cap
+    return {nm: float(ent[i]) for i, nm in enumerate(tree.names)}
 
 
 def _wait_stats(wait: np.ndarray, censored: np.ndarray) -> dict[str, Any]:
@@ -298,6 +314,13 @@ def compute_metrics(result: SimResult) -> dict[str, Any]:
     # runs only on GPUs no allocated job wants, so its wait measures idle capacity)
     sel = (w["cls"] == "large") & w["allocated"]
     waits["large_allocated"] = _wait_stats(w["wait_s"][sel], w["censored"][sel])
+    # ... split by whether the gang fits its project's entitled GPUs: one that does not runs
+    # only on share its project saved or others left unused (the budget over the window)
+    ent = entitled_gpus(result)
+    within = np.array([g <= ent.get(p, 0.0) + 1e-9 for g, p in zip(w["gpus"], w["project"])],
+                      dtype=bool)
+    for k, m in (("large_within_share", sel & within), ("large_beyond_share", sel & ~within)):
+        waits[k] = _wait_stats(w["wait_s"][m], w["censored"][m])
 
     n_pre = int(sum(j.preemptions for j in result.jobs))
     lost_s = float(sum(j.lost_gpu_s for j in result.jobs))
