@@ -32,19 +32,21 @@ def define_precedence(ctx: BuildContext) -> None:
         return
     cj = req.cand_job
     ok = snap.job_tier1[cj, req.cand_type]
-    by_job: dict[int, np.ndarray] = {}
+    # each job's tier-1 start columns, contiguous in `xs` from start[j] to end[j]
     sel = np.flatnonzero(ok)
     order = np.argsort(cj[sel], kind="stable")
-    sj = cj[sel][order]
-    cut = np.r_[0, np.flatnonzero(np.diff(sj)) + 1, len(sj)]
-    for lo, hi in zip(cut[:-1], cut[1:]):
-        by_job[int(sj[lo])] = ctx.x[sel[order[lo:hi]]]
-    rows, cols, vals = [], [], []
-    for r, (ja, jb) in enumerate(zip(a.tolist(), bb.tolist())):
-        xb, xa = by_job[jb], by_job[ja]
-        rows += [r] * (len(xb) + len(xa))
-        cols += xb.tolist() + xa.tolist()
-        vals += [1.0] * len(xb) + [-1.0] * len(xa)
-    b.add_rows("order", len(a), np.asarray(rows), np.asarray(cols), np.asarray(vals), -np.inf,
-               0.0)
+    sj, xs = cj[sel][order], ctx.x[sel[order]]
+    J = np.arange(len(snap.jobs))
+    start, end = np.searchsorted(sj, J, "left"), np.searchsorted(sj, J, "right")
+
+    def columns(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row, column) of every start column of jobs[r], row r."""
+        n = end[jobs] - start[jobs]
+        first = np.repeat(start[jobs] - np.cumsum(n) + n, n)
+        return np.repeat(np.arange(len(jobs)), n), xs[first + np.arange(int(n.sum()))]
+
+    rb, cb = columns(bb)
+    ra, ca = columns(a)
+    b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
+               np.r_[np.ones(len(cb)), -np.ones(len(ca))], -np.inf, 0.0)
 
