@@ -1,7 +1,7 @@
 """Greedy vs ilp without lookahead vs ilp with lookahead on one scenario (results/gangs.md).
 
     python scripts/gangs_compare.py --scenario scenarios/itp-cluster04.yaml [--duration 7d]
-        [--policies greedy,ilp,ilp-lookahead] --out results/itp/itp-cluster04.json
+        [--policies greedy,ilp,ilp-lookahead] [--seed N] --out results/itp/itp-cluster04.json
 
 `ilp` is the scenario's own policy (the lookahead is off unless its policy sets
 `max_reservations`); `ilp-lookahead` is the ilp policy with `policy.max_reservations: 2` (or the
@@ -64,8 +64,8 @@ def fmt(v, kind) -> str:
             "f": f"{v:,.1f}", "f3": f"{v:.3f}"}[kind]
 
 
-def run(scenario: str, duration: str | None, policies: list[str]) -> dict:
-    sc = load(scenario, duration=duration)
+def run(scenario: str, duration: str | None, policies: list[str], seed: int | None = None) -> dict:
+    sc = load(scenario, duration=duration, seed=seed)
     out = {}
     for name in policies:
         s = sc
@@ -103,9 +103,11 @@ def main(argv=None) -> int:
     ap.add_argument("--scenario", required=True)
     ap.add_argument("--duration")
     ap.add_argument("--policies", default="greedy,ilp,ilp-lookahead")
+    ap.add_argument("--seed", type=int, help="re-seed the scenario (another draw of a synthetic "
+                    "workload; the trace mapping's hash for a trace)")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
-    metrics = run(a.scenario, a.duration, [p.strip() for p in a.policies.split(",") if p])
+    metrics = run(a.scenario, a.duration, [p.strip() for p in a.policies.split(",") if p], a.seed)
     print(table(metrics))
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

@@ -255,3 +255,34 @@ def test_a_reservation_whose_gang_fits_no_up_nodes_any_more_ends_unplaceable():
     assert (e.job_id, e.outcome) == ("G", "unplaceable")
     assert e.message == ("its shape fits no up nodes of its allowed types any more (it waits "
                          "for nodes to come back)")
+
+
+def test_a_busy_projects_gang_reserves_within_its_share_counting_what_it_holds_at_the_start():
+    # 10 nodes, A and B entitled to 40 GPUs each, both at usage ratio 1.0 (no budget to spare
+    # over the window). A runs two 8-GPU jobs past their protection on n03-n04 and waits with a
+    # 40-GPU gang; B holds n00-n02 with protected jobs ending in 1-3 h and n05-n09 until 5-9 h.
+    # Counting the 16 GPUs A runs now, the gang never fits A's share (its later work would keep
+    # it); at the gang's expected start A's jobs past protection hold nothing the gang must
+    # wait for, so it reserves n00-n04 by the share test
+    jobs = [_b(f"b{i}", f"n{i:02d}", (i + 1) * H) for i in range(3)]
+    jobs += [_b(f"b{i}", f"n{i:02d}", i * H) for i in range(5, 10)]
+    jobs += [running(f"a{i}", "A", "h100", [(f"n{i:02d}", range(8))], start=NOW - 9 * H,
+                     min_runtime_s=8 * H) for i in (3, 4)]
+    jobs += [Job("G", "A", 40, min_runtime_s=8 * H, submit_time=0.0),
+             Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)]
+    usage = {"A": 1.0, "B": 1.0}
+    plan = run_epoch(_snap(nodes_of(10, 8), {"A": 1, "B": 1}, jobs, usage=usage,
+                           policy=Policy(max_reservations=1)))
+    (r,) = plan.reservations
+    assert (r.job_id, r.expected_start, dict(r.details)["rank_test"]) == ("G", NOW + 3 * H,
+                                                                          "share")
+    assert sorted(r.nodes) == ["n00", "n01", "n02", "n03", "n04"]
+    # with A's jobs protected for 7 h more, the gang cannot fit A's share before they end: it
+    # reserves nodes that free by then, where A's own jobs run among them
+    jobs2 = [running(j.id, "A", "h100", [(f"n0{j.id[1]}", range(8))], start=NOW - H,
+                     min_runtime_s=8 * H) if j.id in ("a3", "a4") else j for j in jobs]
+    plan2 = run_epoch(_snap(nodes_of(10, 8), {"A": 1, "B": 1}, jobs2, usage=usage,
+                            policy=Policy(max_reservations=1)))
+    (r2,) = plan2.reservations
+    assert (r2.expected_start, dict(r2.details)["rank_test"]) == (NOW + 7 * H, "share")
+    assert {"n03", "n04"} <= set(r2.nodes)

@@ -14,10 +14,13 @@ nothing protected is left there.
   still hold protected work), with no job of their own project ahead of them in line waiting
   (the `order` rows would forbid the start; that job goes first).
 * **Rank**: at every level of the project's path, either (share) the fair share has room for
-  the gang on the type: max(target, floor) - held - GPUs already reserved there >= its GPUs,
-  where the target is the water-filling's once today's protections have ended
-  (`Targets.unprotected`: protected GPUs are not lower bounds, a reservation is about the
-  moment they end; held = running allocated GPUs that stay); or (budget) its unused share
+  the gang on the type at its expected start S: max(target, floor) - held(S) - GPUs already
+  reserved there >= its GPUs, where the target is the water-filling's once today's
+  protections have ended (`Targets.unprotected`: protected GPUs are not lower bounds, a
+  reservation is about the moment they end) and held(S) the GPUs the subtree's protected jobs
+  still hold at S (its other running work has ended or lost protection by then, and the gang
+  is ahead of its queued work in line; counting everything it runs now let a busy project's
+  later small jobs keep its head-of-line gang out for good); or (budget) its unused share
   over the lookback window pays for it: usage ratio + (the gang's protected run, GPUs x
   protection x billing weight, + the idle GPU-hours its reservation has held so far + what
   reservations chosen before it commit there, + the idle GPU-hours the subtree's ended
@@ -67,7 +70,7 @@ from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
 from optalloc.model.requirements import SMALL, Requirements
 from optalloc.model.free_times import FreeTimes, candidate_hold, choose_nodes, running_holds
 from optalloc.model.reservation_idle import charged_by_org
-from optalloc.model.targets import Targets, counted_running, horizons
+from optalloc.model.targets import Targets, horizons
 from optalloc.snapshot import Snapshot
 
 LARGE_GPUS = 64  # the metrics' large class (optalloc.sim.metrics.LARGE_GPUS)
@@ -166,18 +169,24 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     ratio = np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=np.inf)
     prot_h = protection_s(snap.job_min_runtime, snap.policy.min_runtime_cap_s) / 3600.0
     past = charged_by_org(snap)  # idle GPU-hours of the subtree's ended reservations
-    # room in the fair-share targets: max(target, floor) - held, per org node and type
-    O, T = snap.org.n, len(snap.gpu_types)
-    leaf = np.zeros((O, T))
-    keep = counted_running(snap, req)
-    rj, rt = req.run_job[keep], req.run_type[keep]
-    np.add.at(leaf, (snap.job_project[rj], rt), snap.job_gpus[rj])
+    # the fair share a gang must fit: max(target once protections end, target, floor), less
+    # what the subtree's protected jobs still hold at the gang's expected start
+    O = snap.org.n
     M = snap.org.membership()
     share = tg.unprotected if tg.unprotected.shape == tg.target.shape else tg.target
     entitled = np.maximum(np.maximum(share, tg.target), tg.floor)
-    room = entitled - M.astype(float) @ leaf
+    holds = running_holds(snap, req)
+    free = FreeTimes(snap, holds)
+    h_node, h_end, h_gpus, h_job = holds
+    h_proj, h_type = snap.job_project[h_job], snap.node_type[h_node]
 
-    free = FreeTimes(snap, running_holds(snap, req))
+    def held_at(lv: np.ndarray, t: int, when: float) -> np.ndarray:
+        """(len(lv),) GPUs of type t that protected jobs under each org node of `lv` still
+        hold at `when` (the rest of what the subtree runs now has ended or lost protection)."""
+        sel = (h_type == t) & (h_end > when)
+        leaf_t = np.bincount(h_proj[sel], weights=h_gpus[sel], minlength=O)
+        return M[lv].astype(float) @ leaf_t
+
     rank = fair_tree_rank(snap)
     pos = project_order(snap)
     speed = snap.job_speed
@@ -206,27 +215,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 continue
             lv = path(p)
             idle = idle_so_far(prev_r, snap.now)
-            short = room[lv, t] - _reserved(held, snap, M, lv, t) - g
-            cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
-                    + _reserved_cost(held, snap, M, lv, prot_h, bw))
-            after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
-                                          where=E[lv] > 0)
-            slack = KEEP_SLACK if prev_r is not None else 0.0
-            test = "share" if (short + slack * g >= -1e-9).all() else \
-                "budget" if (after <= 1.0 + slack).all() else ""
-            if not test:
-                o = int(lv[int(np.argmin(short))])
-                ob = int(lv[int(np.argmax(after))])
-                reason = ("outranked", f"{snap.org.names[o]} has room for "
-                          f"{max(g + float(short.min()), 0):g} more {snap.type_names[t]} GPUs in "
-                          f"its fair-share target ({entitled[o, t]:g} once protections end), "
-                          f"the gang needs {g:g}; and its protected run"
-                          + (f", with {idle * bw[t] + past[ob]:.0f} GPU-hours its "
-                             "reservations have held idle in the window,"
-                             if idle * bw[t] + past[ob] > 0.05 else "")
-                          + f" would take {snap.org.names[ob]}'s usage ratio over the window to "
-                          f"{float(after.max()):.2f} (> 1)")
-                continue
+            # the nodes first: the share test reads what the subtree still holds when they free
             pn = np.zeros(N, bool)
             if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
                 pn[[snap.node_index[n] for n in prev_r.nodes if n in snap.node_index]] = True
@@ -242,6 +231,30 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 continue
             nodes, times = got
             start = float(times.max())
+            at = max(start, snap.now)
+            short = (entitled[lv, t] - held_at(lv, t, at) - _reserved(held, snap, M, lv, t)
+                     - g)
+            cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
+                    + _reserved_cost(held, snap, M, lv, prot_h, bw))
+            after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
+                                          where=E[lv] > 0)
+            slack = KEEP_SLACK if prev_r is not None else 0.0
+            test = "share" if (short + slack * g >= -1e-9).all() else \
+                "budget" if (after <= 1.0 + slack).all() else ""
+            if not test:
+                o = int(lv[int(np.argmin(short))])
+                ob = int(lv[int(np.argmax(after))])
+                reason = ("outranked", f"{snap.org.names[o]} has room for "
+                          f"{max(g + float(short.min()), 0):g} more {snap.type_names[t]} GPUs in "
+                          f"its fair-share target ({entitled[o, t]:g} once protections end) "
+                          "beside what its protected jobs still hold at the gang's expected "
+                          f"start, the gang needs {g:g}; and its protected run"
+                          + (f", with {idle * bw[t] + past[ob]:.0f} GPU-hours its "
+                             "reservations have held idle in the window,"
+                             if idle * bw[t] + past[ob] > 0.05 else "")
+                          + f" would take {snap.org.names[ob]}'s usage ratio over the window to "
+                          f"{float(after.max()):.2f} (> 1)")
+                continue
             if start <= snap.now and not large[c] and prev_r is None:
                 reason = ("outranked", "it can start now without a reservation")
                 continue
