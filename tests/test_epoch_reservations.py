@@ -206,7 +206,11 @@ def test_the_reserved_gang_and_the_job_kept_off_its_nodes_say_why_with_the_numbe
     assert why["G"] == ("reserved nodes n[00-02] for job G (24 h100 GPUs of project A), "
                         "expected start t=39600 (in 1h); 1 job there ends or loses protection "
                         "by then")
-    assert why["L"] == ("the 8 free h100 GPUs on n00 are held for job G's reservation "
+    # S and E backfill one of the two free reserved nodes (which one is the LP's vertex), L
+    # is kept off the other
+    (used,) = {a.node for p in plan.placements if p.job_id in ("S", "E") for a in p.nodes}
+    free = ({"n00", "n01"} - {used}).pop()
+    assert why["L"] == (f"the 8 free h100 GPUs on {free} are held for job G's reservation "
                         "(expected start t=39600 (in 1h)); this job would hold its GPUs until "
                         "t=64800 (in 8h) (its protection, or its expected end if sooner), past "
                         "that start")

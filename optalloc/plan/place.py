@@ -29,6 +29,7 @@ from optalloc.model.requirements import PIECES, SMALL, WHOLE
 from optalloc.plan.backfill import restore_and_backfill
 from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.nodepool import NodePool
+from optalloc.plan.symmetry import canonical_empty_nodes
 from optalloc.snapshot import Snapshot
 from optalloc.types import Placement
 
@@ -58,6 +59,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
         kept = k_ub > 0
         reserved: list[int] = []
     else:
+        x = canonical_empty_nodes(em, x)  # which of interchangeable empty nodes: node order
         chosen = x[em.x] > 1.0 - 1e-6  # a fractional (LP) start is left to the backfill
         kept = ((x[em.k] >= 0.5) & (k_ub > 0)) | req.run_fixed
         reserved = [int(n) for n in em.z_node[x[em.z] > 0.5]] if len(em.z) else []
