@@ -128,5 +128,19 @@ class OrgTree:
             object.__setattr__(self, "_membership", m)
         return m
 
+    def families(self) -> tuple[tuple[int, np.ndarray], ...]:
+        """((parent, its children), ...) for every inner node, parents top-down (a parent
+        comes after its own parent), children in index order; computed once per tree."""
+        f = self.__dict__.get("_families")
+        if f is None:
+            children: dict[int, list[int]] = {}
+            order = np.argsort(self.depth, kind="stable")
+            for v in order[1:]:
+                children.setdefault(int(self.parent[v]), []).append(int(v))
+            f = tuple((int(o), np.asarray(children[int(o)], dtype=np.int64))
+                      for o in order if int(o) in children)
+            object.__setattr__(self, "_families", f)
+        return f
+
     def leaf_entitlement(self, name: str, gpu_type: str) -> float:
         return float(self.entitlement[self.index[name], self.gpu_types.index(gpu_type)])

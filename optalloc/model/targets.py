@@ -135,14 +135,7 @@ def _fill_tree(snap, cap, floor, prot, upper, rho, kappa) -> np.ndarray:
     O, T = floor.shape
     target = np.zeros((O, T))
     target[0] = np.minimum(cap, upper[0])
-    children: dict[int, list[int]] = {}
-    for v in np.argsort(org.depth, kind="stable")[1:]:
-        children.setdefault(int(org.parent[v]), []).append(int(v))
-    for o in np.argsort(org.depth, kind="stable"):
-        ch = children.get(int(o))
-        if not ch:
-            continue
-        ch = np.asarray(ch)
+    for o, ch in org.families():
         low = np.maximum(prot[ch], floor[ch])
         target[ch] = waterfill(target[o], low, upper[ch], rho[ch], kappa[ch], prot[ch])
     return target
@@ -251,14 +244,7 @@ def _integerize(snap: Snapshot, target: np.ndarray, upper: np.ndarray) -> np.nda
     org = snap.org
     out = np.zeros_like(target)
     out[0] = np.floor(target[0] + 1e-9)
-    children: dict[int, list[int]] = {}
-    for v in np.argsort(org.depth, kind="stable")[1:]:
-        children.setdefault(int(org.parent[v]), []).append(int(v))
-    for o in np.argsort(org.depth, kind="stable"):
-        ch = children.get(int(o))
-        if not ch:
-            continue
-        ch = np.asarray(ch)
+    for o, ch in org.families():
         base = np.floor(target[ch] + 1e-9)
         room = np.ceil(upper[ch] - 1e-9) - base
         frac = np.where(room >= 1, target[ch] - base, -1.0)
