@@ -42,6 +42,13 @@ def bar(name: str, ms: dict) -> list[tuple[str, str, bool | None]]:
         out.append(("large-job p90 <= half of greedy's",
                     f"{_h(ll)} vs greedy {_h(lg)} (half: {_h(lg / 2)}; over {n_large} jobs, "
                     f"p50 {p50[0]} vs {p50[1]})", ll <= lg / 2))
+        ag, al = (_v(g, "waits", "large_allocated", "p90_s"),
+                  _v(la, "waits", "large_allocated", "p90_s"))
+        if ag is not None and al is not None:
+            n_alloc = _v(la, "waits", "large_allocated", "n")
+            out.append(("... of allocated large jobs (the gangs a reservation can serve)",
+                        f"{_h(al)} vs greedy {_h(ag)} (half: {_h(ag / 2)}; over {n_alloc} jobs)",
+                        al <= ag / 2))
     for label, path in (("owed delivered (hourly)", ("owed_delivered", "hourly")),
                         ("worst project (hourly)", ("owed_delivered", "worst_hourly", "value")),
                         ("occupancy (total)", ("occupancy", "total"))):
