@@ -30,7 +30,8 @@ Holding rules in the work tier (no flip-flopping for leftovers): a running alloc
 worth its project's best Fair-Tree factor (1 + ALPHA) and the best submit score of its
 priority, so only a strictly higher declared priority of its own project, or a fair-share
 target of another, displaces it; a running unallocated job is worth at least the best queued
-unallocated job per GPU on its type (unallocated work never displaces unallocated work).
+unallocated job per GPU on its type and what the best of them is worth on one node
+(unallocated work never displaces unallocated work, not even to consolidate it).
 """
 
 from __future__ import annotations
@@ -148,14 +149,22 @@ def compute_impact(snap: Snapshot) -> Impact:
 
 
 def _keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier1: np.ndarray) -> np.ndarray:
-    """Running unallocated work is worth, per GPU, at least the best queued unallocated job
-    allowed on that type, times (1 + ALPHA): a queued unallocated job only fills idle GPUs
-    (the published rule); only allocated demand displaces running unallocated work."""
+    """Running unallocated work is worth, times (1 + ALPHA), at least the best queued
+    unallocated job allowed on that type per GPU, and at least the most that such a job can
+    be worth on one node: a queued unallocated job only fills idle GPUs (the published rule),
+    neither in place of a running one of its size nor by consolidating several small ones
+    into a bigger start (the placement never lets unallocated work evict unallocated work, so
+    a model that did would promise what no plan can place); only allocated demand displaces
+    running unallocated work (one node of it stays below one allocated GPU, FOOTPRINT)."""
     low = ~tier1
     if not value.size or not low.any():
         return value
     g = np.maximum(snap.job_gpus, 1).astype(float)[:, None]
     queued = (~snap.job_running)[:, None] & snap.job_allowed & low
-    best = np.where(queued, value / g, 0.0).max(axis=0)
+    per_gpu = np.where(queued, value / g, 0.0)
+    best = per_gpu.max(axis=0)
+    g_node = float(snap.node_gpus.max(initial=1))
+    best_node = (per_gpu * np.minimum(g, g_node)).max(axis=0)  # a queued job's worth on a node
     run = snap.job_running[:, None] & low
-    return np.where(run, np.maximum(value, best[None, :] * g) * (1.0 + ALPHA), value)
+    keep = np.maximum(np.maximum(value, best[None, :] * g), best_node[None, :])
+    return np.where(run, keep * (1.0 + ALPHA), value)
