@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.order import project_order
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.place import Placed, got_by_org
+from optalloc.plan.reason_context import ReasonContext
 from optalloc.snapshot import Snapshot
 from optalloc.types import FloorViolation, PendingReason, Placement, Preemption, ReasonCode, frozen_map
 from optalloc.units import format_time
@@ -104,7 +104,7 @@ def pending_reasons(
         return ()
     free_t = free_by_type(snap, placed.free)
     got = got_by_org(em, placed) if got is None else got
-    ctx = _Context(em, placed, got)
+    ctx = ReasonContext(em, placed, got)
     cand_types: dict[int, list[int]] = {}
     for j, t in zip(req.cand_job.tolist(), req.cand_type.tolist()):
         cand_types.setdefault(j, []).append(t)
@@ -151,46 +151,7 @@ def pending_reasons(
     return tuple(out)
 
 
-class _Context:
-    """What the classification of every pending job reads, computed once per epoch."""
-
-    def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray):
-        snap, req = em.snap, em.req
-        self.em, self.got = em, got
-        self.pos = project_order(snap)
-        self.anc = snap.org.membership()
-        # holders after the plan: (job, type) of kept and started jobs
-        kj, kt = req.run_job[placed.kept], req.run_type[placed.kept]
-        nj = np.fromiter(placed.placements.keys(), dtype=np.int64, count=len(placed.placements))
-        tidx = {n: i for i, n in enumerate(snap.type_names)}
-        nt = np.array([tidx[p.gpu_type] for p in placed.placements.values()], dtype=np.int64)
-        self.hold_j = np.concatenate([kj, nj])
-        self.hold_t = np.concatenate([kt, nt])
-        prot = snap.job_protected[self.hold_j]
-        T = len(snap.gpu_types)
-        self.protected_gpus = np.bincount(self.hold_t[prot], weights=snap.job_gpus[
-            self.hold_j[prot]], minlength=T)
-        ends = np.where(prot, snap.job_protect_end[self.hold_j], np.nan)
-        self.first_end = [float(np.nanmin(ends[self.hold_t == t])) if np.isfinite(
-            ends[self.hold_t == t]).any() else None for t in range(T)]
-        self._targets: dict = {}
-
-    def targets(self, p: int, types: tuple) -> tuple[list[int], dict]:
-        """(project p's path below the root, its details["targets"] on `types`), once per
-        epoch: the same for every pending job of p on those types (shared, never mutated)."""
-        out = self._targets.get((p, types))
-        if out is None:
-            em, got, snap = self.em, self.got, self.em.snap
-            path = [snap.org.index[nm] for nm in snap.org.path(snap.org.names[p])[1:]]
-            tn = snap.type_names
-            out = self._targets[(p, types)] = (path, {
-                tn[t]: [{"org": snap.org.names[o], "got": float(got[o, t]),
-                         "target": float(em.target[o, t]), "floor": float(em.floor[o, t])}
-                        for o in path] for t in types})
-        return out
-
-
-def _classify(ctx: _Context, j: int, types: list[int], details: dict):
+def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     em, got = ctx.em, ctx.got
     snap, req = em.snap, em.req
     job = snap.jobs[j]
@@ -240,8 +201,8 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
             f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
             f"{T[p, t]:g} {tn[t]} GPUs), but {g} GPUs of {tn[t]} are not free or preemptible: "
             f"{prot}, "
-            + (f"the rest are held by {_holders_outside(snap, em, got, p, t)}: past a target "
-               "with whole jobs, which cannot shrink to it" if _others_over(snap, em, got, p, t)
+            + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
+               "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
                else "the rest hold other projects' floors and targets")
             + f" ({fr[tn[t]]['free_gpus']} free)"
         )
@@ -249,8 +210,8 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
     t = max(t1, key=lambda u: (path.index(limit[u]), T[p, u] - got[p, u]))
     o = limit[t]
     if o == p:
-        mine = ctx.hold_j[(ctx.hold_t == t) & (snap.job_project[ctx.hold_j] == p)]
-        higher = [m for m in mine if snap.job_priority[m] > job.priority]
+        mine, prio = ctx.own_holders(p, t)
+        higher = mine[prio > job.priority].tolist()
         if higher:
             details["held_by"] = [snap.jobs[m].id for m in higher][:10]
             return ReasonCode.LOWER_PRIORITY_IN_PROJECT, (
@@ -266,8 +227,8 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
         where = (f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
                  f"{em.floor[o, t]:g} GPUs)" if got[o, t] < em.floor[o, t] - 1e-9 else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g})")
-        held = _holders_outside(snap, em, got, o, t)
-        over = _others_over(snap, em, got, o, t)
+        held = ctx.about(_holders_outside, o, t)
+        over = ctx.about(_others_over, o, t)
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
             "are protected"
@@ -277,7 +238,7 @@ def _classify(ctx: _Context, j: int, types: list[int], details: dict):
                else f"; the rest are held by {held}: past a target with whole jobs, which "
                     "cannot shrink to it" if held else "")
         )
-    sib = _siblings(snap, em, got, o, t)
+    sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (
         f"{_share_line(snap, em, got, o, t)}; starting this {g}-GPU job would exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
