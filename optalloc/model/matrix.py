@@ -10,7 +10,7 @@ x integer where `integer` is set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +50,18 @@ class LinearModel:
             np.maximum(ax - self.row_hi, 0),
         ]
         return float(max((p.max() if len(p) else 0.0) for p in parts))
+
+    def with_row(self, label: str, cols: np.ndarray, vals: np.ndarray, lo: float,
+                 hi: float = np.inf) -> "LinearModel":
+        """This model with one more row lo <= sum vals * x[cols] <= hi (same columns: a
+        solution of either reads the same way)."""
+        row = sp.csr_matrix((np.asarray(vals, float), (np.zeros(len(cols), np.int64),
+                                                       np.asarray(cols, np.int64))),
+                            shape=(1, self.n_vars))
+        n = self.n_cons
+        return replace(self, A=sp.vstack([self.A, row], format="csr"),
+                       row_lo=np.append(self.row_lo, lo), row_hi=np.append(self.row_hi, hi),
+                       row_blocks=self.row_blocks + ((label, n, n + 1),))
 
     def family_of_row(self, row: int) -> str:
         for label, a, b in self.row_blocks:

@@ -58,6 +58,12 @@ def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> tu
     return float(v[..., :-1].sum()), float(v[..., -1].sum())
 
 
+def floor_columns(m: np.ndarray, m_seg: np.ndarray) -> np.ndarray:
+    """The share columns of the floor tier (segments below the target): with their objective
+    coefficients, the floor value met_tiers gives a plan."""
+    return m[m_seg < K_SEGMENTS]
+
+
 def met_value(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> float:
     """Objective of the share tiers for a plan that gives `got` (O, T) tier-1 GPUs."""
     return sum(met_tiers(imp, floor, target, got))
