@@ -3,7 +3,7 @@
 No finite weight makes one floor GPU outweigh every target GPU: a 2-GPU job that holds its
 project's floor can block a 64-GPU gang whose project is under its target. The epoch keeps the
 floor (floors come first in the scheme's order, optalloc.plan.score) even though the weighted
-MIP optimum drops it; before stop 20 it then reported that plan `feasible` with an 8.7% gap to
+MIP optimum drops it; until this change (stop 19) it then reported that plan `feasible` with an 8.7% gap to
 the bound of plans that drop the floor, which no plan keeping the floor can reach. Now the MIP
 runs again with the chosen plan's floors held (a row on the floor tier), so the plan returned is
 the best of those that meet them and its gap is measured against their bound (epoch.py, 3e).
