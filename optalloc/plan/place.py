@@ -171,7 +171,7 @@ def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, ca
     starts on the nodes it reserved, before anything else is placed: every running job still
     there leaves (none is protected; an LP point may keep them fractionally, and rounding
     those keeps up would leave the forced start without room, the plan outside the model)."""
-    res, req = em.res, em.req
+    res, req, snap = em.res, em.req, em.snap
     if res is None or not len(res.forced) or not res.forced.any():
         return
     k_lb = em.lm.lb[em.k] if len(em.k) else np.zeros(0)
@@ -187,6 +187,24 @@ def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, ca
         if len(nodes) != len(need):
             continue
         owners = {int(e) for n in nodes for e in pool.owner[n] if e >= 0}
+        if any(kept[run_of_job[e]] and snap.job_tier1[e, req.run_type[run_of_job[e]]]
+               for e in owners if e in run_of_job):
+            # the solution keeps allocated work there and the model does not tie a due gang to
+            # its reserved nodes: where free nodes allow, it starts on the reserved nodes that
+            # are free and others, and nobody is preempted for it (the lookahead's gang-heavy
+            # runs: the MIP's optimum kept two jobs there, the placement evicted them and the
+            # plan fell 26% below a bound it had reached)
+            # (unallocated work yields its GPUs, as to any allocated start)
+            free = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
+                pool, em, c, nodes, {}, evict=bool(snap.job_tier1[h.job, h.type]))
+            if free is not None:
+                for n, g in zip(free, chunks(req, h.job, h.type)):
+                    for e in pool.make_room(n, g):
+                        kept[run_of_job[e]] = False
+                placements[h.job] = alloc(pool, em, h.job, h.type, free)
+                started[c] = True
+                cand_of[h.job] = c
+                continue
         movable = all(e in run_of_job and not req.run_fixed[run_of_job[e]]
                       and k_lb[run_of_job[e]] < 0.5 for e in owners)
         if not movable:  # something there must stay: the usual placement decides
