@@ -122,7 +122,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
                 else:
                     kept[run_of_job[e]] = False
 
-    _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of)
+    _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of, evict_for)
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
@@ -166,11 +166,14 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     return Placed(started, kept | restored, placements, backfilled, restored, free)
 
 
-def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of) -> None:
+def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of,
+                     evict_for) -> None:
     """A due reservation's gang (its start is forced: nothing protected is left on its nodes)
     starts on the nodes it reserved, before anything else is placed: every running job still
     there leaves (none is protected; an LP point may keep them fractionally, and rounding
-    those keeps up would leave the forced start without room, the plan outside the model)."""
+    those keeps up would leave the forced start without room, the plan outside the model).
+    Where the solution keeps allocated work on them, it starts on free nodes first, the
+    reserved ones before others, when they hold it."""
     res, req, snap = em.res, em.req, em.snap
     if res is None or not len(res.forced) or not res.forced.any():
         return
@@ -187,34 +190,31 @@ def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, ca
         if len(nodes) != len(need):
             continue
         owners = {int(e) for n in nodes for e in pool.owner[n] if e >= 0}
+        at = None
         if any(kept[run_of_job[e]] and snap.job_tier1[e, req.run_type[run_of_job[e]]]
                for e in owners if e in run_of_job):
             # the solution keeps allocated work there and the model does not tie a due gang to
-            # its reserved nodes: where free nodes allow, it starts on the reserved nodes that
-            # are free and others, and nobody is preempted for it (the lookahead's gang-heavy
-            # runs: the MIP's optimum kept two jobs there, the placement evicted them and the
-            # plan fell 26% below a bound it had reached)
-            # (unallocated work yields its GPUs, as to any allocated start)
-            free = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
+            # its reserved nodes: where free nodes allow (unallocated work yielding, as to any
+            # allocated start), it starts on the reserved nodes that are free and others, and
+            # nobody is preempted for it (the lookahead's gang-heavy runs: the MIP's optimum
+            # kept two jobs there, the placement evicted them and the plan fell 26% below a
+            # bound it had reached)
+            at = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
                 pool, em, c, nodes, {}, evict=bool(snap.job_tier1[h.job, h.type]))
-            if free is not None:
-                for n, g in zip(free, chunks(req, h.job, h.type)):
-                    for e in pool.make_room(n, g):
-                        kept[run_of_job[e]] = False
-                placements[h.job] = alloc(pool, em, h.job, h.type, free)
-                started[c] = True
-                cand_of[h.job] = c
+            if at is not None:
+                evict_for(h.job, c, at)
+        if at is None:
+            movable = all(e in run_of_job and not req.run_fixed[run_of_job[e]]
+                          and k_lb[run_of_job[e]] < 0.5 for e in owners)
+            if not movable:  # something there must stay: the usual placement decides
                 continue
-        movable = all(e in run_of_job and not req.run_fixed[run_of_job[e]]
-                      and k_lb[run_of_job[e]] < 0.5 for e in owners)
-        if not movable:  # something there must stay: the usual placement decides
-            continue
-        for e in owners:
-            pool.release(e)
-            kept[run_of_job[e]] = False
-        if any(pool.free[n] < g or not pool.accept[n] for n, g in zip(nodes, need)):
-            continue
-        placements[h.job] = alloc(pool, em, h.job, h.type, nodes)
+            for e in owners:
+                pool.release(e)
+                kept[run_of_job[e]] = False
+            if any(pool.free[n] < g or not pool.accept[n] for n, g in zip(nodes, need)):
+                continue
+            at = nodes
+        placements[h.job] = alloc(pool, em, h.job, h.type, at)
         started[c] = True
         cand_of[h.job] = c
 
