@@ -213,7 +213,8 @@ def test_the_naive_model_refuses_a_model_with_parts_it_does_not_write(name, chan
         build_naive(changed)
 
 
-KEEP, GANG = {"x": 0, "k": 1, "m": 1, "y": 0, "d": 1}, {"x": 1, "k": 0, "m": 0, "y": 1, "d": 0}
+KEEP = {"x": 0, "k": 1, "m": 1, "y": 0, "d": 1, "f": 0}
+GANG = {"x": 1, "k": 0, "m": 0, "y": 1, "d": 0, "f": 16}
 
 
 @pytest.mark.parametrize("name,optimal,log,point,reason", [

@@ -17,6 +17,7 @@ aggregated packing (u counts per node and size, z reserved whole nodes):
                            piece  a node of a per-node gang (n has >= gpus_per_node GPUs)
     k[i]       in {lb..ub}  running job i keeps its GPUs               objective c[em.k[i]]
     m[r]       (em.lm bounds and integrality) GPUs of share tier r met objective c[em.m[r]]
+    d[r], f[r] debug GPUs beyond the target, unallocated GPUs within the fill target
 
     pieces per kind   sum_n y[c, n, p] = count_p(c) x[c]    (job, rem: 1; whole, piece: pieces)
     one choice        sum_t x[j, t] + k[j] <= 1
@@ -24,6 +25,7 @@ aggregated packing (u counts per node and size, z reserved whole nodes):
     shares            sum_{s} m[o, t, s] <= sum_{c on t, tier 1, under o} g_c x[c] + same over k
                       (+ a waiting reservation's GPUs on its project's path: g (1 - sum_t x[gang, t]))
     order             sum_t x[b, t] - sum_t x[a, t] <= 0   (a ahead of b in its project)
+    debug, fill       d[p, t] (f[p]) <= the GPUs of p's debug (unallocated) jobs on t (anywhere)
     lookahead         no binary y[c, n, p] on a node reserved until S when c holds its GPUs past
                       S (the model's `reserve` rows); x[c] >= 1 for a due reservation's gang
 
@@ -58,9 +60,9 @@ PROGRESS_EVERY = 250_000  # report progress every this many binaries while build
 #: piece kinds, in the order a placement lists them (largest chunk first: 8 + 8 + 4)
 KINDS = ("whole", "piece", "job", "rem")
 #: optalloc's model parts this formulation writes element by element
-KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m", "d"})
+KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m", "d", "f"})
 KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share", "debug",
-                            "order", "reserve"})
+                            "order", "reserve", "fill"})
 
 
 @dataclass
@@ -147,7 +149,7 @@ def unwritten_parts(em: EpochModel) -> list[str]:
     out += sorted({f"row family {label.split('[')[0]}" for label, _, _ in lm.row_blocks
                    if label.split("[")[0] not in KNOWN_FAMILIES})
     mine = np.zeros(lm.n_vars, dtype=bool)
-    mine[np.concatenate([em.x, em.k, em.m, em.d]).astype(np.int64)] = True
+    mine[np.concatenate([em.x, em.k, em.m, em.d, em.f]).astype(np.int64)] = True
     if np.any(lm.c[~mine] != 0):
         out.append("objective terms on z, u or y")
     return out
@@ -174,10 +176,13 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
          for r, col in enumerate(em.m)]
     d = [pulp.LpVariable(f"d_{r}", lowBound=float(lm.lb[col]), upBound=float(lm.ub[col]),
                          cat=pulp.LpInteger) for r, col in enumerate(em.d)]
+    f = [pulp.LpVariable(f"f_{r}", lowBound=float(lm.lb[col]), upBound=float(lm.ub[col]))
+         for r, col in enumerate(em.f)]
     prob += (pulp.lpSum(float(c[em.x[ci]]) * x[ci] for ci in range(C))
              + pulp.lpSum(float(c[em.k[i]]) * k[i] for i in range(K))
              + pulp.lpSum(float(c[col]) * m[r] for r, col in enumerate(em.m))
              + pulp.lpSum(float(c[col]) * d[r] for r, col in enumerate(em.d))
+             + pulp.lpSum(float(c[col]) * f[r] for r, col in enumerate(em.f))
              + float(lm.obj_offset))
     n_cons = 0
 
@@ -216,7 +221,26 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
         prob += pulp.lpSum(a * v for a, v in terms) <= int(snap.node_gpus[n])
         n_cons += 1
     n_cons += _shares(em, prob, x, k, m) + _order(em, prob, x) + _debug(em, prob, x, k, d)
-    return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m) + len(d), n_cons)
+    n_cons += _fill(em, prob, x, k, f)
+    return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m) + len(d) + len(f),
+                      n_cons)
+
+
+def _fill(em: EpochModel, prob, x: list, k: list, f: list) -> int:
+    """fill[p]: a project's GPUs within its fill target never exceed its unallocated work's."""
+    import pulp
+
+    snap, req = em.snap, em.req
+    held: dict[int, list] = {int(o): [] for o in em.f_org}
+    holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
+    holders += [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
+    for j, t, v in holders:
+        p = int(snap.job_project[j])
+        if not snap.job_tier1[j, t] and p in held:
+            held[p].append(int(snap.job_gpus[j]) * v)
+    for r, p in enumerate(em.f_org.tolist()):
+        prob += f[r] <= pulp.lpSum(held[p])
+    return len(em.f)
 
 
 def _debug(em: EpochModel, prob, x: list, k: list, d: list) -> int:

@@ -20,6 +20,7 @@ from optalloc.model.constraints.fairshare import (
     define_shares,
     met_tiers,
 )
+from optalloc.model.constraints.fill import define_fill, fill_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
 from optalloc.model.constraints.lookahead import define_lookahead
 from optalloc.model.constraints.precedence import define_precedence
@@ -43,6 +44,7 @@ DEFINES = (
     define_lookahead,  # reserve[t,s] (reserved nodes: short work only)  -- lookahead.py
     define_shares,  # m, share[o,t] (floor segments + target)          -- fairshare.py
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
+    define_fill,  # f, fill[p] (idle GPUs shared among unallocated work)  -- fill.py
     define_precedence,  # order (a project's own order)                -- precedence.py
 )
 
@@ -75,6 +77,9 @@ class EpochModel:
     d: np.ndarray
     d_org: np.ndarray
     d_type: np.ndarray
+    f: np.ndarray
+    f_org: np.ndarray
+    fill: np.ndarray  # (O,) fill targets (optalloc.model.fill)
     prec_a: np.ndarray
     prec_b: np.ndarray
     build_s: float
@@ -100,14 +105,15 @@ class EpochModel:
         return sum(self.plan_tiers(started, kept, got))
 
     def plan_tiers(self, started: np.ndarray, kept: np.ndarray, got: np.ndarray) -> tuple:
-        """The plan's objective split by the scheme's order: (floors, targets, work + churn);
-        compared lexicographically when the epoch chooses among candidate plans."""
+        """The plan's objective split by the scheme's order: (floors, targets, work + fill +
+        churn); compared lexicographically when the epoch chooses among candidate plans."""
         c = self.lm.c
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
         floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got)
         req = self.req
         jobs = np.concatenate([req.run_job[kept], req.cand_job[started]])
         types = np.concatenate([req.run_type[kept], req.cand_type[started]])
+        work += fill_value(self.imp, self.snap, self.fill, jobs, types)
         return floors, targets + debug_value(self.imp, self.snap, jobs, types), work
 
 
@@ -130,7 +136,7 @@ def build_model(
         y=ctx.y, y_node=ctx.y_node, y_class=ctx.y_class, y_count=ctx.y_count,
         cand_class=ctx.cand_class, classes=ctx.classes,
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
-        d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type,
+        d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type, f=ctx.f, f_org=ctx.f_org, fill=ctx.fill,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b,
         build_s=time.perf_counter() - t0,
     )

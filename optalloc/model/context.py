@@ -60,6 +60,11 @@ class BuildContext:
     d: np.ndarray = field(default_factory=_empty)
     d_org: np.ndarray = field(default_factory=_empty)
     d_type: np.ndarray = field(default_factory=_empty)
+    # f[i]: GPUs of project f_org[i]'s unallocated work within its fill target; fill (O,) the
+    # fill targets (optalloc.model.fill)
+    f: np.ndarray = field(default_factory=_empty)
+    f_org: np.ndarray = field(default_factory=_empty)
+    fill: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # order rows: job prec_a[i] must start if job prec_b[i] does
     prec_a: np.ndarray = field(default_factory=_empty)
     prec_b: np.ndarray = field(default_factory=_empty)

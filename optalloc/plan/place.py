@@ -378,6 +378,13 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
         s = short[jobs] & snap.job_tier1[jobs, types]
         np.add.at(held, (snap.job_project[jobs[s]], types[s]), snap.job_gpus[jobs[s]])
         sol[em.d] = np.minimum(held[em.d_org, em.d_type], em.lm.ub[em.d])
+    if len(em.f):
+        from optalloc.model.constraints.fill import fill_held
+
+        c = np.flatnonzero(placed.started)
+        jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
+        types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
+        sol[em.f] = fill_held(snap, em.fill, jobs, types)[em.f_org]
     if len(em.m):
         got = got_by_org(em, placed)
         b = tier_bounds(em.floor, em.target)  # (O, T, K+1)

@@ -57,6 +57,20 @@ class ReasonContext:
             out = self._memo[key] = (mine, snap.job_priority[mine])
         return out
 
+    def fill(self) -> tuple[np.ndarray, np.ndarray]:
+        """((O,) each project's fill target of idle GPUs for unallocated work, (O,) the GPUs of
+        unallocated work it holds after the plan), once per epoch."""
+        out = self._memo.get("fill")
+        if out is None:
+            snap = self.em.snap
+            low = ~snap.job_tier1[self.hold_j, self.hold_t] if len(self.hold_j) else \
+                np.zeros(0, bool)
+            held = np.bincount(snap.job_project[self.hold_j[low]],
+                               weights=snap.job_gpus[self.hold_j[low]], minlength=snap.org.n)
+            fill = self.em.fill if len(self.em.fill) else np.zeros(snap.org.n)
+            out = self._memo["fill"] = (fill, held)
+        return out
+
     def targets(self, p: int, types: tuple) -> tuple[list[int], dict]:
         """(project p's path below the root, its details["targets"] on `types`), once per
         epoch: the same for every pending job of p on those types (shared, never mutated)."""

@@ -181,9 +181,16 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if not t1:
         why = "unallocated (min_runtime 0)" if not job.allocated else (
             f"its project has no share of {'/'.join(tn[t] for t in types)}")
+        fill, held = ctx.fill()
+        p = int(snap.job_project[j])
+        ahead = " (projects ahead of it in that order want them all)" if fill[p] < 1 else ""
+        share = (f"; the idle GPUs are shared among the projects' unallocated work in the "
+                 f"Fair-Tree order: {job.project}'s share is {fill[p]:g} GPUs{ahead}, it runs "
+                 f"{held[p]:g}") if fill.sum() > 0 else ""
+        details["fill"] = {"share": float(fill[p]), "held": float(held[p])}
         return ReasonCode.UNALLOCATED_YIELDS, (
             f"{why}: runs only on GPUs no allocated job wants; {g} GPUs needed, "
-            + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types)
+            + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types) + share
         )
     p = int(snap.job_project[j])
     path, targets = ctx.targets(p, tuple(t1))

@@ -15,8 +15,10 @@ order of goals (models/formulation.md, "Objective"):
                   where srel = speed on t / the job's best speed, order_p = the project's
                   Fair-Tree position (1 best), prio_j / submit_j = the job's place in its
                   project's own order (1 first). Unallocated work (min_runtime 0, or a type
-                  where the project has no share) is worth eps_u times the same factors, so one
-                  allocated GPU outweighs a whole node of it;
+                  where the project has no share) is worth eps_u times the same factors, plus
+                  W_F per GPU up to its project's fill target (the idle GPUs shared in the
+                  scheme's order, optalloc.model.fill), so one allocated GPU outweighs a whole
+                  node of it;
 4. **churn**      a tie-breaker: EPS_CHURN * v * min(lost, H) / H paid when a running job is
                   not kept (lost = work since its last checkpoint + restart overhead).
 
@@ -30,8 +32,15 @@ Holding rules in the work tier (no flip-flopping for leftovers): a running alloc
 worth its project's best Fair-Tree factor (1 + ALPHA) and the best submit score of its
 priority, so only a strictly higher declared priority of its own project, or a fair-share
 target of another, displaces it; a running unallocated job is worth at least the best queued
-unallocated job per GPU on its type and what the best of them is worth on one node
-(unallocated work never displaces unallocated work, not even to consolidate it).
+unallocated job per GPU on its type and what the best of them is worth on one node, plus W_F
+per GPU (unallocated work never displaces unallocated work, not even to consolidate it or to
+meet another project's fill target).
+
+eps_u = srel_min / (3 FOOTPRINT G_max V_MAX (1 + ALPHA)) and W_F = eps_u V_MAX (1 + ALPHA): a
+running unallocated GPU within its fill target is worth at most 3 eps_u V_MAX (1 + ALPHA), so
+a whole node of it stays below srel_min / FOOTPRINT, as before the fill targets; W_F is more
+than the Fair-Tree order adds to a queued unallocated GPU (eps_u V_MAX at most), so a project
+below its fill target comes first.
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ BETA_SUBMIT = 0.05  # submit order inside a priority
 EPS_CHURN = 1e-3  # churn: a tie-breaker only
 CHURN_MIN_HORIZON_S = 3600.0
 FOOTPRINT = 4.0  # per-GPU dominance margin between tiers
+FILL_SHARE = 3.0  # eps_u's room for the fill targets' W_F (and its keep value) below FOOTPRINT
 K_SEGMENTS = 1  # floor segments (equal weight per floor GPU; max-min comes from the targets)
 V_MAX = (1.0 + ALPHA) * (1.0 + BETA_PRIORITY + BETA_SUBMIT)  # largest work value per GPU
 
@@ -63,6 +73,7 @@ class Impact:
     eps_unallocated: float
     target_weight: np.ndarray  # (O,) W_T per org node (0 at the root)
     floor_weight: np.ndarray  # (O, K) omega_k per floor segment of each org node (tie-break)
+    fill_weight: float = 0.0  # W_F per unallocated GPU within its project's fill target
 
 
 def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
@@ -123,13 +134,14 @@ def compute_impact(snap: Snapshot) -> Impact:
     lost = lost_work(snap)
     if J == 0:
         z = np.zeros(0)
-        return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega)
+        return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega, 0.0)
     speed = np.where(snap.job_allowed, snap.job_speed, 0.0)
     best = speed.max(axis=1, keepdims=True)
     srel = np.divide(speed, best, out=np.zeros_like(speed), where=best > 0)
     srel_min = float(srel[srel > 0].min(initial=1.0))
     g_max = float(snap.node_gpus.max(initial=1))
-    eps_u = srel_min / (FOOTPRINT * g_max * V_MAX * (1.0 + ALPHA))
+    eps_u = srel_min / (FILL_SHARE * FOOTPRINT * g_max * V_MAX * (1.0 + ALPHA))
+    w_fill = eps_u * V_MAX * (1.0 + ALPHA)
     prio, submit = _rank_scores(snap)
     run = snap.job_running
     o = order[snap.job_project]
@@ -141,14 +153,15 @@ def compute_impact(snap: Snapshot) -> Impact:
                        eps_u * srel * low_fair * rank[:, None])
     g = snap.job_gpus.astype(float)[:, None]
     value = g * per_gpu
-    value = _keep_low_tier_running(snap, value, snap.job_tier1)
+    value = _keep_low_tier_running(snap, value, snap.job_tier1, w_fill)
     own = np.where(run, value[np.arange(J), np.maximum(snap.job_run_type, 0)], 0.0)
     horizon = max(float(snap.policy.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
-    return Impact(value, tier, churn, lost, order, eps_u, wt, omega)
+    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill)
 
 
-def _keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier1: np.ndarray) -> np.ndarray:
+def _keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier1: np.ndarray,
+                           w_fill: float = 0.0) -> np.ndarray:
     """Running unallocated work is worth, times (1 + ALPHA), at least the best queued
     unallocated job allowed on that type per GPU, and at least the most that such a job can
     be worth on one node: a queued unallocated job only fills idle GPUs (the published rule),
@@ -167,4 +180,4 @@ def _keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier1: np.ndarray)
     best_node = (per_gpu * np.minimum(g, g_node)).max(axis=0)  # a queued job's worth on a node
     run = snap.job_running[:, None] & low
     keep = np.maximum(np.maximum(value, best[None, :] * g), best_node[None, :])
-    return np.where(run, keep * (1.0 + ALPHA), value)
+    return np.where(run, keep * (1.0 + ALPHA) + w_fill * g, value)
