@@ -5,7 +5,9 @@ Numbered phases (Kueue style):
   2. build         floors and fair-share targets, reservations for large gangs (the
                    lookahead, optalloc.model.reservations), the epoch ILP as arrays
                    (optalloc.model; math in models/formulation.md)
-  3. solve         candidate plans, each placed (phase 4) and scored on the model's objective:
+  3. solve         the greedy baseline's plan first (its idle GPUs set the fill targets of
+                   unallocated work, optalloc.model.fill), then candidate plans, each placed
+                   (phase 4) and scored on the model's objective:
                    3a the LP relaxation (its optimum is the LP bound), dived and rounded;
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
@@ -74,8 +76,15 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     # 2. build
     em = build_model(snapshot, req, imp)
     build_s = time.perf_counter() - t0
+    # 3b first: the greedy baseline's plan, whose idle GPUs set the fill targets (how the GPUs
+    #    allocated work leaves are shared among unallocated work, optalloc.model.fill)
+    t = time.perf_counter()
+    g = greedy_placed(em)
+    if g is not None:
+        em = em.with_fill(_left_idle(em, g))
+    greedy_s = time.perf_counter() - t
     # 3. solve + 4. place
-    out = _solve_and_place(em, settings)
+    out = _solve_and_place(em, settings, g, greedy_s)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"
@@ -147,7 +156,18 @@ def _best(plans: list[Outcome]) -> Outcome:
     return max(ok, key=lambda o: (o.score, o.objective))
 
 
-def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
+def _left_idle(em: EpochModel, placed: Placed) -> float:
+    """GPUs a plan leaves to unallocated work: the capacity less its allocated GPUs."""
+    snap, req = em.snap, em.req
+    c = np.flatnonzero(placed.started)
+    jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
+    types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
+    alloc = snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
+    return float(em.tg.capacity.sum() - snap.job_gpus[jobs[alloc]].sum())
+
+
+def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
+                     greedy_s: float) -> Outcome:
     lm = em.lm
     name = settings.backend
     if lm.n_vars == 0:  # nothing to decide: an empty model is trivially optimal
@@ -168,13 +188,14 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings) -> Outcome:
                                      message="LP relaxation rounded and placed"))
     bound = lp.bound if lp.has_solution else None
     solve_s = lp.solve_s
-    # 3b. the greedy baseline's plan, scored on the same objective
-    t = time.perf_counter()
-    g = greedy_placed(em)
+    # 3b. the greedy baseline's plan (made before the model's fill targets were set),
+    #     scored on the same objective
     if g is not None:
+        t = time.perf_counter()
         g2 = keep_reservations(em, g)  # the same without the starts that break a reservation
         out = _scored(em, g, "greedy", backend=name, status="feasible",
-                      place_s=time.perf_counter() - t, message="the greedy baseline's plan")
+                      place_s=greedy_s + time.perf_counter() - t,
+                      message="the greedy baseline's plan")
         plans.append(out)
         if g2 is not None:
             # the model counts reserved nodes by class, so a plan that starts a long job on a

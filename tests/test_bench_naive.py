@@ -176,7 +176,7 @@ def test_the_binary_count_known_before_building_is_the_built_model_s(name, make,
     nm = build_naive(em)
     assert len(nm.y) == count_binaries(em)
     assert nm.n_vars == (count_binaries(em) + len(em.req.cand_job) + len(em.req.run_job)
-                         + len(em.m) + len(em.d))
+                         + len(em.m) + len(em.d) + len(em.f))
     if binaries is not None:
         assert count_binaries(em) == binaries
 

@@ -151,3 +151,18 @@ def test_tied_projects_share_idle_gpus_in_proportion_to_their_shares(shares, cou
     for p in names:
         assert abs(got.get(p, 0) - fair[p]) <= 1.0 + 1e-9, (p, got, fair)
     assert plan.report.status == "optimal"
+
+
+def test_idle_gpus_beside_a_gang_that_cannot_start_are_shared_too():
+    # C's 16-GPU gang needs both nodes whole, D's protected job holds one GPU: the targets
+    # count the gang (nothing left to share), yet 15 GPUs sit idle for unallocated work; the
+    # fill targets are set from the greedy baseline's plan, so A and B share them
+    jobs = ([running("d0", "D", "h100", [("n00", [0])], start=9.5 * H, min_runtime_s=2 * H),
+             queued("C", 1, 16)[0]] + _free("A", 16) + _free("B", 16))
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1, "C": 1, "D": 1}), jobs)
+    plan = run_epoch(snap)
+    got = gpus_by_project(snap, plan)
+    assert got["D"] == 1 and "C" not in got
+    assert sorted([got["A"], got["B"]]) == [7, 8]
+    assert preempted(plan) == {}
+    assert plan.report.status == "optimal"

@@ -8,7 +8,7 @@ solution back (which job/type/node/org node each column is).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from optalloc.model.constraints.gang import define_whole_node_gangs
 from optalloc.model.constraints.lookahead import define_lookahead
 from optalloc.model.constraints.precedence import define_precedence
 from optalloc.model.context import BuildContext
+from optalloc.model.fill import fill_targets
 from optalloc.model.matrix import LinearModel
 from optalloc.model.objective.impact import Impact, compute_impact
 from optalloc.model.requirements import Requirements, compute_requirements
@@ -95,6 +96,20 @@ class EpochModel:
     @property
     def demand(self) -> np.ndarray:
         return self.tg.demand
+
+    def with_fill(self, left: float) -> "EpochModel":
+        """This model with the fill targets set for `left` idle GPUs (optalloc.model.fill: the
+        epoch measures them on the greedy baseline's plan); only the f columns' bounds move,
+        so every solution reads the same way. Itself when it has no f columns or nothing
+        changes."""
+        if not len(self.f):
+            return self
+        fill = fill_targets(self.snap, self.req, self.tg, left)
+        ub = self.lm.ub.copy()
+        ub[self.f] = fill[self.f_org]
+        if np.array_equal(ub, self.lm.ub):
+            return self
+        return replace(self, lm=replace(self.lm, ub=ub), fill=fill)
 
     def plan_objective(
         self, started: np.ndarray, kept: np.ndarray, got: np.ndarray

@@ -7,9 +7,12 @@ Fair-Tree order (two projects of equal shares and ratios, 8 idle GPUs: one got 8
 The same hierarchical water-filling as the fair-share targets (optalloc.model.targets), over
 one pooled quantity (unallocated work rarely cares which type it fills):
 
-    capacity  L = the GPUs the allocated targets leave: sum_t (capacity_t - target[root, t]),
-                  at least 0 (where allocated demand covers the cluster, nothing is left to share
-                  and nothing changes)
+    capacity  L = the GPUs allocated work leaves. Before any plan is known, what the
+                  allocated targets leave: sum_t (capacity_t - target[root, t]), at least 0;
+                  the epoch then measures it on the greedy baseline's plan (the capacity less
+                  the allocated GPUs that plan runs: targets count allocated work that cannot
+                  fit now, e.g. a gang on fragmented nodes, and would leave nothing to share
+                  while GPUs sit idle) and sets the fill targets again (`EpochModel.with_fill`)
     demand    U[p] = the GPUs of p's unallocated jobs that may run: running ones not on a drain
                   node, queued ones with no allocated option (a job allocated on some type is
                   the targets' demand there)
@@ -48,19 +51,34 @@ def unallocated_jobs(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, np.
     return np.unique(run), queued
 
 
-def fill_targets(snap: Snapshot, req: Requirements, tg: Targets) -> np.ndarray:
-    """(O,) whole GPUs of unallocated work each org node's subtree is due of the GPUs the
-    allocated targets leave (0 everywhere when none are left or no project has such work)."""
-    org = snap.org
-    O = org.n
-    left = float(max(tg.capacity.sum() - tg.target[0].sum(), 0.0))
+def unallocated_want(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, np.ndarray]:
+    """((O,) GPUs of unallocated work each project wants (running and queued), (O,) the GPUs
+    its running unallocated work holds), at the leaves."""
+    O = snap.org.n
     run, queued = unallocated_jobs(snap, req)
-    if left < 1.0 or not (len(run) + len(queued)):
-        return np.zeros(O)
-    M = org.membership().astype(float)
     held = np.bincount(snap.job_project[run], weights=snap.job_gpus[run], minlength=O)
     want = held + np.bincount(snap.job_project[queued], weights=snap.job_gpus[queued],
                               minlength=O)
+    return want, held
+
+
+def left_by_targets(tg: Targets) -> float:
+    """The GPUs the allocated targets leave: the estimate before any plan is known."""
+    return float(max(tg.capacity.sum() - tg.target[0].sum(), 0.0))
+
+
+def fill_targets(snap: Snapshot, req: Requirements, tg: Targets,
+                 left: float | None = None) -> np.ndarray:
+    """(O,) whole GPUs of unallocated work each org node's subtree is due of `left` GPUs (by
+    default those the allocated targets leave); 0 everywhere when none are left or no project
+    has such work."""
+    org = snap.org
+    O = org.n
+    left = left_by_targets(tg) if left is None else float(max(left, 0.0))
+    want, held = unallocated_want(snap, req)
+    if left < 1.0 or not want.any():
+        return np.zeros(O)
+    M = org.membership().astype(float)
     U, P = (M @ want)[:, None], (M @ held)[:, None]
     window, horizon = horizons(snap)
     rho = clipped_ratios(snap) * (1.0 - horizon / window)

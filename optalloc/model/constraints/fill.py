@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.context import BuildContext
-from optalloc.model.fill import fill_targets
+from optalloc.model.fill import fill_targets, unallocated_want
 
 
 def _unallocated_terms(snap, jobs: np.ndarray, types: np.ndarray) -> np.ndarray:
@@ -27,12 +27,15 @@ def _unallocated_terms(snap, jobs: np.ndarray, types: np.ndarray) -> np.ndarray:
 
 
 def define_fill(ctx: BuildContext) -> None:
+    """An f column for every project with unallocated work (bound FT[p], maybe 0 until the
+    epoch sets the fill targets from a plan's idle GPUs, `EpochModel.with_fill`)."""
     snap, req, imp, b = ctx.snap, ctx.req, ctx.imp, ctx.b
+    want, _ = unallocated_want(snap, req)
+    leaves = np.flatnonzero(snap.org.is_leaf & (want > 0))
+    if imp.fill_weight <= 0 or len(leaves) < 2:  # one project has nobody to share them with
+        return
     FT = fill_targets(snap, req, ctx.tg)
     ctx.fill = FT
-    leaves = np.flatnonzero(snap.org.is_leaf & (FT > 0))
-    if not len(leaves) or imp.fill_weight <= 0:
-        return
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
