@@ -49,6 +49,7 @@ from typing import Callable
 
 import numpy as np
 
+from optalloc.bench.naive_rows import debug_rows, fill_rows, order_rows, share_rows
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
 from optalloc.plan.place import Placed
@@ -220,94 +221,10 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     for n, terms in on_node.items():
         prob += pulp.lpSum(a * v for a, v in terms) <= int(snap.node_gpus[n])
         n_cons += 1
-    n_cons += _shares(em, prob, x, k, m) + _order(em, prob, x) + _debug(em, prob, x, k, d)
-    n_cons += _fill(em, prob, x, k, f)
+    n_cons += share_rows(em, prob, x, k, m) + order_rows(em, prob, x)
+    n_cons += debug_rows(em, prob, x, k, d) + fill_rows(em, prob, x, k, f)
     return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m) + len(d) + len(f),
                       n_cons)
-
-
-def _fill(em: EpochModel, prob, x: list, k: list, f: list) -> int:
-    """fill[p]: a project's GPUs within its fill target never exceed its unallocated work's."""
-    import pulp
-
-    snap, req = em.snap, em.req
-    held: dict[int, list] = {int(o): [] for o in em.f_org}
-    holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
-    holders += [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
-    for j, t, v in holders:
-        p = int(snap.job_project[j])
-        if not snap.job_tier1[j, t] and p in held:
-            held[p].append(int(snap.job_gpus[j]) * v)
-    for r, p in enumerate(em.f_org.tolist()):
-        prob += f[r] <= pulp.lpSum(held[p])
-    return len(em.f)
-
-
-def _debug(em: EpochModel, prob, x: list, k: list, d: list) -> int:
-    """debug[p, t]: a project's debug GPUs beyond its target never exceed its short jobs'."""
-    import pulp
-
-    from optalloc.model.constraints.fairshare import debug_jobs
-
-    snap, req = em.snap, em.req
-    short = debug_jobs(snap)
-    held: dict[tuple[int, int], list] = {(int(o), int(t)): [] for o, t in zip(em.d_org, em.d_type)}
-    holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
-    holders += [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
-    for j, t, v in holders:
-        key = (int(snap.job_project[j]), t)
-        if short[j] and snap.job_tier1[j, t] and key in held:
-            held[key].append(int(snap.job_gpus[j]) * v)
-    for r, key in enumerate(zip(em.d_org.tolist(), em.d_type.tolist())):
-        prob += d[r] <= pulp.lpSum(held[key])
-    return len(em.d)
-
-
-def _shares(em: EpochModel, prob, x: list, k: list, m: list) -> int:
-    """share[o, t]: the tiers met under org node o on type t never exceed its tier-1 GPUs."""
-    import pulp
-
-    snap, req = em.snap, em.req
-    tiers: dict[tuple[int, int], list] = {}
-    for r, (o, t) in enumerate(zip(em.m_org.tolist(), em.m_type.tolist())):
-        tiers.setdefault((o, t), []).append(m[r])
-    got: dict[tuple[int, int], list] = {key: [] for key in tiers}
-    M = snap.org.membership()
-    holders = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
-    holders += [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
-    for j, t, v in holders:
-        if not snap.job_tier1[j, t]:
-            continue
-        for o in np.flatnonzero(M[:, snap.job_project[j]]).tolist():
-            if (o, t) in got:
-                got[o, t].append(int(snap.job_gpus[j]) * v)
-    # a waiting reservation counts as held on its project's path until its gang starts
-    for h in em.res.held:
-        if h.due:
-            continue
-        g = int(snap.job_gpus[h.job])
-        mine = [x[ci] for ci in range(len(x)) if int(req.cand_job[ci]) == h.job]
-        for o in np.flatnonzero(M[:, snap.job_project[h.job]]).tolist():
-            if (o, h.type) in got:
-                got[o, h.type] += [g] + [-g * v for v in mine]
-    for key, ms in tiers.items():
-        prob += pulp.lpSum(ms) <= pulp.lpSum(got[key])
-    return len(tiers)
-
-
-def _order(em: EpochModel, prob, x: list) -> int:
-    """order: a queued allocated job starts only if the job ahead of it in its project does."""
-    import pulp
-
-    snap, req = em.snap, em.req
-    by_job: dict[int, list] = {}
-    for ci in range(len(x)):
-        j, t = int(req.cand_job[ci]), int(req.cand_type[ci])
-        if snap.job_tier1[j, t]:  # queued, or displaced from a down node (as the model)
-            by_job.setdefault(j, []).append(x[ci])
-    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
-        prob += pulp.lpSum(by_job[b]) - pulp.lpSum(by_job[a]) <= 0
-    return len(em.prec_a)
 
 
 def solve_naive(em: EpochModel, *, time_limit_s: float, mip_gap: float, threads: int = 1,
