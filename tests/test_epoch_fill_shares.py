@@ -166,3 +166,19 @@ def test_idle_gpus_beside_a_gang_that_cannot_start_are_shared_too():
     assert sorted([got["A"], got["B"]]) == [7, 8]
     assert preempted(plan) == {}
     assert plan.report.status == "optimal"
+
+
+def test_no_fill_share_makes_the_model_consolidate_running_unallocated_work():
+    # ITP cluster05, captured: one small unallocated job on every node, 8-GPU unallocated jobs
+    # of other projects waiting. A fill share of 8 GPUs must not make the model preempt a small
+    # job to start a big one (the placement never does): before the keep value counted the
+    # fill, the model's optimum did, and the plan was reported 3-8% from a bound no plan reaches
+    small = [running(f"a{i}", "A", "h100", [(f"n{i:02d}", [3])], start=9 * H, min_runtime_s=0.0)
+             for i in range(3)]
+    snap = snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1, "C": 1}),
+                    small + _free("B", 2, 8) + _free("C", 2, 8))
+    plan = run_epoch(snap)
+    assert gpus_by_project(snap, plan) == {"A": 3}
+    assert preempted(plan) == {}
+    assert pending_codes(plan) == dict.fromkeys(["B00", "B01", "C00", "C01"], "GangDoesNotFit")
+    assert plan.report.status == "optimal" and plan.report.gap <= 1e-9

@@ -177,7 +177,9 @@ def _keep_low_tier_running(snap: Snapshot, value: np.ndarray, tier1: np.ndarray,
     per_gpu = np.where(queued, value / g, 0.0)
     best = per_gpu.max(axis=0)
     g_node = float(snap.node_gpus.max(initial=1))
-    best_node = (per_gpu * np.minimum(g, g_node)).max(axis=0)  # a queued job's worth on a node
+    # a queued job's worth on one node, its fill value included (W_F per GPU within its
+    # project's fill target): what consolidating running work into its start could gain
+    best_node = np.where(queued, (per_gpu + w_fill) * np.minimum(g, g_node), 0.0).max(axis=0)
     run = snap.job_running[:, None] & low
     keep = np.maximum(np.maximum(value, best[None, :] * g), best_node[None, :])
     return np.where(run, keep * (1.0 + ALPHA) + w_fill * g, value)
