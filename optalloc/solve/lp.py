@@ -39,8 +39,10 @@ class GlopLpBackend(Backend):
         return mb_result(self.name, "glop", lm, settings, "", True)
 
 
-def relax_and_dive(lm: LinearModel, settings: SolverSettings, cols, rounds: int = 8):
+def relax_and_dive(lm: LinearModel, settings: SolverSettings, cols, rounds: int = 8,
+                   points: list | None = None):
     """The LP bound and a rounded-friendly LP point: HiGHS solves the relaxation (its optimum
     is the returned result's bound), then forbids the columns of `cols` left fractional and
-    re-solves warm, `rounds` times. Returns (the first LP's result, the last LP's x)."""
-    return HighsBackend().dive(lm, settings, cols, rounds=rounds)
+    re-solves warm, `rounds` times. Returns (the first LP's result, the last LP's x); `points`
+    receives every LP point of the dive (HighsBackend.dive)."""
+    return HighsBackend().dive(lm, settings, cols, rounds=rounds, points=points)
