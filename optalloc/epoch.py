@@ -163,13 +163,9 @@ def _best(plans: list[Outcome]) -> Outcome:
 
 
 def _left_idle(em: EpochModel, placed: Placed) -> float:
-    """GPUs a plan leaves to unallocated work: the capacity less its allocated GPUs."""
-    snap, req = em.snap, em.req
-    c = np.flatnonzero(placed.started)
-    jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
-    types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
-    alloc = snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
-    return float(em.tg.capacity.sum() - snap.job_gpus[jobs[alloc]].sum())
+    """GPUs a plan leaves to unallocated work: the capacity less its allocated GPUs (the
+    root's tier-1 GPUs)."""
+    return float(em.tg.capacity.sum() - got_by_org(em, placed, reserved=False)[0].sum())
 
 
 def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,

@@ -308,17 +308,22 @@ def _running_gpus(em: EpochModel, run_nodes) -> tuple[np.ndarray, np.ndarray, np
     return out
 
 
+def plan_pairs(em: EpochModel, placed: Placed) -> tuple[np.ndarray, np.ndarray]:
+    """(jobs, types) the plan runs: the running jobs it keeps, then the candidates it starts."""
+    req = em.req
+    c = np.flatnonzero(placed.started)
+    return (np.concatenate([req.run_job[placed.kept], req.cand_job[c]]),
+            np.concatenate([req.run_type[placed.kept], req.cand_type[c]]))
+
+
 def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True) -> np.ndarray:
     """(O, T) tier-1 GPUs per org node and type after the plan; with `reserved`, a waiting
     reservation's GPUs count as held by its project's subtree (as the share rows count them,
     optalloc.model.constraints.lookahead)."""
-    snap, req = em.snap, em.req
+    snap = em.snap
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
-    kj, kt = req.run_job[placed.kept], req.run_type[placed.kept]
-    c = np.flatnonzero(placed.started)
-    jobs = np.concatenate([kj, req.cand_job[c]])
-    types = np.concatenate([kt, req.cand_type[c]])
+    jobs, types = plan_pairs(em, placed)
     if len(jobs):
         t1 = snap.job_tier1[jobs, types]
         np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
@@ -367,23 +372,18 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
     if len(em.y):
         sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
         sol[em.y_count] = y_on
+    jobs, types = plan_pairs(em, placed)
     if len(em.d):
         from optalloc.model.constraints.fairshare import debug_jobs
 
         short = debug_jobs(snap)
         held = np.zeros((snap.org.n, len(snap.gpu_types)))
-        c = np.flatnonzero(placed.started)
-        jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
-        types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
         s = short[jobs] & snap.job_tier1[jobs, types]
         np.add.at(held, (snap.job_project[jobs[s]], types[s]), snap.job_gpus[jobs[s]])
         sol[em.d] = np.minimum(held[em.d_org, em.d_type], em.lm.ub[em.d])
     if len(em.f):
         from optalloc.model.constraints.fill import fill_held
 
-        c = np.flatnonzero(placed.started)
-        jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
-        types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
         sol[em.f] = fill_held(snap, em.fill, jobs, types)[em.f_org]
     if len(em.m):
         got = got_by_org(em, placed)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fill import unallocated_held
 from optalloc.model.order import project_order
 from optalloc.plan.place import Placed
 
@@ -63,10 +64,7 @@ class ReasonContext:
         out = self._memo.get("fill")
         if out is None:
             snap = self.em.snap
-            low = ~snap.job_tier1[self.hold_j, self.hold_t] if len(self.hold_j) else \
-                np.zeros(0, bool)
-            held = np.bincount(snap.job_project[self.hold_j[low]],
-                               weights=snap.job_gpus[self.hold_j[low]], minlength=snap.org.n)
+            held = unallocated_held(snap, self.hold_j, self.hold_t)
             fill = self.em.fill if len(self.em.fill) else np.zeros(snap.org.n)
             out = self._memo["fill"] = (fill, held)
         return out

@@ -51,10 +51,10 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
 
 def placed_score(em: EpochModel, placed) -> tuple:
     """The score of a placement step's outcome (optalloc.plan.place.Placed)."""
+    from optalloc.plan.place import plan_pairs
+
     req = em.req
-    c = np.flatnonzero(placed.started)
-    jobs = np.concatenate([req.run_job[placed.kept], req.cand_job[c]])
-    types = np.concatenate([req.run_type[placed.kept], req.cand_type[c]])
+    jobs, types = plan_pairs(em, placed)
     pre = np.concatenate([req.run_job[~placed.kept], np.flatnonzero(req.displaced)])
     return score(em, jobs, types, pre)
 

@@ -53,12 +53,18 @@ def define_fill(ctx: BuildContext) -> None:
     b.add_rows("fill", n, rows, allc, coef, -np.inf, 0.0)
 
 
+def unallocated_held(snap, jobs: np.ndarray, types: np.ndarray) -> np.ndarray:
+    """(O,) GPUs of unallocated work each project runs in a plan running jobs[i] on types[i]."""
+    low = _unallocated_terms(snap, jobs, types)
+    return np.bincount(snap.job_project[jobs[low]], weights=snap.job_gpus[jobs[low]],
+                       minlength=snap.org.n)
+
+
 def fill_held(snap, fill: np.ndarray, jobs: np.ndarray, types: np.ndarray) -> np.ndarray:
     """(O,) GPUs of each project's fill target that a plan running jobs[i] on types[i] meets."""
-    low = _unallocated_terms(snap, jobs, types)
-    held = np.bincount(snap.job_project[jobs[low]], weights=snap.job_gpus[jobs[low]],
-                       minlength=snap.org.n)
-    return np.minimum(held, fill) if len(fill) else np.zeros(snap.org.n)
+    if not len(fill):
+        return np.zeros(snap.org.n)
+    return np.minimum(unallocated_held(snap, jobs, types), fill)
 
 
 def fill_value(imp, snap, fill: np.ndarray, jobs: np.ndarray, types: np.ndarray) -> float:
