@@ -178,6 +178,11 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
         for c in cands:
             t = int(req.cand_type[c])
+            if heap:  # a type with no room left: what the job is worth on the next one
+                cur = (value[c] + sg.gain(j, t)) / gpus[j]
+                if cur < -heap[0][0] - 1e-9:  # another job is worth more per GPU now
+                    heapq.heappush(heap, (-cur, 1, j))
+                    break
             sel = pool.allowed(hold_of(em, c)) & (snap.node_type == t)
             if int(pool.room(may_evict)[sel].sum()) < snap.job_gpus[j]:
                 continue
