@@ -59,5 +59,8 @@ def test_nodes_something_runs_on_keep_the_solvers_choice():
     em = build_model(snap)
     x = _solution(em, {0: {4: 1}}, ["j"])
     assert np.array_equal(canonical_empty_nodes(em, x), x)
-    x2 = _solution(em, {2: {4: 1}}, ["j"])  # n01 and n02 are: the job moves to n01
-    assert _nodes(place(em, x2, backfill=False), snap) == {"j": ["n01"]}
+    x2 = _solution(em, {2: {4: 1}}, ["j"])  # n01 and n02 are interchangeable
+    assert canonical_empty_nodes(em, x2)[em.u][(em.u_node == 1) & (em.u_size == 4)].sum() == 1
+    # and the placement packs: the job takes n00's 4 free GPUs (best fit), both empty nodes
+    # stay whole (optalloc.plan.fit.slot_or_best_fit)
+    assert _nodes(place(em, x2, backfill=False), snap) == {"j": ["n00"]}

@@ -6,8 +6,8 @@ Order (each step only uses GPUs no earlier step took, so the plan never overlaps
   2. whole-node gangs take fully free nodes, the model's reserved nodes (z) first, and their
      remainder (the 4 of 8+8+4) a further node by best fit;
   3. per-node gang pieces take the distinct nodes the model chose (y), then single-node jobs
-     go where the model's packing counts (u) put them, falling back to best fit (the node with
-     the least free GPUs that fits, so whole nodes stay free for gangs);
+     go by best fit (the node with the least free GPUs that fits, so whole nodes stay free
+     for gangs), falling back to where the model's packing counts (u) put them;
   4. repair: a chosen job that cannot be placed is dropped (it waits; its reason says what
      holds the GPUs, or GangDoesNotFit when enough of them are free);
   5. restore + backfill, in descending marginal objective: a preempted job whose GPUs nobody
