@@ -45,3 +45,28 @@ def test_new_jobs_pack_into_partly_used_nodes_and_the_empty_node_stays_whole(siz
     assert plan.preemptions == ()
     assert plan.pending == ()
     assert plan.report.status == "optimal"
+
+
+def test_a_start_takes_free_gpus_before_those_a_preemption_frees_and_the_preempted_job_stays():
+    # the solution preempts R (B's, past its protection) and starts S (A's 2-GPU job); S fits
+    # on n01's 4 free GPUs, so R's 2 GPUs on n00, though the tighter fit, are left to R
+    import numpy as np
+
+    from optalloc.model.build import build_model
+    from optalloc.plan.place import place
+
+    jobs = [running("R", "B", "h100", [("n00", [0, 1])], start=5 * H),
+            running("P0", "B", "h100", [("n00", [2, 3, 4, 5, 6, 7])], start=9.9 * H),
+            running("P1", "A", "h100", [("n01", [0, 1, 2, 3])], start=9.9 * H),
+            Job("S", "A", 2, min_runtime_s=H)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs)
+    em = build_model(snap)
+    x = np.zeros(em.lm.n_vars)
+    x[em.x[[c for c, j in enumerate(em.req.cand_job) if snap.jobs[j].id == "S"][0]]] = 1.0
+    for i, j in enumerate(em.req.run_job):
+        x[em.k[i]] = 0.0 if snap.jobs[j].id == "R" else 1.0
+    placed = place(em, x, backfill=True)
+    new = {snap.jobs[j].id: [a.node for a in p.nodes] for j, p in placed.placements.items()}
+    assert new == {"S": ["n01"]}
+    assert bool(placed.kept.all())  # R stays: nobody needed its GPUs
+    assert placed.restored.sum() == 1

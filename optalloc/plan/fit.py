@@ -36,9 +36,12 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
     if shape == WHOLE:
         free = pool.whole_free(t, size, evict, hold)
         free_set = set(free.tolist())
-        pref = [n for n in prefer if n in free_set]
+        # nodes free now before those a preemption frees (a start there waits for the
+        # preempted job's grace): the plan's first whole-node starts run at once
+        pref = sorted((n for n in prefer if n in free_set), key=lambda n: bool(pool.freed[n]))
         clear = set(pool.whole_free(t, size, False, hold).tolist())  # truly free before evicting
-        rest = sorted((int(n) for n in free if n not in set(pref)), key=lambda n: n not in clear)
+        rest = sorted((int(n) for n in free if n not in set(pref)),
+                      key=lambda n: (n not in clear, bool(pool.freed[n])))
         chosen = (pref + rest)[:pieces]
         if len(chosen) < pieces:
             return None

@@ -32,6 +32,8 @@ class NodePool:
         N = len(snap.nodes)
         self.deadline = np.full(N, np.inf) if deadline is None or not len(deadline) else deadline
         self.reserved = bool(np.isfinite(self.deadline).any())
+        # nodes where the plan preempts a running job: a start there waits for its grace
+        self.freed = np.zeros(N, bool)
 
     def allowed(self, hold: float) -> np.ndarray:
         """(N,) bool: up nodes a job holding its GPUs until `hold` may start on."""
@@ -76,8 +78,9 @@ class NodePool:
 
     def best_fit(self, t: int, size: int, exclude=(), evict: bool = False,
                  hold: float = -np.inf) -> int:
-        """Up node of type t with the least room >= size (lowest index on ties), reserved
-        nodes the job may use first (soonest deadline first); -1."""
+        """Up node of type t with the least room >= size (lowest index on ties), nodes where
+        the plan preempts nothing before the others, reserved nodes the job may use first
+        (soonest deadline first) before all; -1."""
         room = self.room(evict)
         ok = self.allowed(hold) & (self.snap.node_type == t) & (room >= size)
         if exclude:
@@ -85,9 +88,12 @@ class NodePool:
         if not ok.any():
             return -1
         cand = np.flatnonzero(ok)
+        # a node where nothing is preempted first: GPUs a preemption frees are used last, so
+        # the preempted job stays (restore) wherever a start fits elsewhere
+        keys = (cand, room[cand], self.freed[cand])
         if self.reserved:
-            return int(cand[np.lexsort((cand, room[cand], self.deadline[cand]))[0]])
-        return int(cand[np.argmin(room[cand])])
+            keys += (self.deadline[cand],)
+        return int(cand[np.lexsort(keys)[0]])
 
     def whole_free(self, t: int, size: int, evict: bool = False,
                    hold: float = -np.inf) -> np.ndarray:

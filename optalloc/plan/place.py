@@ -84,6 +84,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     rn, rg, ri = _running_gpus(em, run_nodes)
     on = kept[ri]
     pool.hold_many(rn[on], rg[on], req.run_job[ri[on]])
+    pool.freed[rn[~on]] = True
 
     started = np.zeros(C, bool)
     placements: dict[int, Placement] = {}
