@@ -8,8 +8,9 @@ Numbered phases (Kueue style):
   3. solve         the greedy baseline's plan first (its idle GPUs set the fill targets of
                    unallocated work, optalloc.model.fill), then candidate plans, each placed
                    (phase 4) and scored on the model's objective:
-                   3a the LP relaxation (its optimum is the LP bound), dived and rounded
-                      (when not certified: the dive's earlier points too, latest first);
+                   3a the LP relaxation (its optimum is the LP bound), its point rounded
+                      (when not certified, 3a': the LP dived, its last point rounded, then
+                      its earlier points, latest first);
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
                       it breaks a reservation, also that plan without those starts;
@@ -46,7 +47,7 @@ from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.plan.score import placed_score
 from optalloc.snapshot import Snapshot
-from optalloc.solve import BACKENDS, neighborhood, relative_gap, relax_and_dive, solve
+from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 
 
@@ -182,15 +183,15 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         res = solve(lm, settings)  # the error result naming the problem
         return _placed_outcome(em, None, "fallback", backend=name, status="error",
                                message=res.message)
-    # 3a. the LP relaxation: its optimum is the bound, its dived point rounds to a plan
-    points: list = []
-    lp, x_lp = relax_and_dive(lm, settings, em.x, rounds=8, points=points)
+    # 3a. the LP relaxation: its optimum is the bound, its point rounds to a plan
+    dive = start_dive(lm, settings, em.x)
+    lp = dive.first
     plans: list[Outcome] = []
-    if lp.has_solution and x_lp is not None:
-        plans.append(_placed_outcome(em, x_lp, "lp-rounded", backend=name, status="feasible",
+    if lp.has_solution and lp.x is not None:
+        plans.append(_placed_outcome(em, lp.x, "lp-rounded", backend=name, status="feasible",
                                      message="LP relaxation rounded and placed"))
     bound = lp.bound if lp.has_solution else None
-    solve_s = lp.solve_s
+    solve_s = dive.solve_s
     # 3b. the greedy baseline's plan (made before the model's fill targets were set),
     #     scored on the same objective
     if g is not None:
@@ -214,14 +215,27 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     place_s = sum(p.place_s for p in plans)
     if backend.relaxation or _certified(best, bound, settings):
         return _final(best, name, bound, settings, solve_s, place_s, lp.status)
-    # 3a'. the dive's earlier points, latest first, until one is certified: the last point is
-    #      often not the best rounding (measured on the bench instances, gap of each of the
-    #      dive's 9 points: M 1.27 ... 0.27 ... 0.55%, S 1.45 ... 7.72%), and placing one costs
-    #      less than the MIP around the best plan. When none is certified, the MIP around the
-    #      plan the dive's last point gave still runs (an earlier point's plan as its centre
-    #      made the simulator's epochs ~20% slower: cluster04, 5 days, paired runs)
+    # 3a'. the LP dive (Dive: fix what the LP sets to 1, forbid the lower half of what it
+    #      leaves fractional, re-solve warm; 8 rounds), its last point rounded and placed;
+    #      then its two latest earlier points, until one is certified: no point of the dive
+    #      is reliably the best rounding (gap of each of the 9 points' plans on the bench's
+    #      1,024-GPU instance, seed 1: 0.36 0.32 0.39 0.40 0.40 0.39 0.50 0.53 0.67%), and
+    #      placing one costs less than the MIP around the best plan. When none is certified,
+    #      the MIP around the best plan before the earlier points still runs (an earlier
+    #      point's plan as its centre made the simulator's epochs ~20% slower: cluster04, 5
+    #      days, paired runs)
+    x_lp = dive.run(8) if lp.has_solution else None
+    solve_s = dive.solve_s
+    if x_lp is not None and _changed(em, x_lp, lp.x):
+        cand = _placed_outcome(em, x_lp, "lp-dive", backend=name, status="feasible",
+                               message="the LP dive's last point, rounded and placed")
+        place_s += cand.place_s
+        plans.append(cand)
+        best = _best(plans)
+        if _certified(best, bound, settings):
+            return _final(best, name, bound, settings, solve_s, place_s, lp.status)
     anchor = best
-    for x_i in _earlier_points(em, points, x_lp, EARLIER_POINTS):
+    for x_i in _earlier_points(em, dive.points, x_lp, EARLIER_POINTS, placed=(lp.x,)):
         cand = _placed_outcome(em, x_i, "lp-dive", backend=name, status="feasible",
                                message="an earlier LP point of the dive, rounded and placed")
         place_s += cand.place_s
@@ -289,17 +303,26 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     return _final(best, name, bound, settings, solve_s, place_s, mip.status, msg)
 
 
-def _earlier_points(em: EpochModel, points: list, last, limit: int | None = None):
-    """The dive's LP points before its last one, latest first, each with starts and keeps not
-    seen yet (a round that changed nothing places the same), at most `limit` of them."""
-    def key(x):
-        x = np.asarray(x)
-        return np.round(x[em.x], 6).tobytes() + np.round(x[em.k], 6).tobytes()
+def _point_key(em: EpochModel, x) -> bytes:
+    """What a placement reads of an LP point: its starts and keeps."""
+    x = np.asarray(x)
+    return np.round(x[em.x], 6).tobytes() + np.round(x[em.k], 6).tobytes()
 
-    seen = {key(last)} if last is not None else set()
+
+def _changed(em: EpochModel, x, y) -> bool:
+    """The two points place differently (their starts or keeps differ)."""
+    return y is None or _point_key(em, x) != _point_key(em, y)
+
+
+def _earlier_points(em: EpochModel, points: list, last, limit: int | None = None,
+                    placed: tuple = ()):
+    """The dive's LP points before its last one, latest first, each with starts and keeps not
+    seen yet (a round that changed nothing places the same; `placed`: points already placed),
+    at most `limit` of them."""
+    seen = {_point_key(em, x) for x in (last, *placed) if x is not None}
     given = 0
     for x in reversed(points):
-        k = key(x)
+        k = _point_key(em, x)
         if k not in seen:
             if limit is not None and given >= limit:
                 return

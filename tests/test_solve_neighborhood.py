@@ -40,14 +40,14 @@ def test_the_neighborhood_fixes_what_the_plan_and_the_lp_agree_on_and_keeps_the_
     assert r.objective <= lp.bound + 1e-6
 
 
-def test_the_1024_gpu_epoch_with_reservations_is_certified_and_rins_improves_the_rounded_plan(
+def test_the_1024_gpu_epoch_with_reservations_is_certified_by_the_whole_mip_where_no_rounding_is(
         monkeypatch):
-    """Measured at stop 18 (seed 0): the rounded plan alone was 2.1% from the bound there; the
-    MIP around it (RINS) brought it to 0.60%, still over mip_gap 0.5%, so the whole MIP ran and
-    certified. Since the backfill ranks a job again by the type it would actually get (stop 21),
-    seed 0's rounded plan is certified by itself (0.50%), so this uses seed 1: the rounded plan
-    1.38% from the bound, the dive's earlier points 1.07% and 1.14%, RINS 0.73%, the whole MIP
-    0.03%."""
+    """Seed 1 with two reservations: no rounding of the LP is certified (the first point 0.97%
+    from the bound, the dive's 1.62, 1.24 and 1.31%), nor the MIP around the best of them
+    (1.07%), so the whole MIP runs, and its plan (0.14%) is returned. At stop 20 the MIP
+    around the plan did improve the rounded plan there (1.38% -> 0.73%); since the first LP
+    point is placed before any dive (stop 21) it is the better centre, and the neighbourhood's
+    plan, placed, is not better than it."""
     import dataclasses
 
     import optalloc.epoch as epoch
@@ -59,5 +59,7 @@ def test_the_1024_gpu_epoch_with_reservations_is_certified_and_rins_improves_the
     snap = dataclasses.replace(snap, policy=dataclasses.replace(snap.policy, max_reservations=2))
     plan = epoch.run_epoch(snap)
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
-    by = {p.source: p.objective for p in seen[-1] if p.model_point}
-    assert by["mip-neighborhood"] > by["lp-rounded"]
+    assert plan.report.source == "mip"
+    tried = [p.source for p in seen[-1]]
+    assert tried[0] == "lp-rounded" and "mip-neighborhood" in tried and tried[-1] == "mip"
+    assert plan.report.objective == max(p.objective for p in seen[-1] if p.model_point)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from optalloc.model.matrix import LinearModel
 from optalloc.solve._ortools import mb_available, mb_result
 from optalloc.solve.base import Backend, SolveResult
-from optalloc.solve.highs import HighsBackend
+from optalloc.solve.highs import Dive, HighsBackend
 from optalloc.types import SolverSettings
 
 
@@ -46,3 +46,8 @@ def relax_and_dive(lm: LinearModel, settings: SolverSettings, cols, rounds: int 
     re-solves warm, `rounds` times. Returns (the first LP's result, the last LP's x); `points`
     receives every LP point of the dive (HighsBackend.dive)."""
     return HighsBackend().dive(lm, settings, cols, rounds=rounds, points=points)
+
+
+def start_dive(lm: LinearModel, settings: SolverSettings, cols) -> Dive:
+    """The LP relaxation solved by HiGHS, ready to dive on the columns `cols` (`Dive.run`)."""
+    return Dive(lm, settings, cols)
