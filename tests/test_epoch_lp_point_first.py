@@ -1,0 +1,56 @@
+"""Epoch step 3a places the LP relaxation's own point before any dive, and the dive (solve/
+highs.py `Dive`, the same HiGHS object re-solved warm) runs only when neither that plan nor the
+greedy baseline's is certified. The stepwise dive gives the points the one-call dive gives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import optalloc.epoch as epoch
+from optalloc.bench.instances import SCALES, make_instance, scale_instance
+from optalloc.model.build import build_model
+from optalloc.solve.highs import Dive, HighsBackend
+from optalloc.types import SolverSettings
+
+
+def test_the_stepwise_dive_gives_the_points_of_the_one_call_dive():
+    em = build_model(make_instance(seed=0, **SCALES["S"]))
+    points: list = []
+    res, x = HighsBackend().dive(em.lm, SolverSettings(), em.x, rounds=8, points=points)
+    d = Dive(em.lm, SolverSettings(), em.x)
+    assert d.first.bound == res.bound
+    assert len(d.points) == 1 and np.allclose(d.points[0], points[0])
+    y = d.run(8)
+    assert len(d.points) == len(points)
+    assert all(np.allclose(a, b) for a, b in zip(d.points, points))
+    assert np.allclose(x, y)
+    assert d.result().solve_s == d.solve_s > 0 and d.result().bound == res.bound
+
+
+def _counting_runs(monkeypatch) -> list:
+    runs: list = []
+    real = Dive.run
+
+    def run(self, rounds):
+        runs.append(rounds)
+        return real(self, rounds)
+
+    monkeypatch.setattr(Dive, "run", run)
+    return runs
+
+
+def test_a_certified_lp_point_ends_the_epoch_without_diving(monkeypatch):
+    runs = _counting_runs(monkeypatch)
+    plan = epoch.run_epoch(scale_instance("M"))  # the bench's 1,024-GPU instance
+    assert plan.report.status == "optimal" and plan.report.gap <= 0.005
+    assert plan.report.source == "lp-rounded"
+    assert runs == []
+
+
+def test_an_uncertified_lp_point_makes_the_epoch_dive(monkeypatch):
+    # make_instance M seed 2: the LP's own point rounds to 0.67% from the bound, a point of
+    # the dive to 0.40%
+    runs = _counting_runs(monkeypatch)
+    plan = epoch.run_epoch(make_instance(seed=2, **SCALES["M"]))
+    assert runs == [8]
+    assert plan.report.status == "optimal" and plan.report.source == "lp-dive"
