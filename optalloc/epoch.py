@@ -46,6 +46,7 @@ from optalloc.plan.place import Placed, as_solution, got_by_org, place
 from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.plan.score import placed_score
+from optalloc.plan.victims import swapped_keeps
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
@@ -138,10 +139,24 @@ def _gap(objective: float | None, bound: float | None) -> float | None:
 
 
 def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
+    """Solution x placed and scored; when it preempts a job whose interchangeable twin that
+    lost less work stays (optalloc.plan.victims), also x with those keeps exchanged, and the
+    better of the two by the scheme's order."""
     t = time.perf_counter()
     placed = place(em, x, backfill=x is not None)
+    x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
     place_s = time.perf_counter() - t
-    return _scored(em, placed, source, place_s=place_s, **kw)
+    out = _scored(em, placed, source, place_s=place_s, **kw)
+    if x2 is None:
+        return out
+    t = time.perf_counter()
+    alt = _scored(em, place(em, x2), source, place_s=out.place_s, **kw)
+    alt.place_s += time.perf_counter() - t
+    if _best([out, alt]) is alt and alt.score > out.score:
+        alt.message = (alt.message + "; " if alt.message else "") + "victims that lose less work"
+        return alt
+    out.place_s = alt.place_s
+    return out
 
 
 def _scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:

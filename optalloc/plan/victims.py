@@ -1,0 +1,58 @@
+"""Which of interchangeable running jobs a plan preempts: the one that loses least work.
+
+Within a project, running jobs of one priority, GPU type and size are worth the same to the
+model (the teams' own order ranks running work by priority alone); what tells them apart is the
+churn term, the work since each one's last checkpoint, a 1e-3 tie-breaker that a solution
+within its 0.5% gap (or an LP point rounded at 0.5) need not honour. Counted over 60 days of
+ITP cluster03: 23 of 237 preemptions of allocated work left such a twin running that had lost
+less (by over a minute), 509 GPU-hours more lost than the least-loss choice. `swapped_keeps`
+proposes the same solution with those keeps exchanged; the epoch places it beside the original
+and keeps the better by the scheme's order (a swap that leaves a start without room loses)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.order import priority_class
+
+MIN_LOST_S = 60.0  # a swap must save more than this much work per GPU
+
+
+def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
+    """x with the keeps of preempted allocated jobs and of kept twins that lost less work
+    exchanged (most work lost first, paired with the twin that lost least), or None when no
+    twin lost less. `kept`: the placed plan's keeps (req.run_job order)."""
+    snap, req = em.snap, em.req
+    K = len(req.run_job)
+    if not K or not len(em.k):
+        return None
+    rj, rt = req.run_job, req.run_type
+    ub = em.lm.ub[em.k]
+    alloc = snap.job_tier1[rj, rt]
+    movable = alloc & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
+    gone = np.flatnonzero(movable & ~kept)
+    if not len(gone):
+        return None
+    stay = np.flatnonzero(movable & kept)
+    if not len(stay):
+        return None
+    pc, _ = priority_class(snap)
+    lost = em.imp.lost_s
+    group = lambda i: (int(snap.job_project[rj[i]]), int(rt[i]), int(snap.job_gpus[rj[i]]),  # noqa: E731
+                       int(pc[rj[i]]))
+    twins: dict = {}
+    for i in stay.tolist():
+        twins.setdefault(group(i), []).append(i)
+    out = None
+    for i in sorted(gone.tolist(), key=lambda i: -lost[rj[i]]):
+        cands = twins.get(group(i))
+        if not cands:
+            continue
+        q = min(cands, key=lambda c: lost[rj[c]])
+        if lost[rj[q]] < lost[rj[i]] - MIN_LOST_S:
+            if out is None:
+                out = np.array(x, dtype=float, copy=True)
+            out[em.k[i]], out[em.k[q]] = 1.0, 0.0
+            cands.remove(q)
+    return out
