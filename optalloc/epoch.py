@@ -144,18 +144,18 @@ def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
     better of the two by the scheme's order."""
     t = time.perf_counter()
     placed = place(em, x, backfill=x is not None)
-    x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
     place_s = time.perf_counter() - t
     out = _scored(em, placed, source, place_s=place_s, **kw)
+    x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
     if x2 is None:
         return out
     t = time.perf_counter()
-    alt = _scored(em, place(em, x2), source, place_s=out.place_s, **kw)
-    alt.place_s += time.perf_counter() - t
+    placed2 = place(em, x2)
+    out.place_s = place_s = place_s + time.perf_counter() - t
+    alt = _scored(em, placed2, source, place_s=place_s, **kw)
     if _best([out, alt]) is alt and alt.score > out.score:
         alt.message = (alt.message + "; " if alt.message else "") + "victims that lose less work"
         return alt
-    out.place_s = alt.place_s
     return out
 
 
@@ -241,23 +241,20 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     #      days, paired runs)
     x_lp = dive.run(8) if lp.has_solution else None
     solve_s = dive.solve_s
+    tries = []
     if x_lp is not None and _changed(em, x_lp, lp.x):
-        cand = _placed_outcome(em, x_lp, "lp-dive", backend=name, status="feasible",
-                               message="the LP dive's last point, rounded and placed")
+        tries.append((x_lp, "the LP dive's last point, rounded and placed"))
+    n_anchor = len(plans) + len(tries)  # RINS is centred on the best plan before 3a''s rest
+    tries += [(x_i, "an earlier LP point of the dive, rounded and placed")
+              for x_i in _earlier_points(em, dive.points, x_lp, EARLIER_POINTS, placed=(lp.x,))]
+    for x_i, msg in tries:
+        cand = _placed_outcome(em, x_i, "lp-dive", backend=name, status="feasible", message=msg)
         place_s += cand.place_s
         plans.append(cand)
         best = _best(plans)
         if _certified(best, bound, settings):
             return _final(best, name, bound, settings, solve_s, place_s, lp.status)
-    anchor = best
-    for x_i in _earlier_points(em, dive.points, x_lp, EARLIER_POINTS, placed=(lp.x,)):
-        cand = _placed_outcome(em, x_i, "lp-dive", backend=name, status="feasible",
-                               message="an earlier LP point of the dive, rounded and placed")
-        place_s += cand.place_s
-        plans.append(cand)
-        best = _best(plans)
-        if _certified(best, bound, settings):
-            return _final(best, name, bound, settings, solve_s, place_s, lp.status)
+    anchor = _best(plans[:n_anchor])
     # 3c. the MIP around the best plan (RINS): the integer columns where that plan and the LP
     #     agree are fixed; measured on the 1,024-GPU bench epoch with two reservations: the
     #     rounded plan was 0.79% from the bound, the neighbourhood's 0.38% in 0.5 s, where the
