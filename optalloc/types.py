@@ -74,6 +74,18 @@ class SolverSettings:
     time_limit_s: float = 10.0  # a solve past this returns its best incumbent
     mip_gap: float = 0.005  # relative gap at which a MIP solve may stop
     threads: int = 1
+    # an epoch whose MIP has at most this many integer columns is solved to EXACT_GAP (HiGHS's
+    # own default) when mip_gap is looser: there the MIP proves it in tens of milliseconds,
+    # and a 0.5% gap of a whole cluster's objective can hide a gang start the scheme asks
+    # for (optalloc.epoch.effective_settings); 0 turns it off
+    exact_up_to: int = 2000
+
+    def __post_init__(self) -> None:
+        if self.exact_up_to < 0:
+            raise ValueError("exact_up_to must be >= 0")
+
+
+EXACT_GAP = 1e-4  # the gap of `SolverSettings.exact_up_to` (HiGHS's mip_rel_gap default)
 
 
 class UsageMode(str, Enum):

@@ -19,6 +19,7 @@ MAX_SHARE = 1e9  # an org node's relative share
 MAX_SPEEDUP = 1000.0  # a job's per-type speed factor
 MAX_BILLING_WEIGHT = 1e6
 MAX_THREADS = 1024
+MAX_EXACT_COLUMNS = 10_000_000  # solver.exact_up_to: integer columns of an epoch's MIP
 MAX_WAIT_S = 86400.0  # `epoch --wait`
 MAX_NAME_CHARS = 200  # ids and names (job, project, node, gpu_type)
 MAX_ARGV_ITEMS = 4096  # a job's command

@@ -82,6 +82,7 @@ def summarize(config: Config, extras: dict | None = None) -> dict[str, Any]:
             "time_limit": format_duration(p.solver.time_limit_s),
             "mip_gap": p.solver.mip_gap,
             "threads": p.solver.threads,
+            "exact_up_to": p.solver.exact_up_to,
         },
     }
     jobs: dict[str, Any] = {}
@@ -135,7 +136,7 @@ def render(s: dict[str, Any]) -> str:
     sv = p["solver"]
     lines.append(
         f"solver: {sv['backend']}, time limit {sv['time_limit']}, mip gap {sv['mip_gap']:g}, "
-        f"threads {sv['threads']}"
+        f"threads {sv['threads']}, exact up to {sv['exact_up_to']} integer columns"
     )
     q, r = s["jobs"]["queued"], s["jobs"]["running"]
     lines.append(

@@ -7,7 +7,7 @@ from typing import Any
 
 from optalloc.config.problems import MISSING, Loc, Problems
 from optalloc.types import Policy, SolverSettings, UsageMode
-from optalloc.units import MAX_THREADS
+from optalloc.units import MAX_EXACT_COLUMNS, MAX_THREADS
 
 #: Solver backends a config may name. The one list: optalloc.solve maps each to an implementation.
 # The one list of backend names a config may use; optalloc.solve.BACKENDS must match it
@@ -31,7 +31,7 @@ _POLICY_DURATIONS = {
 POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below",
                                           "debug_allowance", "max_reservations")
 MAX_RESERVATIONS = 64  # more waiting gangs holding nodes at once would idle most clusters
-SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads")
+SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads", "exact_up_to")
 #: YAML policy key -> Policy field, for every key but `solver` (whatif --set uses it too)
 POLICY_FIELDS = {key: fld for key, (fld, _) in _POLICY_DURATIONS.items()} | {
     "usage_mode": "usage_mode", "idle_util_below": "idle_util_pct",
@@ -102,4 +102,9 @@ def parse_solver(value: Any, loc: Loc, problems: Problems) -> SolverSettings:
         v = problems.integer(d["threads"], loc.key("threads"), minimum=1, maximum=MAX_THREADS)
         if v is not MISSING:
             changes["threads"] = v
+    if "exact_up_to" in d:
+        v = problems.integer(d["exact_up_to"], loc.key("exact_up_to"), minimum=0,
+                             maximum=MAX_EXACT_COLUMNS)
+        if v is not MISSING:
+            changes["exact_up_to"] = v
     return replace(settings, **changes)

@@ -194,7 +194,7 @@ def _set_policy(config: Config, parts, value, loc: Loc, problems: Problems):
         parsed = parse_solver({parts[1]: raw}, Loc(f"{loc.source} {loc.path}", "policy.solver"), problems)
         if len(problems) > n_before:
             return MISSING
-        fld = {"backend": "backend", "time_limit": "time_limit_s", "mip_gap": "mip_gap", "threads": "threads"}[parts[1]]
+        fld = {"backend": "backend", "time_limit": "time_limit_s", "mip_gap": "mip_gap", "threads": "threads", "exact_up_to": "exact_up_to"}[parts[1]]
         solver = dataclasses.replace(config.policy.solver, **{fld: getattr(parsed, fld)})
         return dataclasses.replace(config.policy, solver=solver)
     if len(parts) != 1 or parts[0] not in POLICY_KEYS or parts[0] == "solver":
