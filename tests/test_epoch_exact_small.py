@@ -15,7 +15,9 @@ from optalloc.config import ConfigError, load_config
 from optalloc.epoch import effective_settings, run_epoch
 from optalloc.model.build import build_model
 from optalloc.solve import solve
-from optalloc.types import EXACT_GAP, SolverSettings
+from optalloc.types import EXACT_GAP, Job, SolverSettings
+
+from test_epoch_toy import H, flat_org, nodes_of, running, snapshot
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -77,3 +79,42 @@ def test_a_bad_exact_up_to_names_its_key(tmp_path, bad):
     with pytest.raises(ConfigError) as e:
         _config(tmp_path, f"{{exact_up_to: {bad}}}")
     assert "policy.solver.exact_up_to" in str(e.value)
+
+
+def _fragmented(n_a: int = 60, n_b: int = 70):
+    """A 1,064-GPU cluster: A and B fill 130 nodes with protected work (A below its target, B
+    above); n130 runs A's unallocated 8-GPU job, n131 A's own 4-GPU job past its protection
+    (4 GPUs free), n132 C's 4-GPU job (within C's floor; 4 free). A's 16-GPU gang waits: it
+    needs two whole nodes."""
+    jobs, k = [], 0
+    for p, n in (("A", n_a), ("B", n_b)):
+        for i in range(n):
+            jobs.append(running(f"{p.lower()}{i}", p, "h100", [(f"n{k:02d}", range(8))],
+                                start=9 * H, min_runtime_s=8 * H))
+            k += 1
+    jobs += [running("au", "A", "h100", [(f"n{k:02d}", range(8))], start=9 * H, min_runtime_s=0),
+             running("ap", "A", "h100", [(f"n{k + 1:02d}", range(4))], start=0.5 * H,
+                     min_runtime_s=8 * H),
+             running("cp", "C", "h100", [(f"n{k + 2:02d}", range(4))], start=0.5 * H,
+                     min_runtime_s=8 * H),
+             Job("G", "A", 16, min_runtime_s=8 * H, submit_time=9.5 * H)]
+    return snapshot(nodes_of(k + 3, 8), flat_org({"A": 1, "B": 1, "C": 0.2}), jobs)
+
+
+def test_a_gang_below_its_target_starts_on_the_nodes_its_own_project_frees():
+    snap = _fragmented()  # 272 integer columns
+    plan = run_epoch(snap, SolverSettings(mip_gap=0.005))
+    new = {p.job_id: [a.node for a in p.nodes] for p in plan.placements if p.job_id == "G"}
+    assert new == {"G": ["n130", "n131"]}
+    assert sorted(p.job_id for p in plan.preemptions) == ["ap", "au"]  # A's own, not C's floor
+    assert plan.pending == ()
+    assert len(plan.placements) == len(snap.jobs) - 2  # every other running job stays
+    assert plan.report.status == "optimal" and plan.report.gap <= EXACT_GAP
+
+
+def test_at_the_loose_gap_the_same_gang_waits_behind_a_plan_called_optimal():
+    # why exact_up_to exists: 0.1% of the whole objective is more than the gang's start
+    plan = run_epoch(_fragmented(), SolverSettings(mip_gap=0.005, exact_up_to=0))
+    assert [r.job_id for r in plan.pending] == ["G"]
+    assert plan.preemptions == ()
+    assert plan.report.status == "optimal" and EXACT_GAP < plan.report.gap <= 0.005
