@@ -320,3 +320,19 @@ def test_a_due_gang_starts_beside_its_reserved_nodes_when_the_plan_keeps_the_wor
     assert abs(em.lm.objective(x) - mip.objective) <= 1e-6 * abs(mip.objective)
     plan = run_epoch(snap)
     assert {p.job_id for p in plan.placements} == {"G", "b0", "b3"} and plan.preemptions == ()
+
+
+def test_a_projects_holdings_in_a_message_say_how_many_are_its_reserved_gang():
+    # the share rows count a waiting reservation as held: A runs nothing, and its 24 "held"
+    # GPUs are G's reservation; the message says so (it read "24 of 28 GPUs" alone, and on the
+    # gang-heavy scenario "holds every allocated h100 GPU (601)" on a 512-GPU cluster)
+    jobs = _staggered() + [Job("G", "A", 24, min_runtime_s=8 * H, submit_time=0.0),
+                           Job("A2", "A", 24, min_runtime_s=8 * H, submit_time=0.5)]
+    plan = run_epoch(_snap(nodes_of(7, 8), {"A": 1, "B": 1}, jobs))
+    why = {r.job_id: (r.code.value, r.message) for r in plan.pending}
+    assert why["G"][0] == "Reserved"
+    assert why["A2"] == ("WaitingForCapacity",
+                         "A is below its h100 floor (24 of 28 GPUs, 24 of them for its reserved "
+                         "gangs) and this job needs 24 more: 40 h100 GPUs are protected (the "
+                         "first protection ends at t=39600), 16 free; the rest hold their own "
+                         "floors and targets: B (40 of target 40)")

@@ -18,6 +18,7 @@ class ReasonContext:
     def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray):
         snap, req = em.snap, em.req
         self.em, self.got = em, got
+        self.reserved: np.ndarray | None = None  # the part of got that is reserved gangs
         self.pos = project_order(snap)
         self.anc = snap.org.membership()
         # holders after the plan: (job, type) of kept and started jobs

@@ -52,8 +52,23 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
     return out
 
 
-def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
+def _reserved_note(reserved: np.ndarray | None, o: int, t: int) -> str:
+    """", R of them for its reserved gangs" where o's holdings count GPUs of waiting gangs
+    that hold reserved nodes (the share rows count a reservation as held), else ""."""
+    r = 0.0 if reserved is None else float(reserved[o, t])
+    return f", {r:g} of them for its reserved gangs" if r > 1e-9 else ""
+
+
+def reserved_by_org(em: EpochModel, placed: Placed, got: np.ndarray) -> np.ndarray | None:
+    """(O, T): the part of `got` (got_by_org with reservations) that is reserved gangs."""
+    return got - got_by_org(em, placed, reserved=False) if em.res.held else None
+
+
+def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
+                reserved: np.ndarray | None = None) -> str:
     tn = snap.type_names[t]
+    note = _reserved_note(reserved, o, t)
+    held = f"{got[o, t]:g} {tn} GPUs" + (f" ({note[2:]})" if note else "")
     if em.tg.pooled:  # one budget over every type (optalloc.model.pooled)
         ent = float(snap.org.entitlement[o] @ em.tg.capacity)
         where = (f"entitled {ent:.1f} GPUs over all gpu types, target {em.target[o].sum():g} "
@@ -61,7 +76,7 @@ def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int)
     else:
         ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
         where = f"entitled {ent:.1f}"
-    return (f"{snap.org.names[o]} holds {got[o, t]:g} {tn} GPUs, its fair-share target this "
+    return (f"{snap.org.names[o]} holds {held}, its fair-share target this "
             f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, {where}, "
             f"usage ratio {snap.usage_ratio[o]:.2f})")
 
@@ -105,6 +120,7 @@ def pending_reasons(
     free_t = free_by_type(snap, placed.free)
     got = got_by_org(em, placed) if got is None else got
     ctx = ReasonContext(em, placed, got)
+    ctx.reserved = reserved_by_org(em, placed, got)
     cand_types: dict[int, list[int]] = {}
     for j, t in zip(req.cand_job.tolist(), req.cand_type.tolist()):
         cand_types.setdefault(j, []).append(t)
@@ -206,7 +222,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
-            f"{T[p, t]:g} {tn[t]} GPUs), but {g} GPUs of {tn[t]} are not free or preemptible: "
+            f"{T[p, t]:g} {tn[t]} GPUs{_reserved_note(ctx.reserved, p, t)}), but {g} GPUs of {tn[t]} are not free or preemptible: "
             f"{prot}, "
             + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
                "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
@@ -231,9 +247,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if got[o, t] < em.floor[o, t] - 1e-9 or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
         end = ctx.first_end[t]
+        note = _reserved_note(ctx.reserved, o, t)
         where = (f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
-                 f"{em.floor[o, t]:g} GPUs)" if got[o, t] < em.floor[o, t] - 1e-9 else
-                 f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g})")
+                 f"{em.floor[o, t]:g} GPUs{note})" if got[o, t] < em.floor[o, t] - 1e-9 else
+                 f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
         held = ctx.about(_holders_outside, o, t)
         over = ctx.about(_others_over, o, t)
         return ReasonCode.WAITING_FOR_CAPACITY, (
@@ -247,7 +264,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         )
     sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (
-        f"{_share_line(snap, em, got, o, t)}; starting this {g}-GPU job would exceed it"
+        f"{_share_line(snap, em, got, o, t, ctx.reserved)}; starting this {g}-GPU job would "
+        "exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
     )
 
@@ -257,6 +275,7 @@ def preemptions(
 ) -> tuple[Preemption, ...]:
     snap, req = em.snap, em.req
     got = got_by_org(em, placed) if got is None else got
+    reserved = reserved_by_org(em, placed, got)
     owner: dict[tuple[str, int], str] = {}
     for p in placed.placements.values():
         for a in p.nodes:
@@ -301,14 +320,15 @@ def preemptions(
                    "unallocated work yields to allocated demand that needs its node")
         else:
             code = ReasonCode.PREEMPTED_FAIR_SHARE
-            msg = _fair_share_message(em, got, j, t, need)
+            msg = _fair_share_message(em, got, j, t, need, reserved)
         if need:
             msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
         out.append(Preemption(job.id, code, msg, grace_s, need))
     return tuple(out)
 
 
-def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -> str:
+def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
+                        reserved: np.ndarray | None = None) -> str:
     """Why a running allocated job past its protection loses its GPUs, by the scheme's order:
     a floor below, a target exceeded on its path, or a higher priority of its own project."""
     snap = em.snap
@@ -321,9 +341,9 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need) -
         return (f"past its protection; a higher-priority job of project {job.project} takes "
                 f"its place (priority {int(snap.job_priority[own[0]])} > {job.priority})")
     over = [o for o in path if got[o, t] >= em.target[o, t] - 1e-9]
-    head = f"past its protection; {_share_line(snap, em, got, over[0], t)}" if over else (
-        f"past its protection; project {job.project} holds {got[p, t]:g} of its "
-        f"{em.target[p, t]:g}-GPU target")
+    head = (f"past its protection; {_share_line(snap, em, got, over[0], t, reserved)}" if over
+            else f"past its protection; project {job.project} holds {got[p, t]:g} of its "
+                 f"{em.target[p, t]:g}-GPU target{_reserved_note(reserved, p, t)}")
     if got[p, t] < em.floor[p, t] - 1e-9:
         shape = SHAPE_NAMES[int(em.req.shape[j, t])]
         head += (f"; it stays below its floor ({got[p, t]:g} of {em.floor[p, t]:g}) because "
