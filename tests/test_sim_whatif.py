@@ -90,6 +90,8 @@ def test_policy_overrides_are_parsed_as_in_a_config_file(override, field, value)
 def test_solver_overrides_reach_the_solver_settings():
     pol = apply_overrides(cfg(), ["policy.solver.time_limit=5s", "policy.solver.backend=cbc"]).policy
     assert (pol.solver.time_limit_s, pol.solver.backend) == (5.0, "cbc")
+    pol = apply_overrides(cfg(), ["policy.solver.exact_up_to=0"]).policy
+    assert pol.solver.exact_up_to == 0  # a what-if of the loose gap on small epochs
 
 
 def test_every_bad_override_is_reported_at_once_with_its_fix():
