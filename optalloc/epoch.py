@@ -232,7 +232,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     if backend.relaxation or _certified(best, bound, settings):
         return _final(best, name, bound, settings, solve_s, place_s, lp.status)
     if exact:  # a small MIP: straight to 3d (measured: the dive and RINS decide ~1% of them)
-        return _mip(em, settings, name, plans, bound, solve_s, place_s, warm=True)
+        return _mip(em, settings, name, plans, bound, solve_s, place_s)
     # 3a'. the LP dive (Dive: fix what the LP sets to 1, forbid the lower half of what it
     #      leaves fractional, re-solve warm; 8 rounds), its last point rounded and placed;
     #      then its two latest earlier points, until one is certified: no point of the dive
@@ -294,19 +294,18 @@ def effective_settings(settings: SolverSettings, lm) -> tuple[SolverSettings, bo
 
 
 def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound,
-         solve_s: float, place_s: float, warm: bool = False) -> Outcome:
-    """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held.
-    `warm`: the best plan so far is HiGHS's first incumbent (small, exact epochs only)."""
+         solve_s: float, place_s: float) -> Outcome:
+    """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held."""
     lm = em.lm
-    # 3d. the MIP, from scratch on large epochs: a warm start from the best plan so far was
-    #     measured to stall HiGHS 1.16 at that start (the 1,024-GPU bench epoch: time limit at
-    #     20 s with the start, optimal in 7.6 s without; with presolve off 19 s). On small
-    #     exact epochs it helps: 3 days of ITP cluster04, 225 MIPs of ~300 integer columns,
-    #     8.1 s from scratch, 6.3 s from the best plan, every one optimal both ways
-    best = _best(plans)
-    x0 = as_solution(em, best.placed) if warm and best.model_point else None
+    # 3d. the MIP, from scratch: a warm start from the best plan so far stalled HiGHS 1.16 at
+    #     that start (the 1,024-GPU bench epoch: time limit at 20 s with the start, optimal in
+    #     7.6 s without), and on small epochs it was faster (ITP cluster04, 3 days: 8.1 -> 6.3
+    #     s over 225 MIPs) but wrong: on an ITP cluster02 epoch (44 columns) HiGHS answered
+    #     "optimal, 40,319.6" and returned the start itself (31,603.9), whose true optimum is
+    #     32,369.2 (from scratch, or with the start and presolve off); the guard in
+    #     optalloc.solve.highs now drops such an answer's bound
     left = max(0.05, settings.time_limit_s - solve_s)
-    mip = solve(lm, replace(settings, time_limit_s=left), start=x0)
+    mip = solve(lm, replace(settings, time_limit_s=left))
     solve_s += mip.solve_s
     if mip.bound is not None:
         bound = mip.bound if bound is None else min(bound, mip.bound)
