@@ -17,7 +17,9 @@ Numbered phases (Kueue style):
                    3c when the best so far is not within mip_gap of the bound, the MIP around
                       it (RINS: integer columns where it and the LP agree fixed), then
                    3d if still not, the MIP of settings.backend (from scratch: a warm start
-                      stalled HiGHS, see below)
+                      stalled HiGHS, see below). An epoch whose MIP has at most
+                      solver.exact_up_to integer columns is solved to a 1e-4 gap and goes
+                      from 3a/3b straight to 3d (effective_settings)
   4. place         solution -> nodes and GPU indices, repair, restore + backfill
   5. reasons       preemptions, pending reasons, floor violations, drain progress, the
                    reservations after the plan and those that ended, the report
