@@ -51,7 +51,8 @@ from optalloc.plan.score import placed_score
 from optalloc.plan.victims import swapped_keeps
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive
-from optalloc.types import EXACT_GAP, Placement, Plan, SolveReport, SolverSettings
+from optalloc.solve.base import effective_settings
+from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 
 
 #: how many of the dive's earlier LP points step 3a' places (latest first): each costs a
@@ -281,20 +282,6 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     return _mip(em, settings, name, plans, bound, solve_s, place_s)
 
 
-def effective_settings(settings: SolverSettings, lm) -> tuple[SolverSettings, bool]:
-    """The settings an epoch solves with, and whether it is solved exactly: a model with at most
-    `exact_up_to` integer columns gets EXACT_GAP (1e-4, HiGHS's default) when mip_gap is
-    looser. Measured (stop 22): on philly-teams a 16-GPU gang of a project below its target
-    waited 10 h because the plan that left it waiting was 0.32% from the bound, and the
-    exact optimum (which starts it) is better by the scheme's own order; on 3 days of ITP
-    cluster04, 63 of 280 epochs certified at 0.5% had an exact optimum better by that order
-    (7 on floors met). The MIP of those epochs (~300 integer columns) takes ~40 ms; on the
-    bench's 1,024-GPU epoch (6,600) 2.5-2.9 s, on the 8,192-GPU one the 10 s time limit."""
-    n_int = int(lm.integer.sum()) if lm.n_vars else 0
-    exact = settings.mip_gap > EXACT_GAP and n_int <= settings.exact_up_to
-    return (replace(settings, mip_gap=EXACT_GAP) if exact else settings), exact
-
-
 def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound,
          solve_s: float, place_s: float) -> Outcome:
     """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held."""
@@ -417,4 +404,4 @@ def _final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solve
                    place_s=place_s, message="; ".join(parts))
 
 
-__all__ = ["run_epoch"]
+__all__ = ["effective_settings", "run_epoch"]

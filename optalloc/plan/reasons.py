@@ -222,7 +222,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
-            f"{T[p, t]:g} {tn[t]} GPUs{_reserved_note(ctx.reserved, p, t)}), but {g} GPUs of {tn[t]} are not free or preemptible: "
+            f"{T[p, t]:g} {tn[t]} GPUs{_reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
+            f"{tn[t]} are not free or preemptible: "
             f"{prot}, "
             + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
                "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
