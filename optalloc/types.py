@@ -77,7 +77,7 @@ class SolverSettings:
     # an epoch whose MIP has at most this many integer columns is solved to EXACT_GAP (HiGHS's
     # own default) when mip_gap is looser: there the MIP proves it in tens of milliseconds,
     # and a 0.5% gap of a whole cluster's objective can hide a gang start the scheme asks
-    # for (optalloc.epoch.effective_settings); 0 turns it off
+    # for (optalloc.solve.base.effective_settings); 0 turns it off
     exact_up_to: int = 2000
 
     def __post_init__(self) -> None:

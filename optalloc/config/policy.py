@@ -31,7 +31,10 @@ _POLICY_DURATIONS = {
 POLICY_KEYS = tuple(_POLICY_DURATIONS) + ("usage_mode", "solver", "idle_util_below",
                                           "debug_allowance", "max_reservations")
 MAX_RESERVATIONS = 64  # more waiting gangs holding nodes at once would idle most clusters
-SOLVER_KEYS = ("backend", "time_limit", "mip_gap", "threads", "exact_up_to")
+#: YAML solver key -> SolverSettings field (whatif --set uses it too)
+SOLVER_FIELDS = {"backend": "backend", "time_limit": "time_limit_s", "mip_gap": "mip_gap",
+                 "threads": "threads", "exact_up_to": "exact_up_to"}
+SOLVER_KEYS = tuple(SOLVER_FIELDS)
 #: YAML policy key -> Policy field, for every key but `solver` (whatif --set uses it too)
 POLICY_FIELDS = {key: fld for key, (fld, _) in _POLICY_DURATIONS.items()} | {
     "usage_mode": "usage_mode", "idle_util_below": "idle_util_pct",

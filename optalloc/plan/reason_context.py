@@ -15,10 +15,11 @@ from optalloc.plan.place import Placed
 class ReasonContext:
     """What the classification of every pending job reads, computed once per epoch."""
 
-    def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray):
+    def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray,
+                 reserved: np.ndarray | None = None):
         snap, req = em.snap, em.req
         self.em, self.got = em, got
-        self.reserved: np.ndarray | None = None  # the part of got that is reserved gangs
+        self.reserved = reserved  # the part of got that is waiting reserved gangs
         self.pos = project_order(snap)
         self.anc = snap.org.membership()
         # holders after the plan: (job, type) of kept and started jobs

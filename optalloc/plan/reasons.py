@@ -25,7 +25,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
-from optalloc.plan.place import Placed, got_by_org
+from optalloc.plan.place import Placed, got_by_org, plan_pairs
 from optalloc.plan.reason_context import ReasonContext
 from optalloc.snapshot import Snapshot
 from optalloc.types import FloorViolation, PendingReason, Placement, Preemption, ReasonCode, frozen_map
@@ -59,9 +59,10 @@ def _reserved_note(reserved: np.ndarray | None, o: int, t: int) -> str:
     return f", {r:g} of them for its reserved gangs" if r > 1e-9 else ""
 
 
-def reserved_by_org(em: EpochModel, placed: Placed, got: np.ndarray) -> np.ndarray | None:
-    """(O, T): the part of `got` (got_by_org with reservations) that is reserved gangs."""
-    return got - got_by_org(em, placed, reserved=False) if em.res.held else None
+def reserved_by_org(em: EpochModel, placed: Placed) -> np.ndarray | None:
+    """(O, T): the GPUs of waiting reserved gangs that got_by_org counts as held (None
+    without reservations)."""
+    return em.res.holding(em.snap, plan_pairs(em, placed)[0]) if em.res.held else None
 
 
 def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
@@ -119,8 +120,7 @@ def pending_reasons(
         return ()
     free_t = free_by_type(snap, placed.free)
     got = got_by_org(em, placed) if got is None else got
-    ctx = ReasonContext(em, placed, got)
-    ctx.reserved = reserved_by_org(em, placed, got)
+    ctx = ReasonContext(em, placed, got, reserved_by_org(em, placed))
     cand_types: dict[int, list[int]] = {}
     for j, t in zip(req.cand_job.tolist(), req.cand_type.tolist()):
         cand_types.setdefault(j, []).append(t)
@@ -276,7 +276,7 @@ def preemptions(
 ) -> tuple[Preemption, ...]:
     snap, req = em.snap, em.req
     got = got_by_org(em, placed) if got is None else got
-    reserved = reserved_by_org(em, placed, got)
+    reserved = reserved_by_org(em, placed)
     owner: dict[tuple[str, int], str] = {}
     for p in placed.placements.values():
         for a in p.nodes:

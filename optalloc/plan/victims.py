@@ -39,8 +39,11 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
         return None
     pc, _ = priority_class(snap)
     lost = em.imp.lost_s
-    group = lambda i: (int(snap.job_project[rj[i]]), int(rt[i]), int(snap.job_gpus[rj[i]]),  # noqa: E731
-                       int(pc[rj[i]]))
+
+    def group(i: int) -> tuple:  # what makes two running jobs interchangeable
+        return (int(snap.job_project[rj[i]]), int(rt[i]), int(snap.job_gpus[rj[i]]),
+                int(pc[rj[i]]))
+
     twins: dict = {}
     for i in stay.tolist():
         twins.setdefault(group(i), []).append(i)

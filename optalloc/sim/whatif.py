@@ -29,7 +29,14 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from optalloc.config.orgtree import parse_share
-from optalloc.config.policy import POLICY_FIELDS, POLICY_KEYS, SOLVER_KEYS, parse_policy, parse_solver
+from optalloc.config.policy import (
+    POLICY_FIELDS,
+    POLICY_KEYS,
+    SOLVER_FIELDS,
+    SOLVER_KEYS,
+    parse_policy,
+    parse_solver,
+)
 from optalloc.config.problems import MISSING, Loc, Problems, closest, show_list
 from optalloc.org import walk
 from optalloc.sim.result import SimResult
@@ -194,7 +201,7 @@ def _set_policy(config: Config, parts, value, loc: Loc, problems: Problems):
         parsed = parse_solver({parts[1]: raw}, Loc(f"{loc.source} {loc.path}", "policy.solver"), problems)
         if len(problems) > n_before:
             return MISSING
-        fld = {"backend": "backend", "time_limit": "time_limit_s", "mip_gap": "mip_gap", "threads": "threads", "exact_up_to": "exact_up_to"}[parts[1]]
+        fld = SOLVER_FIELDS[parts[1]]
         solver = dataclasses.replace(config.policy.solver, **{fld: getattr(parsed, fld)})
         return dataclasses.replace(config.policy, solver=solver)
     if len(parts) != 1 or parts[0] not in POLICY_KEYS or parts[0] == "solver":
