@@ -43,6 +43,7 @@ from optalloc.model.constraints.fairshare import floor_columns
 from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
 from optalloc.plan.drain import drain_status
+from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.place import Placed, as_solution, got_by_org, place
 from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
@@ -149,11 +150,24 @@ def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
     placed = place(em, x, backfill=x is not None)
     place_s = time.perf_counter() - t
     out = _scored(em, placed, source, place_s=place_s, **kw)
+    by_hold = hold_ordered(em, x, placed)
+    if by_hold:  # a whole-node start did not place: the gangs again, longest hold first
+        t = time.perf_counter()
+        placed_h = place(em, x, by_hold=True)
+        place_s += time.perf_counter() - t
+        alt = _scored(em, placed_h, source, place_s=place_s, **kw)
+        out.place_s = place_s
+        if _best([out, alt]) is alt and (alt.score, alt.objective) > (out.score, out.objective):
+            alt.message = (alt.message + "; " if alt.message else "") + \
+                "whole-node gangs placed longest hold first"
+            out, placed = alt, placed_h
+        else:
+            by_hold = False
     x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
     if x2 is None:
         return out
     t = time.perf_counter()
-    placed2 = place(em, x2)
+    placed2 = place(em, x2, by_hold=by_hold)
     out.place_s = place_s = place_s + time.perf_counter() - t
     alt = _scored(em, placed2, source, place_s=place_s, **kw)
     if _best([out, alt]) is alt and alt.score > out.score:

@@ -170,6 +170,21 @@ def cases() -> list[Case]:
         reserved={"GB": (("n00", "n01"), NOW + 2 * H, 0),
                   "GC": (("n02", "n03"), NOW + 4 * H, 0)}))
     out.append(Case(
+        "a due gang that ends before another reservation starts may take that reservation's "
+        "free node, and long work then fits on the due gang's own: longest hold placed first",
+        _snap(nodes_of(4, 8), {"A": 1, "B": 1, "C": 1}, [
+            running("c1", "C", "h100", [("n03", range(8))], start=NOW - 6 * H,
+                    min_runtime_s=8 * H),
+            Job("D", "A", 16, min_runtime_s=8 * H, duration_s=H, submit_time=0.0),
+            Job("G2", "C", 16, min_runtime_s=8 * H, submit_time=1.0),
+            Job("L", "B", 8, min_runtime_s=8 * H, submit_time=2.0)],
+            prev=[_prev("D", ("n00", "n01"), NOW - 10 * M),
+                  _prev("G2", ("n02", "n03"), NOW + 2 * H)]),
+        placed={"c1": 8, "D": 16, "L": 8},
+        pending={"G2": "Reserved"},
+        reserved={"G2": (("n02", "n03"), NOW + 2 * H, 0)},
+        ended={"D": "started"}))
+    out.append(Case(
         "max_reservations 0 turns the lookahead off: long work takes the free nodes",
         _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
             gang, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],

@@ -4,7 +4,9 @@ Order (each step only uses GPUs no earlier step took, so the plan never overlaps
   1. kept running jobs keep their exact GPUs (protected jobs on drain nodes included); a keep
      the solver left fractional (LP) counts as kept when >= 0.5;
   2. whole-node gangs take fully free nodes, the model's reserved nodes (z) first, and their
-     remainder (the 4 of 8+8+4) a further node by best fit;
+     remainder (the 4 of 8+8+4) a further node by best fit (a due reservation's gang before
+     all, on its reserved nodes; run again longest hold first when that leaves a start of the
+     solution unplaced: optalloc.plan.due_gangs);
   3. per-node gang pieces take the distinct nodes the model chose (y), then single-node jobs
      go by best fit (the node with the least free GPUs that fits, so whole nodes stay free
      for gangs), falling back to where the model's packing counts (u) put them;
@@ -27,6 +29,7 @@ from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import tier_bounds
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
 from optalloc.plan.backfill import restore_and_backfill
+from optalloc.plan.due_gangs import start_due_gangs
 from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.nodepool import NodePool
 from optalloc.plan.symmetry import canonical_empty_nodes
@@ -46,9 +49,12 @@ class Placed:
     free: np.ndarray | None = None  # (N,) free GPUs per node after the plan (0 on drain/down)
 
 
-def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Placed:
+def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
+          by_hold: bool = False) -> Placed:
     """Placements for solution `x` of em.lm (None: start nothing new, keep every running job
-    that may stay)."""
+    that may stay). `by_hold`: whole-node gangs go longest hold first and a due reservation's
+    gang takes its turn among them instead of its reserved nodes before anything else (see
+    `optalloc.plan.due_gangs.hold_ordered`)."""
     snap, req, imp = em.snap, em.req, em.imp
     J, C, K = len(snap.jobs), len(req.cand_job), len(req.run_job)
     _, k_ub = keep_bounds_of(em)
@@ -93,12 +99,15 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
     value = imp.value[req.cand_job, req.cand_type] if C else np.zeros(0)
     ch = np.flatnonzero(chosen)
     tier1 = snap.job_tier1[req.cand_job, req.cand_type] if C else np.zeros(0, bool)
-    # whole-node gangs (largest first), then per-node gang pieces, then single-node jobs
-    # (largest first), each where the model put it; allocated work first within a shape
+    hold = em.res.hold if by_hold else np.zeros(C)
+    # whole-node gangs (largest first; by_hold: longest hold first), then per-node gang
+    # pieces, then single-node jobs (largest first), each where the model put it; allocated
+    # work first within a shape
     order = sorted(
         ch.tolist(),
         key=lambda c: (
             {WHOLE: 0, PIECES: 1, SMALL: 2}[int(shape[c])],
+            -float(hold[c]) if shape[c] == WHOLE else 0.0,
             not tier1[c],
             -int(snap.job_gpus[req.cand_job[c]]),
             -value[c],
@@ -123,7 +132,9 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
                 else:
                     kept[run_of_job[e]] = False
 
-    _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of, evict_for)
+    if not by_hold:
+        start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of,
+                        evict_for)
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
@@ -165,59 +176,6 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True) -> Pla
                               placements, cand_of, backfilled, value, k_ub > 0)
     free = np.where(pool.accept, pool.free, 0)
     return Placed(started, kept | restored, placements, backfilled, restored, free)
-
-
-def _start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, cand_of,
-                     evict_for) -> None:
-    """A due reservation's gang (its start is forced: nothing protected is left on its nodes)
-    starts on the nodes it reserved, before anything else is placed: every running job still
-    there leaves (none is protected; an LP point may keep them fractionally, and rounding
-    those keeps up would leave the forced start without room, the plan outside the model).
-    Where the solution keeps allocated work on them, it starts on free nodes first, the
-    reserved ones before others, when they hold it."""
-    res, req, snap = em.res, em.req, em.snap
-    if res is None or not len(res.forced) or not res.forced.any():
-        return
-    k_lb = em.lm.lb[em.k] if len(em.k) else np.zeros(0)
-    for h in res.held:
-        if not h.due:
-            continue
-        cs = np.flatnonzero(res.forced & (req.cand_job == h.job) & (req.cand_type == h.type))
-        if not len(cs) or not chosen[cs[0]] or h.job in placements:
-            continue
-        c = int(cs[0])
-        nodes = [int(n) for n in h.nodes]
-        need = chunks(req, h.job, h.type)
-        if len(nodes) != len(need):
-            continue
-        owners = {int(e) for n in nodes for e in pool.owner[n] if e >= 0}
-        at = None
-        if any(kept[run_of_job[e]] and snap.job_tier1[e, req.run_type[run_of_job[e]]]
-               for e in owners if e in run_of_job):
-            # the solution keeps allocated work there and the model does not tie a due gang to
-            # its reserved nodes: where free nodes allow (unallocated work yielding, as to any
-            # allocated start), it starts on the reserved nodes that are free and others, and
-            # nobody is preempted for it (the lookahead's gang-heavy runs: the MIP's optimum
-            # kept two jobs there, the placement evicted them and the plan fell 26% below a
-            # bound it had reached)
-            at = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
-                pool, em, c, nodes, {}, evict=bool(snap.job_tier1[h.job, h.type]))
-            if at is not None:
-                evict_for(h.job, c, at)
-        if at is None:
-            movable = all(e in run_of_job and not req.run_fixed[run_of_job[e]]
-                          and k_lb[run_of_job[e]] < 0.5 for e in owners)
-            if not movable:  # something there must stay: the usual placement decides
-                continue
-            for e in owners:
-                pool.release(e)
-                kept[run_of_job[e]] = False
-            if any(pool.free[n] < g or not pool.accept[n] for n, g in zip(nodes, need)):
-                continue
-            at = nodes
-        placements[h.job] = alloc(pool, em, h.job, h.type, at)
-        started[c] = True
-        cand_of[h.job] = c
 
 
 def _repair_order(em, pool, placements, started, cand_of, others) -> None:
