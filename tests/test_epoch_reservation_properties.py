@@ -6,6 +6,8 @@ rules, and the reservations keep their own rules (the cap, one per project, disj
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -13,6 +15,9 @@ from hypothesis import strategies as st
 from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
 from optalloc.model.reservations import candidate_hold
+from optalloc.plan.due_gangs import hold_ordered
+from optalloc.plan.place import place
+from optalloc.solve import solve
 from optalloc.sim.invariants import check_plan
 from optalloc.snapshot import build_snapshot
 from optalloc.types import (
@@ -194,3 +199,42 @@ def test_reservations_never_break_a_protection_and_reserved_nodes_take_only_shor
 def test_the_optimizer_with_reservations_is_never_worse_than_greedy_where_greedy_keeps_them(
         snap):
     dominance(snap)
+
+
+def _due_gang_on_another_reservations_node():
+    """The gang scenario's pattern (seed 4): D's reservation is due and D is expected to end
+    in 1 h, before G2's reservation starts (2 h); the model may put D on G2's free node and L
+    (8 h) on D's own node, and D placed first on its own nodes left L nowhere to go."""
+    nodes = [Node(f"n{i:02d}", "h100", 8) for i in range(4)]
+    jobs = [Job("c1", "C", 8, min_runtime_s=8 * H, state=JobState.RUNNING,
+                start_time=NOW - 6 * H,
+                placement=Placement("c1", "h100", (NodeAlloc("n03", tuple(range(8))),),
+                                    allocated=True)),
+            Job("D", "A", 16, min_runtime_s=8 * H, duration_s=H, submit_time=0.0),
+            Job("G2", "C", 16, min_runtime_s=8 * H, submit_time=1.0),
+            Job("L", "B", 8, min_runtime_s=8 * H, submit_time=2.0)]
+    org = OrgNode("root", children=tuple(OrgNode(p, share=1.0) for p in "ABC"))
+    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=2),
+                 tuple(jobs))
+    prev = [Reservation("D", "h100", ("n00", "n01"), NOW - 600.0, since=NOW - H),
+            Reservation("G2", "h100", ("n02", "n03"), NOW + 2 * H, since=NOW - H)]
+    return build_snapshot(cfg, now=NOW, usage_ratio={}, reservations=prev)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(gang_clusters())
+@example(_due_gang_on_another_reservations_node())
+def test_every_integer_solution_of_the_model_places_whole(snap):
+    """The reservation rows are exact (models/formulation.md, "Reservations"): whatever
+    integer solution the MIP returns, the placement starts every job it starts (placing again
+    longest hold first where the default order does not)."""
+    em = build_model(snap)
+    if em.lm.n_vars == 0:
+        return
+    r = solve(em.lm, replace(snap.policy.solver, mip_gap=1e-6, time_limit_s=30.0))
+    assert r.has_solution
+    placed = place(em, r.x)
+    if hold_ordered(em, r.x, placed):
+        placed = place(em, r.x, by_hold=True)
+    missed = np.flatnonzero((r.x[em.x] > 0.5) & ~placed.started)
+    assert not len(missed), [snap.jobs[int(em.req.cand_job[c])].id for c in missed]
