@@ -151,7 +151,7 @@ def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
     place_s = time.perf_counter() - t
     out = _scored(em, placed, source, place_s=place_s, **kw)
     by_hold = hold_ordered(em, x, placed)
-    if by_hold:  # a whole-node start did not place: the gangs again, longest hold first
+    if by_hold:  # a start did not place beside reserved nodes: again, longest hold first
         t = time.perf_counter()
         placed_h = place(em, x, by_hold=True)
         place_s += time.perf_counter() - t
@@ -159,7 +159,7 @@ def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
         out.place_s = place_s
         if _best([out, alt]) is alt and (alt.score, alt.objective) > (out.score, out.objective):
             alt.message = (alt.message + "; " if alt.message else "") + \
-                "whole-node gangs placed longest hold first"
+                "placed longest hold first"
             out, placed = alt, placed_h
         else:
             by_hold = False

@@ -221,9 +221,33 @@ def _due_gang_on_another_reservations_node():
     return build_snapshot(cfg, now=NOW, usage_ratio={}, reservations=prev)
 
 
+def _short_job_on_the_free_gpu_off_the_reserved_nodes():
+    """ITP cluster02's pattern: the one free GPU off the reserved nodes is the 8 h job's only
+    slot (the reserved node's GPU is held by unallocated work, and free GPUs go first), and a
+    15-minute job placed before it took that GPU."""
+    nodes = [Node(f"n{i:02d}", "h100", 8) for i in range(3)]
+
+    def run(jid, node, gpus, ago, mr):
+        return Job(jid, "C", len(gpus), min_runtime_s=mr, state=JobState.RUNNING,
+                   start_time=NOW - ago,
+                   placement=Placement(jid, "h100", (NodeAlloc(node, tuple(gpus)),),
+                                       allocated=mr > 0))
+    jobs = [run("P0", "n00", range(7), 7.5 * H, 8 * H), run("U", "n00", [7], H, 0.0),
+            run("P2", "n02", range(8), 7 * H, 8 * H), run("Q", "n01", range(7), H, 8 * H),
+            Job("G", "A", 16, min_runtime_s=8 * H, submit_time=0.0),
+            Job("S", "B", 1, min_runtime_s=15 * 60.0, submit_time=1.0),
+            Job("L", "B", 1, min_runtime_s=8 * H, submit_time=2.0)]
+    org = OrgNode("root", children=tuple(OrgNode(p, share=1.0) for p in "ABC"))
+    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=2),
+                 tuple(jobs))
+    prev = [Reservation("G", "h100", ("n00", "n02"), NOW + H, since=NOW - H)]
+    return build_snapshot(cfg, now=NOW, usage_ratio={}, reservations=prev)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_clusters())
 @example(_due_gang_on_another_reservations_node())
+@example(_short_job_on_the_free_gpu_off_the_reserved_nodes())
 def test_every_integer_solution_of_the_model_places_whole(snap):
     """The reservation rows are exact (models/formulation.md, "Reservations"): whatever
     integer solution the MIP returns, the placement starts every job it starts (placing again

@@ -185,6 +185,24 @@ def cases() -> list[Case]:
         reserved={"G2": (("n02", "n03"), NOW + 2 * H, 0)},
         ended={"D": "started"}))
     out.append(Case(
+        "a short job takes the reserved node's GPU (evicting unallocated work there) and "
+        "leaves the free GPU off the reserved nodes to the long job: longest hold placed first",
+        _snap(nodes_of(3, 8), {"A": 1, "B": 1, "C": 1}, [
+            running("P0", "C", "h100", [("n00", range(7))], start=NOW - 8 * H + 30 * M,
+                    min_runtime_s=8 * H),
+            running("U", "C", "h100", [("n00", [7])], start=NOW - H, min_runtime_s=0.0),
+            running("P2", "C", "h100", [("n02", range(8))], start=NOW - 7 * H,
+                    min_runtime_s=8 * H),
+            running("Q", "C", "h100", [("n01", range(7))], start=NOW - H, min_runtime_s=8 * H),
+            Job("G", "A", 16, min_runtime_s=8 * H, submit_time=0.0),
+            Job("S", "B", 1, min_runtime_s=15 * M, submit_time=1.0),
+            Job("L", "B", 1, min_runtime_s=8 * H, submit_time=2.0)],
+            prev=[_prev("G", ("n00", "n02"), NOW + H)]),
+        placed={"P0": 7, "P2": 8, "Q": 7, "S": 1, "L": 1},
+        pending={"G": "Reserved"},
+        reserved={"G": (("n00", "n02"), NOW + H, 0)},
+        preempted={"U": ("PreemptedUnallocated", ("S",))}))
+    out.append(Case(
         "max_reservations 0 turns the lookahead off: long work takes the free nodes",
         _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
             gang, Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)],

@@ -12,13 +12,16 @@ from optalloc.plan.fit import alloc, chunks, nodes_for
 def hold_ordered(em: EpochModel, x: np.ndarray | None, placed) -> bool:
     """Worth placing `x` again with `by_hold`: nodes are reserved and a start of x did not
     place (`placed`: its optalloc.plan.place.Placed). Nodes reserved until S take only work
-    that holds its GPUs until S or sooner, so the sets of nodes the gangs may use are nested,
-    and placing the longest hold first fits every gang the model's counts fit (each later
-    gang may use any node an earlier one took instead). The default order starts a due reservation's gang on its own nodes first; when
-    its gang ends before another reservation starts (its hold is short) the model may have
-    put it on that reservation's nodes and long work on its own, which then finds no node it
-    may use (the gang-heavy scenario, seed 4, 7 days: the MIP's plan placed 1.4-15% below its
-    optimum, a 32-GPU gang or two 8-GPU jobs left waiting)."""
+    that holds its GPUs until S or sooner, so the sets of nodes the jobs of one shape may use
+    are nested, and placing the longest hold first fits every job the model's counts fit
+    (each later job may use any node an earlier one took instead). The default order breaks
+    that in two ways: a due reservation's gang starts on its own nodes first, and when it ends
+    before another reservation starts (its hold is short) the model may have put it on that
+    reservation's free nodes and long work on its own (the gang-heavy scenario, seed 4, 7
+    days: MIP plans placed 1.4-15% below their optimum, a 32-GPU gang or two 8-GPU jobs left
+    waiting); and single-node jobs take free GPUs by best fit before evicting, so a short job
+    took the free GPU off the reserved nodes that the model left to a long one, whose only
+    slot was on a reserved node (ITP cluster02 with the lookahead: 0.55% below the MIP)."""
     if x is None or em.res is None or not em.res.blocking:
         return False
     want = np.asarray(x)[em.x] > 1.0 - 1e-6

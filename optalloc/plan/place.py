@@ -5,8 +5,8 @@ Order (each step only uses GPUs no earlier step took, so the plan never overlaps
      the solver left fractional (LP) counts as kept when >= 0.5;
   2. whole-node gangs take fully free nodes, the model's reserved nodes (z) first, and their
      remainder (the 4 of 8+8+4) a further node by best fit (a due reservation's gang before
-     all, on its reserved nodes; run again longest hold first when that leaves a start of the
-     solution unplaced: optalloc.plan.due_gangs);
+     all, on its reserved nodes; with reserved nodes, the placement runs again longest hold
+     first when a start of the solution does not place: optalloc.plan.due_gangs);
   3. per-node gang pieces take the distinct nodes the model chose (y), then single-node jobs
      go by best fit (the node with the least free GPUs that fits, so whole nodes stay free
      for gangs), falling back to where the model's packing counts (u) put them;
@@ -52,9 +52,9 @@ class Placed:
 def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
           by_hold: bool = False) -> Placed:
     """Placements for solution `x` of em.lm (None: start nothing new, keep every running job
-    that may stay). `by_hold`: whole-node gangs go longest hold first and a due reservation's
-    gang takes its turn among them instead of its reserved nodes before anything else (see
-    `optalloc.plan.due_gangs.hold_ordered`)."""
+    that may stay). `by_hold`: whole-node gangs and single-node jobs go longest hold first,
+    and a due reservation's gang takes its turn among them instead of its reserved nodes
+    before anything else (see `optalloc.plan.due_gangs.hold_ordered`)."""
     snap, req, imp = em.snap, em.req, em.imp
     J, C, K = len(snap.jobs), len(req.cand_job), len(req.run_job)
     _, k_ub = keep_bounds_of(em)
@@ -99,15 +99,16 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
     value = imp.value[req.cand_job, req.cand_type] if C else np.zeros(0)
     ch = np.flatnonzero(chosen)
     tier1 = snap.job_tier1[req.cand_job, req.cand_type] if C else np.zeros(0, bool)
-    hold = em.res.hold if by_hold else np.zeros(C)
-    # whole-node gangs (largest first; by_hold: longest hold first), then per-node gang
-    # pieces, then single-node jobs (largest first), each where the model put it; allocated
-    # work first within a shape
+    # by_hold: whole-node gangs and single-node jobs longest hold first (per-node gang pieces
+    # follow the model's own nodes per hold bucket)
+    hold = np.where(shape != PIECES, em.res.hold, 0.0) if by_hold else np.zeros(C)
+    # whole-node gangs (largest first), then per-node gang pieces, then single-node jobs
+    # (largest first), each where the model put it; allocated work first within a shape
     order = sorted(
         ch.tolist(),
         key=lambda c: (
             {WHOLE: 0, PIECES: 1, SMALL: 2}[int(shape[c])],
-            -float(hold[c]) if shape[c] == WHOLE else 0.0,
+            -float(hold[c]),
             not tier1[c],
             -int(snap.job_gpus[req.cand_job[c]]),
             -value[c],
