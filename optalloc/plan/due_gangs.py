@@ -19,9 +19,11 @@ def hold_ordered(em: EpochModel, x: np.ndarray | None, placed) -> bool:
     before another reservation starts (its hold is short) the model may have put it on that
     reservation's free nodes and long work on its own (the gang-heavy scenario, seed 4, 7
     days: MIP plans placed 1.4-15% below their optimum, a 32-GPU gang or two 8-GPU jobs left
-    waiting); and single-node jobs take free GPUs by best fit before evicting, so a short job
-    took the free GPU off the reserved nodes that the model left to a long one, whose only
-    slot was on a reserved node (ITP cluster02 with the lookahead: 0.55% below the MIP)."""
+    waiting); and single-node jobs take free GPUs by best fit before the model's slots, so a
+    short job took the free GPU off the reserved nodes that the model left to a long one,
+    whose only slot was on a reserved node (ITP cluster02 with the lookahead: 0.55% below
+    the MIP). The second pass also puts single-node jobs in the model's slots first
+    (`optalloc.plan.fit.slot_or_best_fit`, `slots_first`)."""
     if x is None or em.res is None or not em.res.blocking:
         return False
     want = np.asarray(x)[em.x] > 1.0 - 1e-6

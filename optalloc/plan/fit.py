@@ -23,11 +23,13 @@ def alloc(pool: NodePool, em: EpochModel, j: int, t: int, nodes: list[int]) -> P
 
 
 def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
-               evict: bool, pick: dict | None = None) -> list[int] | None:
+               evict: bool, pick: dict | None = None,
+               slots_first: bool = False) -> list[int] | None:
     """Nodes for candidate c (whole nodes + remainder node, distinct pieces, or one node), in
     the order of `chunks`, or None. `prefer`: reserved whole nodes (z); `slots`: the model's
     per-(type, size) packing; `pick`: the model's pieces per node of each per-node gang class
-    (y), consumed as gangs take them."""
+    (y), consumed as gangs take them; `slots_first`: single-node chunks take the model's
+    packing before best fit (`slot_or_best_fit`)."""
     req = em.req
     j, t = int(req.cand_job[c]), int(req.cand_type[c])
     shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
@@ -48,7 +50,7 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         rem = int(req.rem[j, t])
         if not rem:
             return chosen
-        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict, hold)
+        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict, hold, slots_first)
         return None if n < 0 else chosen + [n]
     room = pool.room(evict)
     ok = pool.allowed(hold)
@@ -63,7 +65,7 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
             for n in chosen:
                 left[n] -= 1
     while len(chosen) < pieces:
-        n = slot_or_best_fit(pool, t, size, chosen, slots, evict, hold)
+        n = slot_or_best_fit(pool, t, size, chosen, slots, evict, hold, slots_first)
         if n < 0:
             return None
         chosen.append(n)
@@ -77,7 +79,7 @@ def hold_of(em: EpochModel, c: int) -> float:
 
 
 def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: dict,
-                     evict: bool, hold: float = -float("inf")) -> int:
+                     evict: bool, hold: float = -float("inf"), slots_first: bool = False) -> int:
     """A node for one chunk: best fit on free GPUs (the tightest node that holds it, lowest
     index on ties, reserved nodes the job may use first), else where the model's packing put
     one of that size (of the slots the job may use, the soonest-reserved first; the slot is
@@ -87,10 +89,15 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
     a small job takes: following its packing broke open empty nodes while partly used ones
     had room, and gangs later found no whole node (philly-teams, 7 days: a 16-GPU job waited
     15 h with 30 v100 GPUs free and no node entirely free; 8.1 h with best fit first). The
-    packing stays the fallback: best fit decreasing can miss a packing the model found."""
-    n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)  # free GPUs first
-    if n >= 0:
-        return n
+    packing stays the fallback: best fit decreasing can miss a packing the model found.
+
+    `slots_first`: the packing first (beside reserved nodes, where best fit on free GPUs can
+    take the one slot a longer job may use; the soonest-reserved slot a job may use leaves
+    the later ones to longer holds, so the model's counts per size place whole)."""
+    if not slots_first:
+        n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)  # free GPUs first
+        if n >= 0:
+            return n
     room = pool.room(evict)
     ok = pool.allowed(hold)
     lst = slots.get((t, size), [])
@@ -103,4 +110,8 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
                 break
     if best >= 0:
         return lst.pop(best)
+    if slots_first:
+        n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)
+        if n >= 0:
+            return n
     return pool.best_fit(t, size, exclude=exclude, evict=True, hold=hold) if evict else -1
