@@ -244,14 +244,32 @@ def _short_job_on_the_free_gpu_off_the_reserved_nodes():
     return build_snapshot(cfg, now=NOW, usage_ratio={}, reservations=prev)
 
 
+def _unallocated_gang_for_unallocated_work():
+    """Found by hypothesis: with no reservation at all, the MIP trades B's 4-GPU unallocated
+    job for A's 24-GPU unallocated gang (three empty-but-for-it nodes); the placement kept the
+    4-GPU job (its preemption advisory) and the gang never placed."""
+    nodes = [Node(f"h{i:02d}", "h100", 8) for i in range(3)]
+    jobs = [Job("r2", "B", 4, min_runtime_s=0.0, state=JobState.RUNNING,
+                start_time=NOW - 0.3 * H,
+                placement=Placement("r2", "h100", (NodeAlloc("h02", (0, 1, 2, 3)),),
+                                    allocated=False)),
+            Job("q0", "A", 24, min_runtime_s=0.0, submit_time=-100.0)]
+    org = OrgNode("root", children=(OrgNode("A", share=1.0), OrgNode("B", share=1.0)))
+    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=0),
+                 tuple(jobs))
+    return build_snapshot(cfg, now=NOW, usage_ratio={})
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_clusters())
+@example(_unallocated_gang_for_unallocated_work())
 @example(_due_gang_on_another_reservations_node())
 @example(_short_job_on_the_free_gpu_off_the_reserved_nodes())
 def test_every_integer_solution_of_the_model_places_whole(snap):
     """The reservation rows are exact (models/formulation.md, "Reservations"): whatever
     integer solution the MIP returns, the placement starts every job it starts (placing again
-    longest hold first where the default order does not)."""
+    longest hold first where the default order does not; an unallocated start on GPUs of
+    unallocated work the solution preempts included)."""
     em = build_model(snap)
     if em.lm.n_vars == 0:
         return

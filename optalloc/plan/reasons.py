@@ -278,6 +278,7 @@ def preemptions(
     got = got_by_org(em, placed) if got is None else got
     reserved = reserved_by_org(em, placed)
     owner: dict[tuple[str, int], str] = {}
+    started = {p.job_id: p for p in placed.placements.values()}
     for p in placed.placements.values():
         for a in p.nodes:
             for gi in a.gpus:
@@ -317,8 +318,16 @@ def preemptions(
                       else "the job is past its protection"))
         elif not snap.job_tier1[j, t]:
             code = ReasonCode.PREEMPTED_UNALLOCATED
-            msg = ("unallocated work yields to allocated demand" if need else
-                   "unallocated work yields to allocated demand that needs its node")
+            new = [started[k] for k in need if k in started]
+            if need and len(new) == len(need) and not any(p.allocated for p in new):
+                # the model trades it for unallocated work that keeps more GPUs busy (a gang
+                # that needs its GPUs and idle ones beside them): never for nothing
+                msg = (f"unallocated work yields to unallocated work that keeps more GPUs "
+                       f"busy ({sum(p.gpus for p in new)} GPUs where it ran "
+                       f"{snap.jobs[j].gpus})")
+            else:
+                msg = ("unallocated work yields to allocated demand" if need else
+                       "unallocated work yields to allocated demand that needs its node")
         else:
             code = ReasonCode.PREEMPTED_FAIR_SHARE
             msg = _fair_share_message(em, got, j, t, need, reserved)
