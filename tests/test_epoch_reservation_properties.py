@@ -35,6 +35,8 @@ from optalloc.types import (
 )
 
 from test_epoch_dominance import _check as dominance
+from test_epoch_reservations import cases as reservation_cases
+from test_epoch_unallocated_swap import big_gang_for_unallocated_work
 
 H = 3600.0
 NOW = 20 * H
@@ -201,75 +203,24 @@ def test_the_optimizer_with_reservations_is_never_worse_than_greedy_where_greedy
     dominance(snap)
 
 
-def _due_gang_on_another_reservations_node():
-    """The gang scenario's pattern (seed 4): D's reservation is due and D is expected to end
-    in 1 h, before G2's reservation starts (2 h); the model may put D on G2's free node and L
-    (8 h) on D's own node, and D placed first on its own nodes left L nowhere to go."""
-    nodes = [Node(f"n{i:02d}", "h100", 8) for i in range(4)]
-    jobs = [Job("c1", "C", 8, min_runtime_s=8 * H, state=JobState.RUNNING,
-                start_time=NOW - 6 * H,
-                placement=Placement("c1", "h100", (NodeAlloc("n03", tuple(range(8))),),
-                                    allocated=True)),
-            Job("D", "A", 16, min_runtime_s=8 * H, duration_s=H, submit_time=0.0),
-            Job("G2", "C", 16, min_runtime_s=8 * H, submit_time=1.0),
-            Job("L", "B", 8, min_runtime_s=8 * H, submit_time=2.0)]
-    org = OrgNode("root", children=tuple(OrgNode(p, share=1.0) for p in "ABC"))
-    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=2),
-                 tuple(jobs))
-    prev = [Reservation("D", "h100", ("n00", "n01"), NOW - 600.0, since=NOW - H),
-            Reservation("G2", "h100", ("n02", "n03"), NOW + 2 * H, since=NOW - H)]
-    return build_snapshot(cfg, now=NOW, usage_ratio={}, reservations=prev)
-
-
-def _short_job_on_the_free_gpu_off_the_reserved_nodes():
-    """ITP cluster02's pattern: the one free GPU off the reserved nodes is the 8 h job's only
-    slot (the reserved node's GPU is held by unallocated work, and free GPUs go first), and a
-    15-minute job placed before it took that GPU."""
-    nodes = [Node(f"n{i:02d}", "h100", 8) for i in range(3)]
-
-    def run(jid, node, gpus, ago, mr):
-        return Job(jid, "C", len(gpus), min_runtime_s=mr, state=JobState.RUNNING,
-                   start_time=NOW - ago,
-                   placement=Placement(jid, "h100", (NodeAlloc(node, tuple(gpus)),),
-                                       allocated=mr > 0))
-    jobs = [run("P0", "n00", range(7), 7.5 * H, 8 * H), run("U", "n00", [7], H, 0.0),
-            run("P2", "n02", range(8), 7 * H, 8 * H), run("Q", "n01", range(7), H, 8 * H),
-            Job("G", "A", 16, min_runtime_s=8 * H, submit_time=0.0),
-            Job("S", "B", 1, min_runtime_s=15 * 60.0, submit_time=1.0),
-            Job("L", "B", 1, min_runtime_s=8 * H, submit_time=2.0)]
-    org = OrgNode("root", children=tuple(OrgNode(p, share=1.0) for p in "ABC"))
-    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=2),
-                 tuple(jobs))
-    prev = [Reservation("G", "h100", ("n00", "n02"), NOW + H, since=NOW - H)]
-    return build_snapshot(cfg, now=NOW, usage_ratio={}, reservations=prev)
-
-
-def _unallocated_gang_for_unallocated_work():
-    """Found by hypothesis: with no reservation at all, the MIP trades B's 4-GPU unallocated
-    job for A's 24-GPU unallocated gang (three empty-but-for-it nodes); the placement kept the
-    4-GPU job (its preemption advisory) and the gang never placed."""
-    nodes = [Node(f"h{i:02d}", "h100", 8) for i in range(3)]
-    jobs = [Job("r2", "B", 4, min_runtime_s=0.0, state=JobState.RUNNING,
-                start_time=NOW - 0.3 * H,
-                placement=Placement("r2", "h100", (NodeAlloc("h02", (0, 1, 2, 3)),),
-                                    allocated=False)),
-            Job("q0", "A", 24, min_runtime_s=0.0, submit_time=-100.0)]
-    org = OrgNode("root", children=(OrgNode("A", share=1.0), OrgNode("B", share=1.0)))
-    cfg = Config((GpuType("h100"),), tuple(nodes), org, Policy(max_reservations=0),
-                 tuple(jobs))
-    return build_snapshot(cfg, now=NOW, usage_ratio={})
+def _table_case(prefix: str):
+    """The snapshot of tests/test_epoch_reservations.py's case whose name starts `prefix`."""
+    return next(c.snap for c in reservation_cases() if c.name.startswith(prefix))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_clusters())
-@example(_unallocated_gang_for_unallocated_work())
-@example(_due_gang_on_another_reservations_node())
-@example(_short_job_on_the_free_gpu_off_the_reserved_nodes())
+@example(big_gang_for_unallocated_work())
+@example(_table_case("a due gang that ends before another reservation starts"))
+@example(_table_case("a short job takes the reserved node's GPU"))
 def test_every_integer_solution_of_the_model_places_whole(snap):
     """The reservation rows are exact (models/formulation.md, "Reservations"): whatever
     integer solution the MIP returns, the placement starts every job it starts (placing again
     longest hold first where the default order does not; an unallocated start on GPUs of
-    unallocated work the solution preempts included)."""
+    unallocated work the solution preempts included). The examples are the three patterns
+    the default order missed: hypothesis found the unallocated gang with no reservation at
+    all; the due gang on another reservation's node is the gang scenario's (seed 4), the
+    short job on the one free GPU off the reserved nodes ITP cluster02's."""
     em = build_model(snap)
     if em.lm.n_vars == 0:
         return

@@ -36,15 +36,20 @@ def test_the_big_one_takes_an_idle_node_beside_them():
     assert plan.preemptions == () and plan.report.status == "optimal"
 
 
+def big_gang_for_unallocated_work():
+    """B's 4-GPU unallocated job on n02 beside two empty nodes; A's 24-GPU unallocated gang
+    waits (found by hypothesis: tests/test_epoch_reservation_properties.py)."""
+    jobs = [running("u", "B", "h100", [("n02", range(4))], start=9.7 * H, min_runtime_s=0.0),
+            Job("big", "A", 24, min_runtime_s=0.0, submit_time=1.0)]
+    return snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs)
+
+
 def test_a_24_gpu_unallocated_gang_takes_the_cluster_from_the_4_gpu_job_the_model_trades():
     """Not for nothing (DESIGN.md section 8, rule 4): 4 GPUs of unallocated work for a gang
     that fills all 24, 20 of them idle. The model trades them and the placement follows (it
     kept the 4-GPU job and left the gang waiting beside 20 idle GPUs: ITP cluster04, 30 days,
     163 such unallocated starts); the preempted job is told why, truly."""
-    jobs = [running("u", "B", "h100", [("n02", range(4))], start=9.7 * H, min_runtime_s=0.0),
-            Job("big", "A", 24, min_runtime_s=0.0, submit_time=1.0)]
-    snap = snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1}), jobs)
-    plan = run_epoch(snap)
+    plan = run_epoch(big_gang_for_unallocated_work())
     on = {p.job_id: [(a.node, len(a.gpus)) for a in p.nodes] for p in plan.placements}
     assert on == {"big": [("n00", 8), ("n01", 8), ("n02", 8)]}
     assert [(p.job_id, p.code.value, p.needed_by, p.message) for p in plan.preemptions] == [

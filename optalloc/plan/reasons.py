@@ -318,8 +318,8 @@ def preemptions(
                       else "the job is past its protection"))
         elif not snap.job_tier1[j, t]:
             code = ReasonCode.PREEMPTED_UNALLOCATED
-            new = [started[k] for k in need if k in started]
-            if need and len(new) == len(need) and not any(p.allocated for p in new):
+            new = [started[k] for k in need]  # takers: owners of GPUs in the plan's starts
+            if need and not any(p.allocated for p in new):
                 # the model trades it for unallocated work that keeps more GPUs busy (a gang
                 # that needs its GPUs and idle ones beside them): never for nothing
                 msg = (f"unallocated work yields to unallocated work that keeps more GPUs "
