@@ -34,7 +34,7 @@ starts; either way `plan.degraded` says why and pending jobs carry SolverDegrade
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
@@ -43,13 +43,11 @@ from optalloc.model.constraints.fairshare import floor_columns
 from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
 from optalloc.plan.drain import drain_status
-from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.incumbent import greedy_placed
-from optalloc.plan.place import Placed, as_solution, got_by_org, place
+from optalloc.plan.outcome import Outcome, best_plan, placed_outcome, scored
+from optalloc.plan.place import Placed, as_solution, got_by_org
 from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
-from optalloc.plan.score import placed_score
-from optalloc.plan.victims import swapped_keeps
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive
 from optalloc.solve.base import effective_settings
@@ -59,24 +57,6 @@ from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 #: how many of the dive's earlier LP points step 3a' places (latest first): each costs a
 #: placement; all of them made the simulator's epochs ~20% slower (cluster04, 5 days, paired)
 EARLIER_POINTS = 2
-
-
-@dataclass
-class Outcome:
-    """The plan phase 3 settled on, with what is known about its quality."""
-
-    placed: Placed
-    objective: float
-    source: str  # lp-rounded | greedy | mip | fallback | empty
-    backend: str
-    status: str
-    bound: float | None = None
-    solve_s: float = 0.0
-    place_s: float = 0.0
-    message: str = ""
-    model_point: bool = True  # the placed plan satisfies every row of the model
-    tiers: tuple = ()  # (floors, targets, work): the objective by the scheme's order
-    score: tuple = ()  # optalloc.plan.score: the scheme's order, compared lexicographically
 
 
 def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Plan:
@@ -142,59 +122,6 @@ def _gap(objective: float | None, bound: float | None) -> float | None:
     return relative_gap(objective, bound) if bound > objective else 0.0
 
 
-def _placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
-    """Solution x placed and scored; when it preempts a job whose interchangeable twin that
-    lost less work stays (optalloc.plan.victims), also x with those keeps exchanged, and the
-    better of the two by the scheme's order."""
-    t = time.perf_counter()
-    placed = place(em, x, backfill=x is not None)
-    place_s = time.perf_counter() - t
-    out = _scored(em, placed, source, place_s=place_s, **kw)
-    by_hold = hold_ordered(em, x, placed)
-    if by_hold:  # a start did not place beside reserved nodes: again, longest hold first
-        t = time.perf_counter()
-        placed_h = place(em, x, by_hold=True)
-        place_s += time.perf_counter() - t
-        alt = _scored(em, placed_h, source, place_s=place_s, **kw)
-        out.place_s = place_s
-        if _best([out, alt]) is alt and (alt.score, alt.objective) > (out.score, out.objective):
-            alt.message = (alt.message + "; " if alt.message else "") + \
-                "placed longest hold first"
-            out, placed = alt, placed_h
-        else:
-            by_hold = False
-    x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
-    if x2 is None:
-        return out
-    t = time.perf_counter()
-    placed2 = place(em, x2, by_hold=by_hold)
-    out.place_s = place_s = place_s + time.perf_counter() - t
-    alt = _scored(em, placed2, source, place_s=place_s, **kw)
-    if _best([out, alt]) is alt and alt.score > out.score:
-        alt.message = (alt.message + "; " if alt.message else "") + "victims that lose less work"
-        return alt
-    return out
-
-
-def _scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
-    tiers = em.plan_tiers(placed.started, placed.kept, got_by_org(em, placed))
-    point = em.lm.violation(as_solution(em, placed)) <= 1e-6 if em.lm.n_vars else True
-    return Outcome(placed, sum(tiers), source, model_point=point, tiers=tiers,
-                   score=placed_score(em, placed), **kw)
-
-
-def _best(plans: list[Outcome]) -> Outcome:
-    """The best plan by the scheme's order (optalloc.plan.score: floors met, targets met, the
-    teams' own order, GPUs busy, less work lost), compared lexicographically, then by the
-    objective: no finite weights make the objective lexicographic (a 1-GPU floor job can block
-    a 512-GPU gang), so among the candidates the scheme's order decides. Only plans that keep
-    every rule of the model (the contract, the teams' own order, no self-displacement) are
-    eligible while one exists: the greedy baseline's plan breaks the teams' own order now and
-    then, and such a plan is not an answer, however well it scores."""
-    ok = [o for o in plans if o.model_point] or plans
-    return max(ok, key=lambda o: (o.score, o.objective))
-
-
 def _left_idle(em: EpochModel, placed: Placed) -> float:
     """GPUs a plan leaves to unallocated work: the capacity less its allocated GPUs (the
     root's tier-1 GPUs)."""
@@ -206,7 +133,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     lm = em.lm
     name = settings.backend
     if lm.n_vars == 0:  # nothing to decide: an empty model is trivially optimal
-        out = _placed_outcome(em, np.zeros(0), "empty", backend=name, status="optimal",
+        out = placed_outcome(em, np.zeros(0), "empty", backend=name, status="optimal",
                               message="empty model")
         out.bound = out.objective
         return out
@@ -214,14 +141,14 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     backend = BACKENDS.get(name)
     if backend is None or not backend.available():
         res = solve(lm, settings)  # the error result naming the problem
-        return _placed_outcome(em, None, "fallback", backend=name, status="error",
+        return placed_outcome(em, None, "fallback", backend=name, status="error",
                                message=res.message)
     # 3a. the LP relaxation: its optimum is the bound, its point rounds to a plan
     dive = start_dive(lm, settings, em.x)
     lp = dive.first
     plans: list[Outcome] = []
     if lp.has_solution and lp.x is not None:
-        plans.append(_placed_outcome(em, lp.x, "lp-rounded", backend=name, status="feasible",
+        plans.append(placed_outcome(em, lp.x, "lp-rounded", backend=name, status="feasible",
                                      message="LP relaxation rounded and placed"))
     bound = lp.bound if lp.has_solution else None
     solve_s = dive.solve_s
@@ -230,7 +157,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     if g is not None:
         t = time.perf_counter()
         g2 = keep_reservations(em, g)  # the same without the starts that break a reservation
-        out = _scored(em, g, "greedy", backend=name, status="feasible",
+        out = scored(em, g, "greedy", backend=name, status="feasible",
                       place_s=greedy_s + time.perf_counter() - t,
                       message="the greedy baseline's plan")
         plans.append(out)
@@ -239,12 +166,12 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
             # reserved node can still be a model point (it swapped nodes with a short start
             # that fitted there): it breaks the reservation all the same, so it is not eligible
             out.model_point = False
-            plans.append(_scored(em, g2, "greedy", backend=name, status="feasible",
+            plans.append(scored(em, g2, "greedy", backend=name, status="feasible",
                                  message="the greedy baseline's plan, reservations kept"))
     if not plans:
-        return _placed_outcome(em, None, "fallback", backend=name, status=lp.status,
+        return placed_outcome(em, None, "fallback", backend=name, status=lp.status,
                                message=lp.message)
-    best = _best(plans)
+    best = best_plan(plans)
     place_s = sum(p.place_s for p in plans)
     if backend.relaxation or _certified(best, bound, settings):
         return _final(best, name, bound, settings, solve_s, place_s, lp.status)
@@ -268,13 +195,13 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     tries += [(x_i, "an earlier LP point of the dive, rounded and placed")
               for x_i in _earlier_points(em, dive.points, x_lp, EARLIER_POINTS, placed=(lp.x,))]
     for x_i, msg in tries:
-        cand = _placed_outcome(em, x_i, "lp-dive", backend=name, status="feasible", message=msg)
+        cand = placed_outcome(em, x_i, "lp-dive", backend=name, status="feasible", message=msg)
         place_s += cand.place_s
         plans.append(cand)
-        best = _best(plans)
+        best = best_plan(plans)
         if _certified(best, bound, settings):
             return _final(best, name, bound, settings, solve_s, place_s, lp.status)
-    anchor = _best(plans[:n_anchor])
+    anchor = best_plan(plans[:n_anchor])
     # 3c. the MIP around the best plan (RINS): the integer columns where that plan and the LP
     #     agree are fixed; measured on the 1,024-GPU bench epoch with two reservations: the
     #     rounded plan was 0.79% from the bound, the neighbourhood's 0.38% in 0.5 s, where the
@@ -285,12 +212,12 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         r = solve(sub, replace(settings, time_limit_s=max(0.05, left / 2)))
         solve_s += r.solve_s
         if r.has_solution:
-            cand = _placed_outcome(em, r.x, "mip-neighborhood", backend=name, status=r.status,
+            cand = placed_outcome(em, r.x, "mip-neighborhood", backend=name, status=r.status,
                                    message=f"the MIP around the best plan ({free} integer "
                                            f"columns free)")
             place_s += cand.place_s
             plans.append(cand)
-            best = _best(plans)
+            best = best_plan(plans)
             if _certified(best, bound, settings):
                 return _final(best, name, bound, settings, solve_s, place_s, lp.status)
     return _mip(em, settings, name, plans, bound, solve_s, place_s)
@@ -313,11 +240,11 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
     if mip.bound is not None:
         bound = mip.bound if bound is None else min(bound, mip.bound)
     if mip.has_solution:
-        cand = _placed_outcome(em, mip.x, "mip", backend=name, status=mip.status,
+        cand = placed_outcome(em, mip.x, "mip", backend=name, status=mip.status,
                                message=mip.message)
         place_s += cand.place_s
         plans.append(cand)
-    best = _best(plans)
+    best = best_plan(plans)
     msg = f"{mip.status} ({mip.message})"
     # 3e. the scheme's order over the objective: where the best plan by that order meets more
     #     floor GPUs than the objective's optimum (no finite weight makes one 2-GPU floor job
@@ -332,12 +259,12 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
             r = solve(held, replace(settings, time_limit_s=left))
             solve_s += r.solve_s
             if r.has_solution:
-                cand = _placed_outcome(em, r.x, "mip-floors-held", backend=name,
+                cand = placed_outcome(em, r.x, "mip-floors-held", backend=name,
                                        status=r.status, message="the MIP with the floors of "
                                        "the scheme's best plan held")
                 place_s += cand.place_s
                 plans.append(cand)
-                best = _best(plans)
+                best = best_plan(plans)
             if r.bound is not None and r.status in ("optimal", "timeout", "feasible"):
                 bound = r.bound  # of every plan meeting those floors, the best plan among them
                 msg = (f"{r.status} ({r.message}); bound of the plans that meet the floors "

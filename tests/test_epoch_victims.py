@@ -48,7 +48,7 @@ def test_the_keeps_of_a_preempted_job_and_its_twin_that_lost_less_are_exchanged(
 
 def test_the_epoch_preempts_the_job_that_loses_least_whichever_the_solution_named():
     em = build_model(_snap())
-    out = epoch._placed_outcome(em, _solution(em, keep="fresh"), "test", backend="highs",
+    out = epoch.placed_outcome(em, _solution(em, keep="fresh"), "test", backend="highs",
                                 status="feasible", message="")
     pre = {em.snap.jobs[j].id for j, k in zip(em.req.run_job, out.placed.kept) if not k}
     assert pre == {"fresh"}

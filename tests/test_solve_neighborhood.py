@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.bench.instances import scale_instance
-from optalloc.epoch import _placed_outcome
 from optalloc.model.build import build_model
+from optalloc.plan.outcome import placed_outcome
 from optalloc.plan.place import as_solution
 from optalloc.solve import neighborhood, relax_and_dive, solve
 from optalloc.types import SolverSettings
@@ -18,7 +18,7 @@ def test_the_neighborhood_fixes_what_the_plan_and_the_lp_agree_on_and_keeps_the_
     em = build_model(scale_instance("S"))
     lm = em.lm
     lp, x = relax_and_dive(lm, SolverSettings(), em.x, rounds=8)
-    plan = _placed_outcome(em, x, "lp-rounded", backend="highs", status="feasible", message="")
+    plan = placed_outcome(em, x, "lp-rounded", backend="highs", status="feasible", message="")
     assert plan.model_point
     inc = as_solution(em, plan.placed)
     sub, free = neighborhood(lm, inc, lp.x)
@@ -53,8 +53,8 @@ def test_the_1024_gpu_epoch_with_reservations_is_certified_by_the_whole_mip_wher
     import optalloc.epoch as epoch
 
     seen = []
-    best = epoch._best
-    monkeypatch.setattr(epoch, "_best", lambda plans: (seen.append(list(plans)), best(plans))[1])
+    best = epoch.best_plan
+    monkeypatch.setattr(epoch, "best_plan", lambda plans: (seen.append(list(plans)), best(plans))[1])
     snap = scale_instance("M", 1)
     snap = dataclasses.replace(snap, policy=dataclasses.replace(snap.policy, max_reservations=2))
     plan = epoch.run_epoch(snap)

@@ -1,0 +1,95 @@
+"""A solution of the epoch model placed and scored (an `Outcome`), and the better of several
+by the scheme's order: what phase 3 of `optalloc.epoch` compares.
+
+A solution is placed once, again longest hold first when a start of it did not place beside
+reserved nodes (optalloc.plan.due_gangs), and once more with the keeps of its victims and
+their interchangeable twins that lost less work exchanged (optalloc.plan.victims) when there
+are such; the better placed plan by the scheme's order is its outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from optalloc.model.build import EpochModel
+from optalloc.plan.due_gangs import hold_ordered
+from optalloc.plan.place import Placed, as_solution, got_by_org, place
+from optalloc.plan.score import placed_score
+from optalloc.plan.victims import swapped_keeps
+
+
+@dataclass
+class Outcome:
+    """The plan phase 3 settled on, with what is known about its quality."""
+
+    placed: Placed
+    objective: float
+    source: str  # lp-rounded | greedy | mip | fallback | empty
+    backend: str
+    status: str
+    bound: float | None = None
+    solve_s: float = 0.0
+    place_s: float = 0.0
+    message: str = ""
+    model_point: bool = True  # the placed plan satisfies every row of the model
+    tiers: tuple = ()  # (floors, targets, work): the objective by the scheme's order
+    score: tuple = ()  # optalloc.plan.score: the scheme's order, compared lexicographically
+
+
+def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
+    """Solution x placed and scored (x None: keep what may stay, start nothing), placed again
+    longest hold first when a start of it did not place beside reserved nodes; then, when it
+    preempts allocated work whose interchangeable twin that lost less stays, also x with
+    those keeps exchanged, and the better of the two by the scheme's order."""
+    t = time.perf_counter()
+    placed = place(em, x, backfill=x is not None)
+    place_s = time.perf_counter() - t
+    out = scored(em, placed, source, place_s=place_s, **kw)
+    by_hold = hold_ordered(em, x, placed)
+    if by_hold:  # a start did not place beside reserved nodes: again, longest hold first
+        t = time.perf_counter()
+        placed_h = place(em, x, by_hold=True)
+        place_s += time.perf_counter() - t
+        alt = scored(em, placed_h, source, place_s=place_s, **kw)
+        out.place_s = place_s
+        if (best_plan([out, alt]) is alt
+                and (alt.score, alt.objective) > (out.score, out.objective)):
+            alt.message = _also(alt.message, "placed longest hold first")
+            out, placed = alt, placed_h
+        else:
+            by_hold = False
+    x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
+    if x2 is None:
+        return out
+    t = time.perf_counter()
+    placed2 = place(em, x2, by_hold=by_hold)
+    out.place_s = place_s = place_s + time.perf_counter() - t
+    alt = scored(em, placed2, source, place_s=place_s, **kw)
+    if best_plan([out, alt]) is alt and alt.score > out.score:
+        alt.message = _also(alt.message, "victims that lose less work")
+        return alt
+    return out
+
+
+def scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
+    tiers = em.plan_tiers(placed.started, placed.kept, got_by_org(em, placed))
+    point = em.lm.violation(as_solution(em, placed)) <= 1e-6 if em.lm.n_vars else True
+    return Outcome(placed, sum(tiers), source, model_point=point, tiers=tiers,
+                   score=placed_score(em, placed), **kw)
+
+
+def best_plan(plans: list[Outcome]) -> Outcome:
+    """The best plan by the scheme's order (optalloc.plan.score: floors met, targets met, the
+    teams' own order, GPUs busy, less work lost), compared lexicographically, then by the
+    objective: no finite weights make the objective lexicographic (a 1-GPU floor job can block
+    a 512-GPU gang), so among the candidates the scheme's order decides. Only plans that keep
+    every rule of the model (the contract, the teams' own order, no self-displacement) are
+    eligible while one exists: the greedy baseline's plan breaks the teams' own order now and
+    then, and such a plan is not an answer, however well it scores."""
+    ok = [o for o in plans if o.model_point] or plans
+    return max(ok, key=lambda o: (o.score, o.objective))
+
+
+def _also(message: str, more: str) -> str:
+    return (message + "; " if message else "") + more
