@@ -36,42 +36,55 @@ class ShareGain:
                       for o in range(O)]
         self.got = np.zeros((O, T)).tolist()
         # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
-        self.short = debug_jobs(snap)  # the debug allowance (fairshare.debug_jobs)
+        self.short = debug_jobs(snap).tolist()  # fairshare.debug_jobs
         self.allow = debug_allowance(snap).tolist()
         self.dbg_w = (imp.target_weight / 2.0).tolist()
         self.dbg = np.zeros((O, T)).tolist()
         self.tier1 = snap.job_tier1
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
-        # gain depends on the job only through (project, type, GPUs, short): remembered until
-        # the next add (the backfill re-evaluates many like jobs between two starts)
-        self._memo: dict = {}
+        # gain depends on the job only through its `key` (project, type, GPUs, short), and on
+        # the placements only through its path's tiers of that type: remembered per (top-level
+        # org node, type) until an add there (the backfill re-evaluates many like jobs between
+        # two starts; projects under one top-level node share every other ancestor but root)
+        size = M.sum(axis=1)
+        top = [max(a, key=lambda o: size[o]) if a else p for p, a in enumerate(self.anc)]
+        memos = {(o, t): {} for o in set(top) for t in range(T)}
+        self._memo = [[memos[(top[p], t)] for t in range(T)] for p in range(O)]
+
+    def key(self, j: int, t: int) -> tuple | None:
+        """What job j's gain on t depends on (None: unallocated there, no gain)."""
+        if not self.tier1[j, t]:
+            return None
+        return (self.project[j], t, self.gpus[j], self.short[j])
 
     def gain(self, j: int, t: int) -> float:
-        if not self.tier1[j, t]:
+        return self.gain_of(self.key(j, t))
+
+    def gain_of(self, key: tuple | None) -> float:
+        if key is None:
             return 0.0
-        key = (self.project[j], t, self.gpus[j], self.short[j])
-        out = self._memo.get(key)
+        memo = self._memo[key[0]][key[1]]
+        out = memo.get(key)
         if out is None:
-            out = self._memo[key] = self._gain(j, t)
+            out = memo[key] = self._gain(*key)
         return out
 
-    def _gain(self, j: int, t: int) -> float:
-        g, out = self.gpus[j], 0.0
-        for o in self.anc[self.project[j]]:
+    def _gain(self, p: int, t: int, g: float, short: bool) -> float:
+        out = 0.0
+        for o in self.anc[p]:
             cur = self.got[o][t]
             for lo, hi, w in self.tiers[o][t]:
                 a, b = max(lo, cur), min(hi, cur + g)
                 if b > a:
                     out += (b - a) * w
-        if self.short[j]:
-            p = self.project[j]
+        if short:
             out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
         return out
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:
         if self.tier1[j, t]:
-            self._memo.clear()
+            self._memo[self.project[j]][t].clear()
             g = sign * self.gpus[j]
             for o in self.anc[self.project[j]]:
                 self.got[o][t] += g
@@ -97,26 +110,37 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         preds.setdefault(b, []).append(a)
 
-    # per waiting job: its candidates, best value first, and their (value, type) as Python
-    # numbers (one pass over plain lists: element access into numpy arrays cost more here)
+    # per waiting job: its candidates, best value first, their (value, ShareGain key) and their
+    # types, as Python objects (one pass over plain lists: element access into numpy arrays
+    # cost more here)
     by_job: dict[int, list[int]] = {}
-    vt: dict[int, list[tuple[float, int]]] = {}
+    vk: dict[int, list[tuple[float, tuple | None]]] = {}
+    types_of: dict[int, list[int]] = {}
     order = np.argsort(-value, kind="stable")
-    for c, j, v, t in zip(order.tolist(), req.cand_job[order].tolist(), value[order].tolist(),
-                          req.cand_type[order].tolist()):
+    cj, ct = req.cand_job[order], req.cand_type[order]
+    tier1 = snap.job_tier1[cj, ct].tolist() if len(order) else []
+    proj, gpus, short = sg.project, sg.gpus, sg.short
+    for c, j, v, t, on in zip(order.tolist(), cj.tolist(), value[order].tolist(), ct.tolist(),
+                              tier1):
+        key = (proj[j], t, gpus[j], short[j]) if on else None  # ShareGain.key
         if j in by_job:
             by_job[j].append(c)
-            vt[j].append((v, t))
+            vk[j].append((v, key))
+            types_of[j].append(t)
         else:
             by_job[j] = [c]
-            vt[j] = [(v, t)]
-    gpus = sg.gpus
+            vk[j] = [(v, key)]
+            types_of[j] = [t]
+    gain_of = sg.gain_of
 
     def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)
         if kind == 0:
             j, t = int(req.run_job[idx]), int(req.run_type[idx])
             return (float(imp.value[j, t] + imp.churn[j]) + sg.gain(j, t)) / snap.job_gpus[j]
-        return max(v + sg.gain(idx, t) for v, t in vt[idx]) / gpus[idx]
+        e = vk[idx]
+        if len(e) == 1:
+            return (e[0][0] + gain_of(e[0][1])) / gpus[idx]
+        return max(v + gain_of(k) for v, k in e) / gpus[idx]
 
     # an upper bound on what any job could still get per type: free plus evictable GPUs on
     # nodes that take new work. It never grows during the backfill (an eviction hands the
@@ -129,7 +153,11 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         if not room_t:
             room_t.extend(np.bincount(snap.node_type, weights=np.where(
                 pool.accept, pool.room(True), 0), minlength=T).tolist())
-        return any(gpus[j] <= room_t[t] for _, t in vt[j])
+        g = gpus[j]
+        for t in types_of[j]:
+            if g <= room_t[t]:
+                return True
+        return False
 
     heap: list[tuple[float, int, int]] = []  # (-priority, kind 0=restore 1=start, index)
     for i in np.flatnonzero(~kept & restorable):
