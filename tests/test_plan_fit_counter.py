@@ -1,8 +1,10 @@
-"""FitCounter (optalloc.plan.freemap) answers "does this job fit the map now" exactly as a
-best-fit search does (`FreeMap.fit(...) is not None`), after any sequence of releases and
-takes through it: the ranked pass's room-making relies on it instead of searching after every
-victim. Random clusters of mixed node sizes and types, drained nodes, random jobs (whole-node
-gangs with remainders, per-node pieces, single-node jobs) and random victim sequences."""
+"""FitCounter (optalloc.plan.freemap) answers "does this job fit" exactly as a best-fit search
+does (`FreeMap.fit(...) is not None`): on a map's free GPUs after any sequence of releases and
+takes (`fits_free`), and over the ranked pass's take-back of victims (`needed`, which follows
+free counts instead of the map): the ranked pass's room-making relies on it instead of
+searching after every victim. Random clusters of mixed node sizes and types, drained nodes,
+random jobs (whole-node gangs with remainders, per-node pieces, single-node jobs) and random
+victim sequences."""
 
 from __future__ import annotations
 
@@ -64,10 +66,41 @@ def test_the_counter_agrees_with_best_fit_after_every_release_and_take(case):
     fc = FitCounter(fm, job, allowed)
     speed = np.ones(len(snap.gpu_types))
     held = [True] * len(running)
-    assert fc.fits() == (fm.fit(job, allowed, speed) is not None)
+    assert fc.fits_free(fm.free) == (fm.fit(job, allowed, speed) is not None)
     for release, k in ops:
         if not running or held[k] != release:
             continue  # release only what is held, take back only what was released
-        (fc.release if release else fc.take)(running[k])
+        (fm.release if release else fm.take)(running[k])
         held[k] = not release
-        assert fc.fits() == (fm.fit(job, allowed, speed) is not None)
+        assert fc.fits_free(fm.free) == (fm.fit(job, allowed, speed) is not None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(maps(), st.randoms(use_true_random=False))
+def test_the_victims_still_needed_are_those_a_best_fit_take_back_keeps_released(case, rnd):
+    """Release the victims in a random order, then take them back latest first (all but the
+    last), each for good when the job still fits without it by a best-fit search on the map:
+    `needed` answers the same on free counts alone, and leaves the map as it was."""
+    snap, running, job, allowed, _ = case
+    fm = FreeMap.empty(snap)
+    fm.take_many(running)
+    victims = rnd.sample(running, len(running))
+    speed = np.ones(len(snap.gpu_types))
+    fc = FitCounter(fm, job, allowed)
+    before = fm.free.copy()
+    for v in victims:
+        fm.release(v)
+    free = fm.free.copy()
+    expect = [True] * len(victims)
+    for i in range(len(victims) - 2, -1, -1):
+        fm.take(victims[i])
+        if fm.fit(job, allowed, speed) is not None:
+            expect[i] = False
+        else:
+            fm.release(victims[i])
+    for v, e in zip(victims, expect):
+        if not e:
+            fm.release(v)  # back to every victim released
+    allocs = [[(fm.node_index[a.node], len(a.gpus)) for a in v.nodes] for v in victims]
+    assert fc.needed(free, allocs) == expect
+    assert (fm.free == free).all() and (free >= before).all()

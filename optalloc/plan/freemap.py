@@ -173,9 +173,8 @@ class FreeMap:
 
 
 class FitCounter:
-    """Whether one job fits `fm` (as `fm.fit(...) is not None`), kept up to date as
-    placements are released and taken back through it, without a best-fit search each time
-    (the ranked pass's room-making asks after every victim).
+    """Whether one job fits a map's free GPUs (as `fm.fit(...) is not None` would on them),
+    without a best-fit search (the ranked pass's room-making asks after every victim).
 
     Per allowed type t the job's chunk list (largest first) has levels s_1 > s_2 > ... with
     cumulative counts k_1 < k_2 < ...; count_i = accepting nodes of t with at least s_i free.
@@ -193,45 +192,49 @@ class FitCounter:
             sizes, cnt = np.unique(np.asarray(shape, dtype=np.int64), return_counts=True)
             self.levels[t] = (sizes[::-1].tolist(), np.cumsum(cnt[::-1]).tolist())
             self.mask[t] = (fm.node_type == t) & fm.accepts
-        self.recount()
 
     def _counts(self, free: np.ndarray, t: int) -> list[int]:
         """Per level of type t: accepting nodes of t with at least that many of `free`."""
         f = free[self.mask[t]]
         return [int((f >= x).sum()) for x in self.levels[t][0]]
 
-    def recount(self) -> None:
-        """Counts from the map as it is now (after changes made around the counter)."""
-        self.count = {t: self._counts(self.fm.free, t) for t in self.levels}
-
-    def fits(self) -> bool:
-        return any(all(c >= k for c, k in zip(self.count[t], lv[1]))
-                   for t, lv in self.levels.items())
+    def _fits(self, count: dict) -> bool:
+        return any(all(c >= k for c, k in zip(count[t], lv[1])) for t, lv in self.levels.items())
 
     def fits_free(self, free: np.ndarray) -> bool:
         """Whether the job would fit with `free` (N,) GPUs free per node (the map's nodes,
-        types and states): the same test on a hypothetical map, vectorized."""
-        return any(all(c >= k for c, k in zip(self._counts(free, t), lv[1]))
-                   for t, lv in self.levels.items())
+        types and states): vectorized over the nodes."""
+        return self._fits({t: self._counts(free, t) for t in self.levels})
 
-    def release(self, placement: Placement) -> None:
-        self._apply(placement, self.fm.release)
+    def needed(self, free: np.ndarray, allocs: list[list[tuple[int, int]]]) -> list[bool]:
+        """Victims released in `allocs` order ((node, GPUs) per victim; `free`: (N,) GPUs free
+        per node with all of them released) are taken back latest first, all but the last,
+        each while the job still fits without it: per victim, whether it stays released. The
+        counts per level follow each victim's nodes, on plain integers; the map is not
+        touched."""
+        fm, levels = self.fm, self.levels
+        count = {t: self._counts(free, t) for t in levels}
+        free = free.tolist()
+        ntype, accepts = fm.node_type, fm.accepts
 
-    def take(self, placement: Placement) -> None:
-        self._apply(placement, self.fm.take)
+        def move(alloc, sign: int) -> None:
+            for n, c in alloc:
+                old = free[n]
+                new = free[n] = old + sign * c
+                lv = levels.get(int(ntype[n]))
+                if lv is not None and accepts[n]:
+                    cnt = count[int(ntype[n])]
+                    for i, x in enumerate(lv[0]):
+                        cnt[i] += (new >= x) - (old >= x)
 
-    def _apply(self, placement: Placement, op) -> None:
-        fm = self.fm
-        nodes = [fm.node_index[a.node] for a in placement.nodes]
-        old = [int(fm.free[n]) for n in nodes]
-        op(placement)
-        for n, o in zip(nodes, old):
-            lv = self.levels.get(int(fm.node_type[n]))
-            if lv is None or not fm.accepts[n]:
-                continue
-            new, cnt = int(fm.free[n]), self.count[int(fm.node_type[n])]
-            for i, x in enumerate(lv[0]):
-                cnt[i] += (new >= x) - (o >= x)
+        keep = [True] * len(allocs)
+        for i in range(len(allocs) - 2, -1, -1):
+            move(allocs[i], -1)
+            if self._fits(count):
+                keep[i] = False
+            else:
+                move(allocs[i], 1)
+        return keep
 
 
 def order_types(allowed: np.ndarray, speed: np.ndarray) -> list[int]:

@@ -163,6 +163,8 @@ class _Victims:
         self.pos = np.asarray(pos, dtype=np.int64)
         self.at = np.asarray(at, dtype=np.int64)
         self.cnt = np.asarray(cnt, dtype=np.int64)
+        self.allocs = {v: [(fm.node_index[a.node], len(a.gpus)) for a in
+                           snap.jobs[v].placement.nodes] for v in pool}  # (node, GPUs) per job
 
 
 def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None:
@@ -196,16 +198,14 @@ def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None
         else:
             lo = mid + 1
     released = vic.jobs[elig][:lo].tolist()
+    sel = ok & (rank <= lo)
+    free = fm.free + np.bincount(vic.at[sel], weights=vic.cnt[sel], minlength=N).astype(np.int64)
+    # take back victims whose GPUs are not needed, highest-ranked (latest released) first, on
+    # the free counts alone; the map then releases only the victims that stay released
+    needed = fc.needed(free, [vic.allocs[v] for v in released])
+    released = [v for v, k in zip(released, needed) if k]
     for v in released:
         fm.release(snap.jobs[v].placement)
-    fc.recount()  # "does j fit now", updated per take-back below, no search
-    # take back victims whose GPUs are not needed, highest-ranked (latest released) first
-    for v in reversed(released[:-1]):
-        fc.take(snap.jobs[v].placement)
-        if not fc.fits():
-            fc.release(snap.jobs[v].placement)
-        else:
-            released.remove(v)
     return released
 
 
