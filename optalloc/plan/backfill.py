@@ -92,6 +92,42 @@ class ShareGain:
                 self.dbg[self.project[j]][t] += g
 
 
+def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
+    """Per job with candidates: its candidates, best work value first (stable), their (value,
+    ShareGain key) and their types; and per job its `order` predecessors; once per model (every placement of its candidate plans
+    reads them, none changes them). Built as plain Python lists in one pass: element access
+    into numpy arrays cost more in the backfill's loop."""
+    out = em.__dict__.get("_candidates_by_job")
+    if out is not None:
+        return out
+    snap, req = em.snap, em.req
+    by_job: dict[int, list[int]] = {}
+    vk: dict[int, list[tuple[float, tuple | None]]] = {}
+    types_of: dict[int, list[int]] = {}
+    value = em.imp.value[req.cand_job, req.cand_type]
+    order = np.argsort(-value, kind="stable")
+    cj, ct = req.cand_job[order], req.cand_type[order]
+    tier1 = snap.job_tier1[cj, ct].tolist() if len(order) else []
+    proj, gpus = snap.job_project.tolist(), snap.job_gpus.astype(float).tolist()
+    short = debug_jobs(snap).tolist()
+    for c, j, v, t, on in zip(order.tolist(), cj.tolist(), value[order].tolist(), ct.tolist(),
+                              tier1):
+        key = (proj[j], t, gpus[j], short[j]) if on else None  # ShareGain.key
+        if j in by_job:
+            by_job[j].append(c)
+            vk[j].append((v, key))
+            types_of[j].append(t)
+        else:
+            by_job[j] = [c]
+            vk[j] = [(v, key)]
+            types_of[j] = [t]
+    preds: dict[int, list[int]] = {}  # per job: its `order` predecessors
+    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
+        preds.setdefault(b, []).append(a)
+    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds)
+    return out
+
+
 def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started, placements,
                           cand_of, backfilled, value, restorable) -> None:
     """Lazy greedy in descending marginal objective per GPU over (a) preempted running jobs
@@ -106,31 +142,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         sg.add(int(req.run_job[i]), int(req.run_type[i]))
     for j, c in cand_of.items():
         sg.add(j, int(req.cand_type[c]))
-    preds: dict[int, list[int]] = {}
-    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
-        preds.setdefault(b, []).append(a)
-
-    # per waiting job: its candidates, best value first, their (value, ShareGain key) and their
-    # types, as Python objects (one pass over plain lists: element access into numpy arrays
-    # cost more here)
-    by_job: dict[int, list[int]] = {}
-    vk: dict[int, list[tuple[float, tuple | None]]] = {}
-    types_of: dict[int, list[int]] = {}
-    order = np.argsort(-value, kind="stable")
-    cj, ct = req.cand_job[order], req.cand_type[order]
-    tier1 = snap.job_tier1[cj, ct].tolist() if len(order) else []
-    proj, gpus, short = sg.project, sg.gpus, sg.short
-    for c, j, v, t, on in zip(order.tolist(), cj.tolist(), value[order].tolist(), ct.tolist(),
-                              tier1):
-        key = (proj[j], t, gpus[j], short[j]) if on else None  # ShareGain.key
-        if j in by_job:
-            by_job[j].append(c)
-            vk[j].append((v, key))
-            types_of[j].append(t)
-        else:
-            by_job[j] = [c]
-            vk[j] = [(v, key)]
-            types_of[j] = [t]
+    by_job, vk, types_of, preds = candidates_by_job(em)
+    gpus = sg.gpus
     gain_of = sg.gain_of
 
     def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, WHOLE
 from optalloc.plan.nodepool import NodePool
@@ -41,10 +43,11 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         # nodes free now before those a preemption frees (a start there waits for the
         # preempted job's grace): the plan's first whole-node starts run at once
         pref = sorted((n for n in prefer if n in free_set), key=lambda n: bool(pool.freed[n]))
-        clear = set(pool.whole_free(t, size, False, hold).tolist())  # truly free before evicting
-        rest = sorted((int(n) for n in free if n not in set(pref)),
-                      key=lambda n: (n not in clear, bool(pool.freed[n])))
-        chosen = (pref + rest)[:pieces]
+        # then the others: truly free before those evicting would free, each in its order
+        rest = free[~np.isin(free, pref)] if pref else free
+        clear = np.isin(rest, pool.whole_free(t, size, False, hold))
+        rest = rest[np.lexsort((pool.freed[rest], ~clear))]  # stable: ties keep their order
+        chosen = (pref + rest[:pieces].tolist())[:pieces]
         if len(chosen) < pieces:
             return None
         rem = int(req.rem[j, t])

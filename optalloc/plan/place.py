@@ -28,7 +28,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import tier_bounds
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
-from optalloc.plan.backfill import restore_and_backfill
+from optalloc.plan.backfill import candidates_by_job, restore_and_backfill
 from optalloc.plan.due_gangs import start_due_gangs
 from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.nodepool import NodePool
@@ -116,9 +116,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
             -value[c],
         ),
     )
-    others: dict[int, list[int]] = {}
-    for c in np.argsort(-value, kind="stable"):
-        others.setdefault(int(req.cand_job[c]), []).append(int(c))
+    others = candidates_by_job(em)[0]  # per job: its candidates, best value first
     # pass 1: every chosen job where the model put it, on free GPUs; pass 2: the rest, on free
     # GPUs of another allowed type first (GPUs nobody was given), then evicting unallocated work
     # on its own type (allocated work only)
