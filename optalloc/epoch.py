@@ -46,7 +46,8 @@ from optalloc.plan.drain import drain_status
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_outcome, scored
 from optalloc.plan.place import Placed, as_solution, got_by_org
-from optalloc.plan.reasons import floor_violations, pending_reasons, preemptions
+from optalloc.plan.preemptions import preemptions
+from optalloc.plan.reasons import floor_violations, pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive

@@ -32,7 +32,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from optalloc.sim.compare import compare
-from optalloc.sim.metrics import compute_metrics, time_series, wait_classes
+from optalloc.sim.metrics import compute_metrics, wait_classes
+from optalloc.sim.timeseries import time_series
 from optalloc.sim.result import CapacitySample, DemandSample, EpochRecord, JobRecord, SimResult
 from optalloc.types import Config, GpuType, Interval, Node, OrgNode, frozen_map
 

@@ -14,9 +14,7 @@ Pending (queued job not started), checked in this order:
                                      held by protected jobs or other projects' floors/targets
   SolverDegraded                     the plan is a fallback (the above stays in details)
 
-Preempted (running job not kept): PreemptedNodeDrain (its node is draining or down), Moved
-(restarted elsewhere), PreemptedUnallocated, PreemptedForFairShare, with `needed_by` = the
-jobs now on its GPUs.
+Preempted running jobs get theirs in optalloc.plan.preemptions.
 """
 
 from __future__ import annotations
@@ -28,7 +26,7 @@ from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.place import Placed, got_by_org, plan_pairs
 from optalloc.plan.reason_context import ReasonContext
 from optalloc.snapshot import Snapshot
-from optalloc.types import FloorViolation, PendingReason, Placement, Preemption, ReasonCode, frozen_map
+from optalloc.types import FloorViolation, PendingReason, ReasonCode, frozen_map
 from optalloc.units import format_time
 
 
@@ -52,7 +50,7 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
     return out
 
 
-def _reserved_note(reserved: np.ndarray | None, o: int, t: int) -> str:
+def reserved_note(reserved: np.ndarray | None, o: int, t: int) -> str:
     """", R of them for its reserved gangs" where o's holdings count GPUs of waiting gangs
     that hold reserved nodes (the share rows count a reservation as held), else ""."""
     r = 0.0 if reserved is None else float(reserved[o, t])
@@ -65,10 +63,10 @@ def reserved_by_org(em: EpochModel, placed: Placed) -> np.ndarray | None:
     return em.res.holding(em.snap, plan_pairs(em, placed)[0]) if em.res.held else None
 
 
-def _share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
+def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
                 reserved: np.ndarray | None = None) -> str:
     tn = snap.type_names[t]
-    note = _reserved_note(reserved, o, t)
+    note = reserved_note(reserved, o, t)
     held = f"{got[o, t]:g} {tn} GPUs" + (f" ({note[2:]})" if note else "")
     if em.tg.pooled:  # one budget over every type (optalloc.model.pooled)
         ent = float(snap.org.entitlement[o] @ em.tg.capacity)
@@ -222,7 +220,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
-            f"{T[p, t]:g} {tn[t]} GPUs{_reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
+            f"{T[p, t]:g} {tn[t]} GPUs{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
             f"{tn[t]} are not free or preemptible: "
             f"{prot}, "
             + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
@@ -248,7 +246,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if got[o, t] < em.floor[o, t] - 1e-9 or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
         end = ctx.first_end[t]
-        note = _reserved_note(ctx.reserved, o, t)
+        note = reserved_note(ctx.reserved, o, t)
         where = (f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
                  f"{em.floor[o, t]:g} GPUs{note})" if got[o, t] < em.floor[o, t] - 1e-9 else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
@@ -265,130 +263,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         )
     sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (
-        f"{_share_line(snap, em, got, o, t, ctx.reserved)}; starting this {g}-GPU job would "
+        f"{share_line(snap, em, got, o, t, ctx.reserved)}; starting this {g}-GPU job would "
         "exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
     )
-
-
-def preemptions(
-    em: EpochModel, placed: Placed, grace_s: float, got: np.ndarray | None = None
-) -> tuple[Preemption, ...]:
-    snap, req = em.snap, em.req
-    got = got_by_org(em, placed) if got is None else got
-    reserved = reserved_by_org(em, placed)
-    owner: dict[tuple[str, int], str] = {}
-    started = {p.job_id: p for p in placed.placements.values()}
-    for p in placed.placements.values():
-        for a in p.nodes:
-            for gi in a.gpus:
-                owner[(a.node, gi)] = p.job_id
-    out = []
-
-    def takers(pl: Placement | None) -> tuple[str, ...]:
-        if pl is None:
-            return ()
-        ids = {owner[(a.node, gi)] for a in pl.nodes for gi in a.gpus if (a.node, gi) in owner}
-        return tuple(sorted(ids))
-
-    for j in np.flatnonzero(req.displaced):
-        job = snap.jobs[j]
-        gone = "its placement is missing" if job.placement is None else (
-            "node " + ", ".join(
-                a.node for a in job.placement.nodes
-                if a.node not in snap.node_index or not snap.node_present[snap.node_index[a.node]]
-            ) + " is down")
-        if j in placed.placements:
-            new = placed.placements[j]
-            out.append(Preemption(job.id, ReasonCode.MOVED,
-                                  f"{gone}; restarted on {', '.join(new.node_names)}", grace_s))
-        else:
-            out.append(Preemption(job.id, ReasonCode.PREEMPTED_NODE_DRAIN,
-                                  f"{gone}; requeued", grace_s))
-    for i in np.flatnonzero(~placed.kept):
-        j, t = int(req.run_job[i]), int(req.run_type[i])
-        job = snap.jobs[j]
-        need = takers(job.placement)
-        if snap.job_on_drain[j]:
-            nodes = [a.node for a in job.placement.nodes
-                     if snap.node_drain[snap.node_index[a.node]]]
-            code = ReasonCode.PREEMPTED_NODE_DRAIN
-            msg = (f"node {', '.join(nodes)} is draining and "
-                   + ("unallocated work leaves at once" if not snap.job_tier1[j, t]
-                      else "the job is past its protection"))
-        elif not snap.job_tier1[j, t]:
-            code = ReasonCode.PREEMPTED_UNALLOCATED
-            new = [started[k] for k in need]  # takers: owners of GPUs in the plan's starts
-            if need and not any(p.allocated for p in new):
-                # the model trades it for unallocated work that keeps more GPUs busy (a gang
-                # that needs its GPUs and idle ones beside them): never for nothing
-                msg = (f"unallocated work yields to unallocated work that keeps more GPUs "
-                       f"busy ({sum(p.gpus for p in new)} GPUs where it ran "
-                       f"{snap.jobs[j].gpus})")
-            else:
-                msg = ("unallocated work yields to allocated demand" if need else
-                       "unallocated work yields to allocated demand that needs its node")
-        else:
-            code = ReasonCode.PREEMPTED_FAIR_SHARE
-            msg = _fair_share_message(em, got, j, t, need, reserved)
-        if need:
-            msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
-        out.append(Preemption(job.id, code, msg, grace_s, need))
-    return tuple(out)
-
-
-def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
-                        reserved: np.ndarray | None = None) -> str:
-    """Why a running allocated job past its protection loses its GPUs, by the scheme's order:
-    a floor below, a target exceeded on its path, or a higher priority of its own project."""
-    snap = em.snap
-    job = snap.jobs[j]
-    p = int(snap.job_project[j])
-    path = [snap.org.index[nm] for nm in snap.org.path(job.project)[1:]]
-    takers = [snap.job_index[k] for k in need if k in snap.job_index]
-    own = [k for k in takers if int(snap.job_project[k]) == p]
-    if own and not [k for k in takers if int(snap.job_project[k]) != p]:
-        return (f"past its protection; a higher-priority job of project {job.project} takes "
-                f"its place (priority {int(snap.job_priority[own[0]])} > {job.priority})")
-    over = [o for o in path if got[o, t] >= em.target[o, t] - 1e-9]
-    head = (f"past its protection; {_share_line(snap, em, got, over[0], t, reserved)}" if over
-            else f"past its protection; project {job.project} holds {got[p, t]:g} of its "
-                 f"{em.target[p, t]:g}-GPU target{_reserved_note(reserved, p, t)}")
-    if got[p, t] < em.floor[p, t] - 1e-9:
-        shape = SHAPE_NAMES[int(em.req.shape[j, t])]
-        head += (f"; it stays below its floor ({got[p, t]:g} of {em.floor[p, t]:g}) because "
-                 f"this {int(snap.job_gpus[j])}-GPU {shape} cannot shrink and its GPUs meet "
-                 + _floor_trade(em, got, j, t, takers))
-    others = sorted({int(snap.job_project[k]) for k in takers} - {p})
-    if others:
-        q = others[0]
-        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
-        return (f"{head}; its GPUs go to {snap.org.names[q]}{more} ({got[q, t]:g} GPUs after "
-                f"this, floor {em.floor[q, t]:g}, target {em.target[q, t]:g})")
-    return f"{head}; other projects' floors and targets need its GPUs"
-
-
-def _floor_trade(em: EpochModel, got: np.ndarray, j: int, t: int, takers: list) -> str:
-    """How the takers' floors compare with the floor the preempted job would have met: more
-    floor GPUs, or as many for projects that rank ahead by usage ratio (the floors' tie-break,
-    optalloc.model.objective.impact.tier_weights)."""
-    snap = em.snap
-    p, g = int(snap.job_project[j]), float(snap.job_gpus[j])
-    F = em.floor[:, t]
-    lost = min(got[p, t] + g, F[p]) - min(got[p, t], F[p])
-    gain, ahead, lower = 0.0, [], True
-    for q in sorted({int(snap.job_project[k]) for k in takers} - {p}):
-        gq = float(sum(snap.job_gpus[k] for k in takers if int(snap.job_project[k]) == q))
-        gain += min(got[q, t], F[q]) - min(got[q, t] - gq, F[q])
-        ahead.append(f"{snap.org.names[q]} {snap.usage_ratio[q]:.2f}")
-        lower &= bool(snap.usage_ratio[q] < snap.usage_ratio[p])
-    if gain > lost + 1e-9:
-        return "more of the other projects' floors"
-    if ahead and lower and gain > lost - 1e-9:
-        return (f"as many floor GPUs of projects with a lower usage ratio "
-                f"({', '.join(ahead[:3])} against {snap.org.names[p]} "
-                f"{snap.usage_ratio[p]:.2f})")
-    return "the other projects' floors and targets first, in the scheme's order"
 
 
 ALL_TYPES = "all"  # a FloorViolation's gpu_type when the budget is pooled over types

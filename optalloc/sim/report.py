@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from optalloc.sim.compare import compare, lookup
-from optalloc.sim.metrics import time_series
+from optalloc.sim.timeseries import time_series
 from optalloc.sim.report_plots import plot_occupancy, plot_owed_delivered, plot_wait_cdf
 from optalloc.sim.report_tables import (
     format_delta,

@@ -24,7 +24,8 @@ from markupsafe import Markup
 from plotly.subplots import make_subplots
 
 from optalloc.sim.compare import compare, lookup
-from optalloc.sim.metrics import HOUR, TimeSeries, job_waits, time_series
+from optalloc.sim.metrics import HOUR, job_waits
+from optalloc.sim.timeseries import TimeSeries, time_series
 from optalloc.sim.report_plots import bin_factor, coarsen
 from optalloc.sim.report_tables import MAX_PROJECT_PANELS, PLOT_CLASSES, format_value, project_names
 from optalloc.sim.result import SimResult

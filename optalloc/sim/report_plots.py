@@ -10,7 +10,8 @@ from typing import Mapping
 
 import numpy as np
 
-from optalloc.sim.metrics import HOUR, TimeSeries, job_waits
+from optalloc.sim.metrics import HOUR, job_waits
+from optalloc.sim.timeseries import TimeSeries
 from optalloc.sim.report_tables import MAX_PROJECT_PANELS, PLOT_CLASSES
 from optalloc.sim.result import SimResult
 

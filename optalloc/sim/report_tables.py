@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from optalloc.sim.compare import HEADLINE, compare, lookup
-from optalloc.sim.metrics import TimeSeries
+from optalloc.sim.timeseries import TimeSeries
 from optalloc.units import format_duration
 
 PLOT_CLASSES = ("debug", "large", "other", "unallocated")  # the wait classes the reports draw
