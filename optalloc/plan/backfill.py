@@ -94,9 +94,9 @@ class ShareGain:
 
 def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
     """Per job with candidates: its candidates, best work value first (stable), their (value,
-    ShareGain key) and their types; and per job its `order` predecessors; once per model (every placement of its candidate plans
-    reads them, none changes them). Built as plain Python lists in one pass: element access
-    into numpy arrays cost more in the backfill's loop."""
+    ShareGain key) and their types; and per job its `order` predecessors. Once per model
+    (every placement of its candidate plans reads them, none changes them), as plain Python
+    lists built in one pass: element access into numpy arrays cost more in the backfill."""
     out = em.__dict__.get("_candidates_by_job")
     if out is not None:
         return out
