@@ -155,16 +155,17 @@ class _Victims:
         self.jobs = np.asarray(pool, dtype=np.int64)
         self.type = np.asarray([job_type[v] for v in pool], dtype=np.int64)
         pos, at, cnt = [], [], []
+        self.allocs: dict[int, list[tuple[int, int]]] = {}  # per job: (node, GPUs) it holds
         for i, v in enumerate(pool):
+            mine = self.allocs[v] = []
             for a in snap.jobs[v].placement.nodes:
                 pos.append(i)
                 at.append(fm.node_index[a.node])
                 cnt.append(len(a.gpus))
+                mine.append((at[-1], cnt[-1]))
         self.pos = np.asarray(pos, dtype=np.int64)
         self.at = np.asarray(at, dtype=np.int64)
         self.cnt = np.asarray(cnt, dtype=np.int64)
-        self.allocs = {v: [(fm.node_index[a.node], len(a.gpus)) for a in
-                           snap.jobs[v].placement.nodes] for v in pool}  # (node, GPUs) per job
 
 
 def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None:
@@ -183,10 +184,13 @@ def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None
     ok = elig[vic.pos]
     N = len(fm.free)
 
-    def fits_after(k: int) -> bool:
+    def free_after(k: int) -> np.ndarray:  # (N,) free GPUs with the first k victims released
         sel = ok & (rank <= k)
-        return fc.fits_free(fm.free + np.bincount(vic.at[sel], weights=vic.cnt[sel],
-                                                  minlength=N))
+        return fm.free + np.bincount(vic.at[sel], weights=vic.cnt[sel],
+                                     minlength=N).astype(np.int64)
+
+    def fits_after(k: int) -> bool:
+        return fc.fits_free(free_after(k))
 
     if not fits_after(n_elig):
         return None
@@ -198,11 +202,9 @@ def _make_room(fm, j, snap, vic: _Victims, in_pool, allowed) -> list[int] | None
         else:
             lo = mid + 1
     released = vic.jobs[elig][:lo].tolist()
-    sel = ok & (rank <= lo)
-    free = fm.free + np.bincount(vic.at[sel], weights=vic.cnt[sel], minlength=N).astype(np.int64)
     # take back victims whose GPUs are not needed, highest-ranked (latest released) first, on
     # the free counts alone; the map then releases only the victims that stay released
-    needed = fc.needed(free, [vic.allocs[v] for v in released])
+    needed = fc.needed(free_after(lo), [vic.allocs[v] for v in released])
     released = [v for v, k in zip(released, needed) if k]
     for v in released:
         fm.release(snap.jobs[v].placement)
