@@ -96,31 +96,29 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
     """Per job with candidates: its candidates, best work value first (stable), their (value,
     ShareGain key) and their types; and per job its `order` predecessors. Once per model
     (every placement of its candidate plans reads them, none changes them), as plain Python
-    lists built in one pass: element access into numpy arrays cost more in the backfill."""
+    lists (element access into numpy arrays cost more in the backfill), sliced per job from
+    one numpy grouping (a Python loop over XL's 67,000 candidates took twice as long)."""
     out = em.__dict__.get("_candidates_by_job")
     if out is not None:
         return out
     snap, req = em.snap, em.req
-    by_job: dict[int, list[int]] = {}
-    vk: dict[int, list[tuple[float, tuple | None]]] = {}
-    types_of: dict[int, list[int]] = {}
     value = em.imp.value[req.cand_job, req.cand_type]
+    # grouped by job, best value first within a job: the value order, stably sorted by job
     order = np.argsort(-value, kind="stable")
+    order = order[np.argsort(req.cand_job[order], kind="stable")]
     cj, ct = req.cand_job[order], req.cand_type[order]
-    tier1 = snap.job_tier1[cj, ct].tolist() if len(order) else []
-    proj, gpus = snap.job_project.tolist(), snap.job_gpus.astype(float).tolist()
-    short = debug_jobs(snap).tolist()
-    for c, j, v, t, on in zip(order.tolist(), cj.tolist(), value[order].tolist(), ct.tolist(),
-                              tier1):
-        key = (proj[j], t, gpus[j], short[j]) if on else None  # ShareGain.key
-        if j in by_job:
-            by_job[j].append(c)
-            vk[j].append((v, key))
-            types_of[j].append(t)
-        else:
-            by_job[j] = [c]
-            vk[j] = [(v, key)]
-            types_of[j] = [t]
+    first = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if len(order) else order
+    bounds = list(zip(cj[first].tolist(), first.tolist(), first[1:].tolist() + [len(order)]))
+    on = snap.job_tier1[cj, ct]
+    keys = [(p, t, g, s) if o else None  # ShareGain.key
+            for p, t, g, s, o in zip(snap.job_project[cj].tolist(), ct.tolist(),
+                                     snap.job_gpus[cj].astype(float).tolist(),
+                                     debug_jobs(snap)[cj].tolist(), on.tolist())]
+    cs, ts = order.tolist(), ct.tolist()
+    pairs = list(zip(value[order].tolist(), keys))
+    by_job = {j: cs[a:b] for j, a, b in bounds}
+    vk = {j: pairs[a:b] for j, a, b in bounds}
+    types_of = {j: ts[a:b] for j, a, b in bounds}
     preds: dict[int, list[int]] = {}  # per job: its `order` predecessors
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         preds.setdefault(b, []).append(a)
