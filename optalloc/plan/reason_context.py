@@ -49,6 +49,14 @@ class ReasonContext:
             out = self._memo[key] = fn(self.em.snap, self.em, self.got, o, t)
         return out
 
+    def lists(self) -> tuple[list, list]:
+        """(got, the targets) as nested Python lists, once per epoch (the classification
+        compares them level by level for every distinct pending job)."""
+        out = self._memo.get("lists")
+        if out is None:
+            out = self._memo["lists"] = (self.got.tolist(), self.em.target.tolist())
+        return out
+
     def own_holders(self, p: int, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(jobs of project p holding GPUs of t after the plan, their priorities), in hold
         order, once per epoch."""
