@@ -369,3 +369,25 @@ def test_a_projects_holdings_in_a_message_say_how_many_are_its_reserved_gang():
                          "gangs) and this job needs 24 more: 40 h100 GPUs are protected (the "
                          "first protection ends at t=39600), 16 free; the rest hold their own "
                          "floors and targets: B (40 of target 40)")
+
+
+def test_a_gang_within_its_projects_share_reserves_before_a_higher_ranked_one_that_borrows():
+    # 8 nodes of 8 GPUs, A, B and C entitled to a third each. C holds every node with
+    # protected jobs ending 1-8 h from now, so no gang can start now. A ranks first (usage
+    # ratio 0.1) with a 40-GPU gang: past its fair share (24 GPUs once protections end), it
+    # passes only the budget test (unused share over the window). B ranks second (0.8) with a
+    # 16-GPU gang that fits its share. Claims within a share come before loans of unused share,
+    # as floors and targets come before the rest in the objective: B's gang reserves first
+    jobs = [_b(f"c{i}", f"n{i:02d}", (i + 1) * H, project="C") for i in range(8)]
+    jobs += [Job("GA", "A", 40, min_runtime_s=8 * H, submit_time=0.0),
+             Job("GB", "B", 16, min_runtime_s=8 * H, submit_time=0.0)]
+    usage = {"A": 0.1, "B": 0.8, "C": 1.5}
+    shares = {"A": 1, "B": 1, "C": 1}
+
+    def reserved(cap):
+        plan = run_epoch(_snap(nodes_of(8, 8), shares, jobs, usage=usage,
+                               policy=Policy(max_reservations=cap)))
+        return [(r.job_id, dict(r.details)["rank_test"]) for r in plan.reservations]
+
+    assert reserved(1) == [("GB", "share")]
+    assert reserved(2) == [("GB", "share"), ("GA", "budget")]

@@ -35,9 +35,12 @@ nothing protected is left there.
   block it: the model drops those `order` rows; a higher priority still goes first) and
   qualifies with KEEP_SLACK (25%) slack in the rank test (hysteresis: dropping it wastes the
   idle time it has held).
-* **Order**: the previous plan's reservations first, while they still qualify (stability),
-  then the Fair-Tree rank of the project, then the project's own order; one per project and at
-  most `policy.max_reservations` in all (0 turns the lookahead off).
+* **Order**: the previous plan's reservations first, while they still qualify (stability);
+  then new ones, those that pass the share test before those that pass only the budget test
+  (a claim within the project's share before a loan of unused share, as the objective serves
+  floors and targets before the rest), each by the Fair-Tree rank of the project, then the
+  project's own order; one per project and at most `policy.max_reservations` in all (0 turns
+  the lookahead off).
 * **Nodes**: for the chunks of the gang's shape (whole nodes of the type's largest size, or
   gpus_per_node pieces) the run of up, not yet reserved nodes of its type, in order of their
   free time, that frees together: least idle GPU-hours while the earlier ones wait for the
@@ -199,8 +202,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     def path(p: int) -> np.ndarray:
         return np.flatnonzero(M[1:, p]) + 1
 
-    def attempt(c_list, prev_r) -> tuple[Held | None, tuple[str, str]]:
-        """The first candidate (j, t) of `c_list` that qualifies, else why not."""
+    def attempt(c_list, prev_r, only: str = "") -> tuple[Held | None, tuple[str, str]]:
+        """The first candidate (j, t) of `c_list` that qualifies (by the rank test `only`
+        when given), else why not."""
         reason = ("outranked", "")
         for c in c_list:
             j, t = int(cj[c]), int(ct[c])
@@ -241,6 +245,8 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             slack = KEEP_SLACK if prev_r is not None else 0.0
             test = "share" if (short + slack * g >= -1e-9).all() else \
                 "budget" if (after <= 1.0 + slack).all() else ""
+            if only and test and test != only:
+                continue
             if not test:
                 o = int(lv[int(np.argmin(short))])
                 ob = int(lv[int(np.argmax(after))])
@@ -285,19 +291,23 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
         held.append(h)
         projects.add(int(snap.job_project[j]))
         taken[h.nodes] = True
-    # 2. new ones: Fair-Tree rank of the project, then the project's own order
+    # 2. new ones: gangs within their project's share at their start (the share test) before
+    #    those that borrow unused share over the window (the budget test), as the objective
+    #    serves floors and targets before the rest; each by the Fair-Tree rank of the project,
+    #    then the project's own order
     jobs = sorted(by_job, key=lambda j: (rank[snap.job_project[j]], pos[j], j))
-    for j in jobs:
-        if len(held) >= cap:
-            break
-        p = int(snap.job_project[j])
-        if p in projects or any(h.job == j for h in held):
-            continue
-        h, _ = attempt(cands_of(j), prev_by_job.get(snap.jobs[j].id))
-        if h is not None:
-            held.append(h)
-            projects.add(p)
-            taken[h.nodes] = True
+    for only in ("share", ""):
+        for j in jobs:
+            if len(held) >= cap:
+                break
+            p = int(snap.job_project[j])
+            if p in projects or any(h.job == j for h in held):
+                continue
+            h, _ = attempt(cands_of(j), prev_by_job.get(snap.jobs[j].id), only)
+            if h is not None:
+                held.append(h)
+                projects.add(p)
+                taken[h.nodes] = True
     # the previous reservations not continued, and why
     chosen = {snap.jobs[h.job].id for h in held}
     ended = []
