@@ -16,8 +16,9 @@ def greedy_placed(em: EpochModel) -> Placed | None:
     snap, req = em.snap, em.req
     res = greedy_pass(snap)
     C, K, J = len(req.cand_job), len(req.run_job), len(snap.jobs)
-    cand = {(int(j), int(t)): c for c, (j, t) in enumerate(zip(req.cand_job, req.cand_type))}
-    run_of = {int(j): i for i, j in enumerate(req.run_job)}
+    cand = np.full((J, len(snap.gpu_types)), -1, np.int64)  # (job, type) -> candidate, -1
+    cand[req.cand_job, req.cand_type] = np.arange(C)
+    run_of = {j: i for i, j in enumerate(req.run_job.tolist())}
     tidx = {n: i for i, n in enumerate(snap.type_names)}
     started = np.zeros(C, bool)
     kept = np.zeros(K, bool)
@@ -28,8 +29,8 @@ def greedy_placed(em: EpochModel) -> Placed | None:
         if job.running and job.placement == pl and j in run_of:
             kept[run_of[j]] = True
             continue
-        c = cand.get((j, tidx[pl.gpu_type]))
-        if c is None:
+        c = int(cand[j, tidx[pl.gpu_type]])
+        if c < 0:
             return None
         started[c] = True
         placements[j] = pl
