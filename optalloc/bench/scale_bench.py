@@ -8,6 +8,9 @@ per-node gangs, an empty and busy drained nodes, a down node with running jobs.
 
 Rows per size, each in its own process (optalloc.bench.isolate; see optalloc.bench.scale_rows):
 `lp`, `epoch` (run_epoch with production's solver settings: 10 s, 0.5%, one thread),
+`epoch/lookahead` (the same with `max_reservations: 2`, the lookahead's setting in
+results/gangs.md; its `gap_lp` is left empty: the LP row relaxes the model without the
+reservations),
 `mip/<backend>` per requested backend (`time_limit_s`), `naive/cbc` (sizes in `naive_sizes`,
 build + CBC within `naive_time_limit_s`).
 Columns: times in seconds (medians over `repeat`, naive always once), `peak_rss_mb` (the row's
@@ -36,6 +39,7 @@ DEFAULT_SIZES = ("S", "M", "L")
 QUICK_SIZES = ("S",)
 DEFAULT_BACKENDS = ("highs",)
 DEFAULT_NAIVE_SIZES = ("S", "M")
+LOOKAHEAD = 2  # the epoch/lookahead row's max_reservations
 ROWS = "optalloc.bench.scale_rows"
 COLUMNS = ("size", "gpus", "jobs", "row", "status", "build_s", "solve_s", "place_s", "total_s",
            "vs_lp", "vs_epoch", "peak_rss_mb", "base_rss_mb", "vars", "cons", "objective",
@@ -97,7 +101,10 @@ def run(
                 _export(snap, size, seed, out or ".")
             del snap
             plan = [("lp", "lp_row", dict(settings=settings, repeat=repeat)),
-                    ("epoch", "epoch_row", dict(settings=epoch_settings, repeat=repeat))]
+                    ("epoch", "epoch_row", dict(settings=epoch_settings, repeat=repeat)),
+                    ("epoch/lookahead", "epoch_row", dict(settings=epoch_settings,
+                                                          repeat=repeat,
+                                                          reservations=LOOKAHEAD))]
             plan += [(f"mip/{b}", "mip_row", dict(settings=_with(settings, b), repeat=repeat))
                      for b in backends]
             if size in naive_sizes:
@@ -130,7 +137,8 @@ def _finish(size_rows: list[dict]) -> list[dict]:
     out = []
     for r in size_rows:
         r["gap_lp"] = (relative_gap(r.get("objective"), bound)
-                       if bound is not None and r.get("objective") is not None else None)
+                       if bound is not None and r.get("objective") is not None
+                       and r["row"] != "epoch/lookahead" else None)
         r["vs_lp"] = _ratio(r.get("total_s"), lp.get("total_s"))
         r["vs_epoch"] = _ratio(r.get("total_s"), ep.get("total_s"))
         out.append({c: r.get(c) for c in COLUMNS} | {k: v for k, v in r.items() if k not in COLUMNS})

@@ -73,11 +73,18 @@ def lp_row(snap_path: str, settings: SolverSettings, repeat: int = 1, progress=N
             "invariants": "", "note": "LP relaxation: the bound no plan beats"}
 
 
-def epoch_row(snap_path: str, settings: SolverSettings, repeat: int = 1, progress=None) -> dict:
+def epoch_row(snap_path: str, settings: SolverSettings, repeat: int = 1, progress=None,
+              reservations: int = 0) -> dict:
+    """run_epoch on the instance; `reservations` > 0: with the lookahead on
+    (`policy.max_reservations`)."""
+    from dataclasses import replace
+
     from optalloc.bench.checks import invariants
     from optalloc.epoch import run_epoch
 
     snap = _load(snap_path, progress)
+    if reservations:
+        snap = replace(snap, policy=replace(snap.policy, max_reservations=reservations))
     runs = []
     for _ in range(repeat):
         t0 = time.perf_counter()
