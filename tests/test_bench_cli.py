@@ -36,7 +36,8 @@ def test_sizes_alone_run_the_scale_suite_and_export_each_instance_as_mps(tmp_pat
     assert main(argv) == 0
     rows = json.loads((out / "scale.json").read_text())["rows"]
     assert [(r["size"], r["row"], r["status"], r["invariants"]) for r in rows] == [
-        ("S", "lp", "optimal", ""), ("S", "epoch", "optimal", "ok")]
+        ("S", "lp", "optimal", ""), ("S", "epoch", "optimal", "ok"),
+        ("S", "epoch/lookahead", "optimal", "ok")]
     md = (out / "bench.md").read_text()
     assert "## scale" in md and "| S | 88 | 200 | epoch | optimal |" in md
     h = highspy.Highs()
