@@ -291,10 +291,8 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
         held.append(h)
         projects.add(int(snap.job_project[j]))
         taken[h.nodes] = True
-    # 2. new ones: gangs within their project's share at their start (the share test) before
-    #    those that borrow unused share over the window (the budget test), as the objective
-    #    serves floors and targets before the rest; each by the Fair-Tree rank of the project,
-    #    then the project's own order
+    # 2. new ones: share-test gangs, then budget-test ones ("Order" above), each by the
+    #    Fair-Tree rank of the project, then the project's own order
     jobs = sorted(by_job, key=lambda j: (rank[snap.job_project[j]], pos[j], j))
     for only in ("share", ""):
         for j in jobs:
