@@ -134,24 +134,29 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
     _, group = np.unique(key, axis=0, return_inverse=True)
     group = np.asarray(group).reshape(-1)
+    # each job linked to the latest job of its group (project, types) ahead of it that fits in
+    # its place, per kind of job ahead: single-node of s GPUs, whole-node gang of s GPUs,
+    # per-node gang of s GPUs in pieces of q; one searchsorted over all groups per kind
+    order = np.lexsort((pos, group))  # by group, then the project's order
+    gk = group[order] * (int(pos.max()) + 1) + pos[order]  # ascending
+    co, go, ko, no = cls[order], g[order], chunk[order], gpn[order]
     A, B = [], []
-    order = np.lexsort((pos, group))
-    cut = np.r_[0, np.flatnonzero(np.diff(group[order])) + 1, len(order)]
-    for lo_, hi_ in zip(cut[:-1], cut[1:]):
-        if hi_ - lo_ < 2:
-            continue
-        idx = order[lo_:hi_]  # one group, in project order
-        ci, gi, pi, ki, ni = cls[idx], g[idx], pos[idx], chunk[idx], gpn[idx]
-        for s in np.unique(gi[ci == SMALL]):  # single-node a of size s
-            have = np.flatnonzero((ci == SMALL) & (gi == s))
-            fits = np.flatnonzero((ci >= 0) & (gi >= s) & (ki >= s))
-            _link(A, B, jobs, idx, pi, have, fits)
-        for s in np.unique(gi[ci == WHOLE]):  # whole-node gang a of s GPUs
-            have = np.flatnonzero((ci == WHOLE) & (gi == s))
-            _link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == WHOLE) & (gi >= s)))
-        for s, q in set(zip(gi[ci == PIECES].tolist(), ni[ci == PIECES].tolist())):
-            have = np.flatnonzero((ci == PIECES) & (gi == s) & (ni == q))
-            _link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == PIECES) & (gi >= s) & (ni == q)))
+
+    def link(have: np.ndarray, fits: np.ndarray) -> None:
+        h, f = np.flatnonzero(have), np.flatnonzero(fits)
+        k = np.searchsorted(gk[h], gk[f], side="left") - 1
+        ok_ = k >= 0
+        k, f = k[ok_], f[ok_]
+        same = group[order[h[k]]] == group[order[f]]
+        A.append(jobs[order[h[k[same]]]])
+        B.append(jobs[order[f[same]]])
+
+    for s_ in np.unique(go[co == SMALL]):  # single-node a of s GPUs
+        link((co == SMALL) & (go == s_), (co >= 0) & (go >= s_) & (ko >= s_))
+    for s_ in np.unique(go[co == WHOLE]):  # whole-node gang a of s GPUs
+        link((co == WHOLE) & (go == s_), (co == WHOLE) & (go >= s_))
+    for s_, q in set(zip(go[co == PIECES].tolist(), no[co == PIECES].tolist())):
+        link((co == PIECES) & (go == s_) & (no == q), (co == PIECES) & (go >= s_) & (no == q))
     if not A:
         return empty, empty
     a, b = np.concatenate(A), np.concatenate(B)
@@ -161,11 +166,3 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     keep = (a != b) & ~(short[b] & ~short[a])
     pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
     return pairs[:, 0], pairs[:, 1]
-
-
-def _link(A: list, B: list, jobs, idx, pi, have, cand) -> None:
-    """Link each job in `cand` to the latest job of `have` ahead of it."""
-    k = np.searchsorted(pi[have], pi[cand], side="left") - 1
-    sel = k >= 0
-    A.append(jobs[idx[have[k[sel]]]])
-    B.append(jobs[idx[cand[sel]]])
