@@ -1,7 +1,8 @@
 """The `order` pairs (optalloc.model.order.precedence_pairs: a job ahead of another in its
 project's line that fits in its place) computed with one searchsorted per kind of job over all
-groups equal the pairs of the group-by-group loop they replaced (kept here as the reference),
-on random clusters and on the bench's instances."""
+groups equal the pairs of the group-by-group loop they replaced (kept here as the reference,
+on the module's own groups and last filter), on random clusters and on the bench's
+instances."""
 
 from __future__ import annotations
 
@@ -10,47 +11,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from optalloc.bench.instances import scale_instance
-from optalloc.contract import short_jobs
-from optalloc.model.order import precedence_pairs, project_order
+from optalloc.model.order import job_groups, linked_pairs, precedence_pairs
 from optalloc.model.requirements import compute_requirements
 from optalloc.shape import PIECES, SMALL, WHOLE
 
 from test_epoch_properties import instances
 
 
-def _reference(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b) job index pairs: a ahead of b in its project's order, a must start if b does.
-
-    a "fits in b's place" on every candidate type of the pair (the same type set): a
-    single-node a no larger than b's per-node chunk (b's GPUs on one node, a whole node, or
-    its gpus_per_node), a whole-node gang a no larger than a whole-node gang b, a per-node
-    gang a of b's gpus_per_node with no more pieces."""
-    snap = ctx_snap
-    cj, ct = req.cand_job, req.cand_type
-    empty = np.zeros(0, np.int64)
-    if not len(cj):
-        return empty, empty
-    ok = snap.job_tier1[cj, ct]  # queued, or displaced from a down node (queued again)
-    J, T = snap.job_allowed.shape
-    mask = np.zeros((J, T), dtype=bool)
-    mask[cj[ok], ct[ok]] = True
-    jobs = np.flatnonzero(mask.any(axis=1))
-    if len(jobs) < 2:
-        return empty, empty
-    m = mask[jobs]
-    big = np.iinfo(np.int64).max
-    shape = np.where(m, req.shape[jobs], -1)
-    # the job's shape class if it is the same on all its types, else -1 (no pairs)
-    lo = np.where(m, shape, big).min(axis=1)
-    hi = np.where(m, shape, -1).max(axis=1)
-    cls = np.where(lo == hi, lo, -1)
-    chunk = np.where(m, req.size[jobs], big).min(axis=1)  # smallest per-node chunk
-    gpn = snap.job_gpn[jobs]
-    g = snap.job_gpus[jobs]
-    pos = project_order(snap)[jobs]
-    key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
-    _, group = np.unique(key, axis=0, return_inverse=True)
-    group = np.asarray(group).reshape(-1)
+def _reference(snap, req) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs as linked before `4038756`: group by group, in a Python loop (the groups and
+    the pairs' last filter are the module's own, unchanged by that commit)."""
+    grouped = job_groups(snap, req)
+    if grouped is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    jobs, cls, g, chunk, gpn, pos, group = grouped
     A, B = [], []
     order = np.lexsort((pos, group))
     cut = np.r_[0, np.flatnonzero(np.diff(group[order])) + 1, len(order)]
@@ -68,16 +42,9 @@ def _reference(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
             _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == WHOLE) & (gi >= s)))
         for s, q in set(zip(gi[ci == PIECES].tolist(), ni[ci == PIECES].tolist())):
             have = np.flatnonzero((ci == PIECES) & (gi == s) & (ni == q))
-            _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == PIECES) & (gi >= s) & (ni == q)))
-    if not A:
-        return empty, empty
-    a, b = np.concatenate(A), np.concatenate(B)
-    short = short_jobs(snap)
-    # a debug job may start while a longer job ahead of it waits (the debug allowance): the
-    # contract's cheap grant; inside the target it is still worth less than the jobs ahead
-    keep = (a != b) & ~(short[b] & ~short[a])
-    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
-    return pairs[:, 0], pairs[:, 1]
+            _ref_link(A, B, jobs, idx, pi, have,
+                      np.flatnonzero((ci == PIECES) & (gi >= s) & (ni == q)))
+    return linked_pairs(snap, A, B)
 
 
 def _ref_link(A: list, B: list, jobs, idx, pi, have, cand) -> None:

@@ -101,6 +101,9 @@ def _priority_class(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     return inv - first, last - first
 
 
+_EMPTY = np.zeros(0, np.int64)
+
+
 def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     """(a, b) job index pairs: a ahead of b in its project's order, a must start if b does.
 
@@ -109,31 +112,10 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     its gpus_per_node), a whole-node gang a no larger than a whole-node gang b, a per-node
     gang a of b's gpus_per_node with no more pieces."""
     snap = ctx_snap
-    cj, ct = req.cand_job, req.cand_type
-    empty = np.zeros(0, np.int64)
-    if not len(cj):
-        return empty, empty
-    ok = snap.job_tier1[cj, ct]  # queued, or displaced from a down node (queued again)
-    J, T = snap.job_allowed.shape
-    mask = np.zeros((J, T), dtype=bool)
-    mask[cj[ok], ct[ok]] = True
-    jobs = np.flatnonzero(mask.any(axis=1))
-    if len(jobs) < 2:
-        return empty, empty
-    m = mask[jobs]
-    big = np.iinfo(np.int64).max
-    shape = np.where(m, req.shape[jobs], -1)
-    # the job's shape class if it is the same on all its types, else -1 (no pairs)
-    lo = np.where(m, shape, big).min(axis=1)
-    hi = np.where(m, shape, -1).max(axis=1)
-    cls = np.where(lo == hi, lo, -1)
-    chunk = np.where(m, req.size[jobs], big).min(axis=1)  # smallest per-node chunk
-    gpn = snap.job_gpn[jobs]
-    g = snap.job_gpus[jobs]
-    pos = project_order(snap)[jobs]
-    key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
-    _, group = np.unique(key, axis=0, return_inverse=True)
-    group = np.asarray(group).reshape(-1)
+    grouped = job_groups(snap, req)
+    if grouped is None:
+        return _EMPTY, _EMPTY
+    jobs, cls, g, chunk, gpn, pos, group = grouped
     # each job linked to the latest job of its group (project, types) ahead of it that fits in
     # its place, per kind of job ahead: single-node of s GPUs, whole-node gang of s GPUs,
     # per-node gang of s GPUs in pieces of q; one searchsorted over all groups per kind
@@ -157,8 +139,44 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
         link((co == WHOLE) & (go == s_), (co == WHOLE) & (go >= s_))
     for s_, q in set(zip(go[co == PIECES].tolist(), no[co == PIECES].tolist())):
         link((co == PIECES) & (go == s_) & (no == q), (co == PIECES) & (go >= s_) & (no == q))
+    return linked_pairs(snap, A, B)
+
+
+
+def job_groups(snap: Snapshot, req):
+    """What precedence_pairs links, for the allocated queued jobs with candidates: (jobs, the
+    shape class of each, -1 where it differs by type; GPUs, smallest per-node chunk,
+    gpus_per_node, position in its project's order, group = (project, candidate types)),
+    or None when fewer than two such jobs wait."""
+    cj, ct = req.cand_job, req.cand_type
+    if not len(cj):
+        return None
+    ok = snap.job_tier1[cj, ct]  # queued, or displaced from a down node (queued again)
+    J, T = snap.job_allowed.shape
+    mask = np.zeros((J, T), dtype=bool)
+    mask[cj[ok], ct[ok]] = True
+    jobs = np.flatnonzero(mask.any(axis=1))
+    if len(jobs) < 2:
+        return None
+    m = mask[jobs]
+    big = np.iinfo(np.int64).max
+    shape = np.where(m, req.shape[jobs], -1)
+    # the job's shape class if it is the same on all its types, else -1 (no pairs)
+    lo = np.where(m, shape, big).min(axis=1)
+    hi = np.where(m, shape, -1).max(axis=1)
+    cls = np.where(lo == hi, lo, -1)
+    chunk = np.where(m, req.size[jobs], big).min(axis=1)  # smallest per-node chunk
+    key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
+    _, group = np.unique(key, axis=0, return_inverse=True)
+    return (jobs, cls, snap.job_gpus[jobs], chunk, snap.job_gpn[jobs],
+            project_order(snap)[jobs], np.asarray(group).reshape(-1))
+
+
+def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarray]:
+    """The (a, b) pairs of the links A[i] -> B[i] (lists of index arrays): self-links dropped,
+    and a debug job never behind a longer one; unique, sorted."""
     if not A:
-        return empty, empty
+        return _EMPTY, _EMPTY
     a, b = np.concatenate(A), np.concatenate(B)
     short = short_jobs(snap)
     # a debug job may start while a longer job ahead of it waits (the debug allowance): the
