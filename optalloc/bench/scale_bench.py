@@ -39,7 +39,7 @@ DEFAULT_SIZES = ("S", "M", "L")
 QUICK_SIZES = ("S",)
 DEFAULT_BACKENDS = ("highs",)
 DEFAULT_NAIVE_SIZES = ("S", "M")
-LOOKAHEAD = 2  # the epoch/lookahead row's max_reservations
+LOOKAHEAD, LOOKAHEAD_ROW = 2, "epoch/lookahead"  # that row's max_reservations, name
 ROWS = "optalloc.bench.scale_rows"
 COLUMNS = ("size", "gpus", "jobs", "row", "status", "build_s", "solve_s", "place_s", "total_s",
            "vs_lp", "vs_epoch", "peak_rss_mb", "base_rss_mb", "vars", "cons", "objective",
@@ -102,9 +102,8 @@ def run(
             del snap
             plan = [("lp", "lp_row", dict(settings=settings, repeat=repeat)),
                     ("epoch", "epoch_row", dict(settings=epoch_settings, repeat=repeat)),
-                    ("epoch/lookahead", "epoch_row", dict(settings=epoch_settings,
-                                                          repeat=repeat,
-                                                          reservations=LOOKAHEAD))]
+                    (LOOKAHEAD_ROW, "epoch_row", dict(settings=epoch_settings, repeat=repeat,
+                                                      reservations=LOOKAHEAD))]
             plan += [(f"mip/{b}", "mip_row", dict(settings=_with(settings, b), repeat=repeat))
                      for b in backends]
             if size in naive_sizes:
@@ -138,7 +137,7 @@ def _finish(size_rows: list[dict]) -> list[dict]:
     for r in size_rows:
         r["gap_lp"] = (relative_gap(r.get("objective"), bound)
                        if bound is not None and r.get("objective") is not None
-                       and r["row"] != "epoch/lookahead" else None)
+                       and r["row"] != LOOKAHEAD_ROW else None)
         r["vs_lp"] = _ratio(r.get("total_s"), lp.get("total_s"))
         r["vs_epoch"] = _ratio(r.get("total_s"), ep.get("total_s"))
         out.append({c: r.get(c) for c in COLUMNS} | {k: v for k, v in r.items() if k not in COLUMNS})

@@ -167,7 +167,7 @@ def pending_reasons(
             own = set(details)
             code, msg, by_prio = _classify(ctx, j, types, details)
             hit = (code, msg, {k: v for k, v in details.items() if k not in own}, by_prio)
-            seen.setdefault(base, hit)  # one that read the priority marks the base key so
+            seen.setdefault(base, hit)  # if it read the priority, later jobs alike see so
             if by_prio:
                 seen[base + (job.priority,)] = hit
         else:
