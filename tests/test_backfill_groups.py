@@ -3,7 +3,7 @@ every waiting job. That is exact only if every candidate of a group gains the sa
 share tiers whatever they hold, so that the group's order by work value is its order by
 marginal objective at every step. These tests check that premise and the grouping itself on
 generated epochs; that the plans are the same as with one heap entry per job was measured on
-the 24 bench epochs and 4,339 simulated decisions when the grouping landed."""
+the 26 bench epochs and 4,339 simulated decisions when the grouping landed."""
 
 from __future__ import annotations
 

@@ -142,24 +142,22 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
     value = em.imp.value[cj, ct]
     on = snap.job_tier1[cj, ct]
     T, G = len(snap.gpu_types), int(snap.job_gpus.max(initial=0)) + 1
+    proj, typ = np.where(on, snap.job_project[cj], -1), np.where(on, ct, -1)
+    short, gpus = on & debug_jobs(snap)[cj], snap.job_gpus[cj]
     # one integer per key: project (-1: unallocated), type (-1 likewise), GPUs, short
-    code = ((np.where(on, snap.job_project[cj], -1).astype(np.int64) + 1) * (T + 1)
-            + np.where(on, ct, -1) + 1) * G + snap.job_gpus[cj]
-    code = code * 2 + (on & debug_jobs(snap)[cj])
-    uk, gid = np.unique(code, return_inverse=True)
+    code = (((proj.astype(np.int64) + 1) * (T + 1) + typ + 1) * G + gpus) * 2 + short
+    _, one, gid = np.unique(code, return_index=True, return_inverse=True)  # one: a member
     gid = gid.reshape(-1)
-    d, rest = uk % 2, uk // 2
-    g, rest = rest % G, rest // G
-    t, p = rest % (T + 1) - 1, rest // (T + 1) - 1
-    rows = np.stack([p, t, g, d], axis=1)
     order = np.lexsort((cj, -value, gid))
     first = np.flatnonzero(np.r_[True, gid[order][1:] != gid[order][:-1]]) if len(order) else order
     ends = first[1:].tolist() + [len(order)]
     jobs, vals = cj[order].tolist(), value[order].tolist()
-    keys = [(p, t, float(g), bool(d)) if p >= 0 else None for p, t, g, d in rows.tolist()]
-    gpus = [float(g) for g in rows[:, 2].tolist()]
-    out = (keys, gpus, [jobs[a:b] for a, b in zip(first.tolist(), ends)],
-           [vals[a:b] for a, b in zip(first.tolist(), ends)])
+    keys = [(p, t, float(g), d) if p >= 0 else None  # ShareGain.key
+            for p, t, g, d in zip(proj[one].tolist(), typ[one].tolist(), gpus[one].tolist(),
+                                  short[one].tolist())]
+    spans = list(zip(first.tolist(), ends))
+    out = (keys, gpus[one].astype(float).tolist(), [jobs[a:b] for a, b in spans],
+           [vals[a:b] for a, b in spans])
     em.__dict__["_value_groups"] = out
     return out
 
@@ -229,6 +227,11 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             return None
         return (-(g_vals[q][i] + gain_of(g_key[q])) / g_gpus[q], 1, js[i], q)
 
+    def push_top(q: int) -> None:
+        e = group_top(q)
+        if e is not None:
+            heapq.heappush(heap, e)
+
     for i in np.flatnonzero(~kept & restorable):
         heap.append((-prio(0, int(i)), 0, int(i), -1))
     for q in range(len(g_key)):
@@ -254,27 +257,17 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
 
     while heap:
         neg, kind, idx, q = heapq.heappop(heap)
-        if q >= 0:  # a group's best entry: its job unless it started, left or no longer fits
-            if state[idx] or not could_fit(idx):
-                e = group_top(q)  # the next one (this one is out)
-                if e is not None:
-                    heapq.heappush(heap, e)
-                continue
-            cur = prio(1, idx)
-            if heap and cur < -neg - 1e-9 and -cur > heap[0][0]:  # stale: tiers filled since
-                heapq.heappush(heap, group_top(q))
-                continue
+        if kind == 1 and ((state[idx] if q >= 0 else idx in placements) or not could_fit(idx)):
+            if q >= 0:  # a group's best entry whose job started, left or no longer fits
+                push_top(q)
+            continue
+        cur = prio(kind, idx)
+        if heap and cur < -neg - 1e-9 and -cur > heap[0][0]:  # stale: tiers filled since
+            heapq.heappush(heap, group_top(q) if q >= 0 else (-cur, kind, idx, -1))
+            continue
+        if q >= 0:  # decided now: the group's next is in the heap meanwhile
             state[idx] = 2
-            e = group_top(q)  # the group's next, in the heap while this one is decided
-            if e is not None:
-                heapq.heappush(heap, e)
-        else:
-            if kind == 1 and (idx in placements or not could_fit(idx)):
-                continue
-            cur = prio(kind, idx)
-            if heap and cur < -neg - 1e-9 and -cur > heap[0][0]:  # stale: tiers filled since
-                heapq.heappush(heap, (-cur, kind, idx, -1))
-                continue
+            push_top(q)
         if kind == 0:
             holds = run_nodes[idx]
             if all(pool.is_free(n, g) for n, g in holds):
