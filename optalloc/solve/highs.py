@@ -103,6 +103,17 @@ class HighsBackend(Backend):
         lp.a_matrix_.index_ = A.indices.astype(np.int32)
         lp.a_matrix_.value_ = A.data.astype(float)
         if not relax and lm.integer.any():
+            # HiGHS's feasibility-jump heuristic runs at every MIP's root, and on the epochs'
+            # small MIPs it was most of the solve (a 25-row, 56-column MIP after presolve,
+            # solved at its root in 40 LP iterations: 35 -> 10 ms without it). The epoch comes
+            # to the MIP with its own plans (greedy, the LP's roundings), so a first incumbent
+            # is not what it needs. Measured over the MIPs the simulator's epochs solve, each
+            # set once per process, paired: ITP cluster04 (3 days, 225 MIPs) 5.6 -> 4.0 s,
+            # cluster02 with the lookahead (10 days, 566) 2.9 -> 1.2 s, the gang scenario with
+            # it (2 days, 251) 0.79 -> 0.50-0.61 s; the bench's 1,024-GPU epochs that need the
+            # whole MIP (seeds 4, 5, 10, two reservations) 5.0-5.1 -> 4.7-5.0 s. All optimal
+            # within the 1e-4 gap either way
+            h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
             lp.integrality_ = [
                 highspy.HighsVarType.kInteger if i else highspy.HighsVarType.kContinuous
                 for i in lm.integer
