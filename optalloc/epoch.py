@@ -9,8 +9,8 @@ Numbered phases (Kueue style):
                    unallocated work, optalloc.model.fill), then candidate plans, each placed
                    (phase 4) and scored on the model's objective:
                    3a the LP relaxation (its optimum is the LP bound), its point rounded
-                      (when not certified, 3a': the LP dived, its last point rounded, then
-                      its earlier points, latest first);
+                      (when not certified, 3a': the LP dived a round at a time, each
+                      round's new point rounded and placed as it comes);
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
                       it breaks a reservation, also that plan without those starts;
@@ -55,9 +55,8 @@ from optalloc.solve.base import effective_settings
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 
 
-#: how many of the dive's earlier LP points step 3a' places (latest first): each costs a
-#: placement; all of them made the simulator's epochs ~20% slower (cluster04, 5 days, paired)
-EARLIER_POINTS = 2
+#: rounds of the LP dive at most (step 3a'), each round's new point placed
+DIVE_ROUNDS = 8
 
 
 def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Plan:
@@ -178,31 +177,38 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         return _final(best, name, bound, settings, solve_s, place_s, lp.status)
     if exact:  # a small MIP: straight to 3d (measured: the dive and RINS decide ~1% of them)
         return _mip(em, settings, name, plans, bound, solve_s, place_s)
-    # 3a'. the LP dive (Dive: fix what the LP sets to 1, forbid the lower half of what it
-    #      leaves fractional, re-solve warm; 8 rounds), its last point rounded and placed;
-    #      then its two latest earlier points, until one is certified: no point of the dive
-    #      is reliably the best rounding (gap of each of the 9 points' plans on the bench's
-    #      1,024-GPU instance, seed 1: 0.36 0.32 0.39 0.40 0.40 0.39 0.50 0.53 0.67%), and
-    #      placing one costs less than the MIP around the best plan. When none is certified,
-    #      the MIP around the best plan before the earlier points still runs (an earlier
-    #      point's plan as its centre made the simulator's epochs ~20% slower: cluster04, 5
-    #      days, paired runs)
-    x_lp = dive.run(8) if lp.has_solution else None
-    solve_s = dive.solve_s
-    tries = []
-    if x_lp is not None and _changed(em, x_lp, lp.x):
-        tries.append((x_lp, "the LP dive's last point, rounded and placed"))
-    n_anchor = len(plans) + len(tries)  # RINS is centred on the best plan before 3a''s rest
-    tries += [(x_i, "an earlier LP point of the dive, rounded and placed")
-              for x_i in _earlier_points(em, dive.points, x_lp, EARLIER_POINTS, placed=(lp.x,))]
-    for x_i, msg in tries:
-        cand = placed_outcome(em, x_i, "lp-dive", backend=name, status="feasible", message=msg)
+    # 3a'. the LP dive, a round at a time (Dive: fix what the LP sets to 1, forbid the lower
+    #      half of what it leaves fractional, re-solve warm; at most DIVE_ROUNDS rounds): each
+    #      round's point that places differently from those placed so far is rounded and
+    #      placed at once, and the first certified plan ends the epoch. No round's point is
+    #      reliably the best rounding, and the rounding's gap is not monotone in the rounds
+    #      (the bench's 1,024-GPU instance, seed 4: 0.74% for the LP's own point, then 0.19
+    #      0.40 0.50 0.60 0.64%), so placing the last point first and two before it (stop 21's
+    #      order) missed the early rounds that certify: seeds 4 and 5 went on to the whole MIP
+    #      (5 s), certified at their first round now (0.19%, 0.34%). A placement costs ~0.1
+    #      s there but ~1 s at 16,384 GPUs, so the dive stops at half the time limit
+    seen = {_point_key(em, lp.x)} if lp.x is not None else set()
+    for r in range(1, DIVE_ROUNDS + 1 if lp.has_solution else 1):
+        n = len(dive.points)
+        dive.run(1)
+        if len(dive.points) == n:  # nothing fractional left, or the LP failed
+            break
+        key = _point_key(em, dive.points[-1])
+        if key in seen:
+            continue
+        seen.add(key)
+        cand = placed_outcome(em, dive.points[-1], "lp-dive", backend=name, status="feasible",
+                               message=f"the LP dive's point after {r} round"
+                                       f"{'' if r == 1 else 's'}, rounded and placed")
         place_s += cand.place_s
         plans.append(cand)
         best = best_plan(plans)
         if _certified(best, bound, settings):
-            return _final(best, name, bound, settings, solve_s, place_s, lp.status)
-    anchor = best_plan(plans[:n_anchor])
+            return _final(best, name, bound, settings, dive.solve_s, place_s, lp.status)
+        if dive.solve_s + place_s >= settings.time_limit_s / 2:  # leave the MIP its time
+            break
+    solve_s = dive.solve_s
+    anchor = best_plan(plans)
     # 3c. the MIP around the best plan (RINS): the integer columns where that plan and the LP
     #     agree are fixed; measured on the 1,024-GPU bench epoch with two reservations: the
     #     rounded plan was 0.79% from the bound, the neighbourhood's 0.38% in 0.5 s, where the
@@ -277,28 +283,6 @@ def _point_key(em: EpochModel, x) -> bytes:
     """What a placement reads of an LP point: its starts and keeps."""
     x = np.asarray(x)
     return np.round(x[em.x], 6).tobytes() + np.round(x[em.k], 6).tobytes()
-
-
-def _changed(em: EpochModel, x, y) -> bool:
-    """The two points place differently (their starts or keeps differ)."""
-    return y is None or _point_key(em, x) != _point_key(em, y)
-
-
-def _earlier_points(em: EpochModel, points: list, last, limit: int | None = None,
-                    placed: tuple = ()):
-    """The dive's LP points before its last one, latest first, each with starts and keeps not
-    seen yet (a round that changed nothing places the same; `placed`: points already placed),
-    at most `limit` of them."""
-    seen = {_point_key(em, x) for x in (last, *placed) if x is not None}
-    given = 0
-    for x in reversed(points):
-        k = _point_key(em, x)
-        if k not in seen:
-            if limit is not None and given >= limit:
-                return
-            seen.add(k)
-            given += 1
-            yield x
 
 
 def _floors_traded(best: Outcome, plans: list[Outcome]) -> bool:

@@ -42,11 +42,14 @@ def test_the_neighborhood_fixes_what_the_plan_and_the_lp_agree_on_and_keeps_the_
 
 def test_the_1024_gpu_epoch_with_reservations_is_certified_by_the_whole_mip_where_no_rounding_is(
         monkeypatch):
-    """Seed 4 with two reservations: no rounding of the LP is certified, nor the MIP around
-    the best of them, so the whole MIP runs, and its plan is returned. (Seed 1 was this case
-    until stop 25: the first point 0.97% from the bound, the dive's 1.62, 1.24 and 1.31%, the
-    neighbourhood 1.07%, the whole MIP 0.14%. Since new reservations go to gangs within their
-    share first, two due 8-GPU gangs take its slots and the LP's rounding is certified.) At
+    """Seed 10 with two reservations: no rounding of the LP is certified (the first point 1.41%
+    from the bound, the dive's rounds 1.27-1.52%), nor the MIP around the best of them, so the
+    whole MIP runs, and its plan is returned. (Seed 4 was this case until stop 27, when the
+    dive's points began to be placed round by round: its first round rounds to 0.19%. Seed 1
+    was this case until stop 25: the first point 0.97% from the bound, the dive's 1.62, 1.24
+    and 1.31%, the neighbourhood 1.07%, the whole MIP 0.14%. Since new reservations go to gangs
+    within their share first, two due 8-GPU gangs take its slots and the LP's rounding is
+    certified.) At
     stop 20 the MIP around the plan did improve the rounded plan there (1.38% -> 0.73%); since
     the first LP point is placed before any dive (stop 21) it is the better centre."""
     import dataclasses
@@ -56,7 +59,7 @@ def test_the_1024_gpu_epoch_with_reservations_is_certified_by_the_whole_mip_wher
     seen = []
     best = epoch.best_plan
     monkeypatch.setattr(epoch, "best_plan", lambda plans: (seen.append(list(plans)), best(plans))[1])
-    snap = scale_instance("M", 4)
+    snap = scale_instance("M", 10)
     snap = dataclasses.replace(snap, policy=dataclasses.replace(snap.policy, max_reservations=2))
     plan = epoch.run_epoch(snap)
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
