@@ -81,3 +81,25 @@ def test_with_a_projects_smaller_jobs_queued_the_weighted_optimum_keeps_the_floo
     assert preempted(plan) == {}
     assert pending_codes(plan) == {"gang": "OverShare"}
     assert plan.report.status == "optimal" and "meet the floors" not in plan.report.message
+
+
+def test_a_plan_chosen_for_the_floor_tie_break_alone_counts_as_floors_traded():
+    """ITP cluster04 (day 24.7 of the 60-day ilp run): the greedy plan and the MIP's met the
+    same floor GPUs, the greedy plan's in a project of lower usage ratio (the floor weights'
+    tie-break: +0.0196 of 282,042.69), and the MIP's 322 more of targets. best_plan takes the
+    greedy plan by the scheme's order, so the MIP must run again with its floors held, or the
+    plan is left `feasible` at a 0.12% gap to a bound only plans that drop that floor reach.
+    Floor tiers that differ by float summation alone are the same."""
+    from dataclasses import replace as dc_replace
+
+    import optalloc.epoch as epoch
+    from optalloc.plan.outcome import Outcome
+
+    mip = Outcome(None, 285380.193, "mip", "highs", "optimal",
+                  tiers=(282042.693296, 2437.5, 900.0), score=(282042.693296, 2437.5))
+    greedy = Outcome(None, 285050.626, "greedy", "highs", "feasible",
+                     tiers=(282042.712853, 2115.0, 892.9), score=(282042.712853, 2115.0))
+    assert epoch.best_plan([mip, greedy]) is greedy
+    assert epoch._floors_traded(greedy, [mip, greedy])
+    same = dc_replace(mip, tiers=(282042.712853 - 1e-9, 2437.5, 900.0))
+    assert not epoch._floors_traded(greedy, [same, greedy])
