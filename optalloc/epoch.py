@@ -188,10 +188,10 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     #      (5 s), certified at their first round now (0.19%, 0.34%). A placement costs ~0.1
     #      s there but ~1 s at 16,384 GPUs, so the dive stops at half the time limit
     seen = {_point_key(em, lp.x)} if lp.x is not None else set()
-    for r in range(1, DIVE_ROUNDS + 1 if lp.has_solution else 1):
+    for r in range(1, DIVE_ROUNDS + 1):
         n = len(dive.points)
         dive.run(1)
-        if len(dive.points) == n:  # nothing fractional left, or the LP failed
+        if len(dive.points) == n:  # no LP point, nothing fractional left, or the LP failed
             break
         key = _point_key(em, dive.points[-1])
         if key in seen:
@@ -299,7 +299,7 @@ def _tol(o: Outcome) -> float:
     """Two floor tiers closer than this are the same (float summation, ~1e-14 relative). It
     must stay below the floor weights' tie-break, which best_plan compares exactly: at 1e-7
     a plan chosen for a tie-break worth 0.02 (ITP cluster04, day 24.7: the greedy plan met a
-    lower-ratio project's floor instead of another's, losing 320 of targets) was left
+    lower-ratio project's floor instead of another's, losing 322 of targets) was left
     `feasible` at a 0.12% gap without the MIP with its floors held, which certifies it."""
     return 1e-11 * max(1.0, abs(o.tiers[0]))
 

@@ -2,30 +2,27 @@
 round at a time and each round's new point is rounded and placed as it comes; the first
 certified plan ends the epoch, before any MIP runs. The rounding's gap is not monotone in the
 rounds (the bench's 1,024-GPU instance, seed 4: the LP's own point 0.74% from the bound, then
-0.19 0.40 0.50 0.60 0.64% for rounds 1-5), so the round that certifies is often the first; placing
-the last point first (stop 21's order) sent that epoch on to the whole MIP (5 s)."""
+0.19 0.40 0.50 0.60 0.64% for rounds 1-5), so the round that certifies is often the first;
+placing the last point first (stop 21's order) sent that epoch on to the whole MIP (5 s)."""
 
 from __future__ import annotations
 
 import optalloc.epoch as epoch
 from optalloc.bench.instances import SCALES, make_instance, scale_instance
-from optalloc.solve.highs import Dive
+
+from test_epoch_lp_point_first import _counting_runs
 
 
 def _spy(monkeypatch) -> tuple[list, list]:
-    rounds: list = []
+    """(the rounds of each Dive.run call, the columns of each MIP the epoch solves)."""
+    rounds = _counting_runs(monkeypatch)
     solves: list = []
-    real_run, real_solve = Dive.run, epoch.solve
-
-    def run(self, n):
-        rounds.append(n)
-        return real_run(self, n)
+    real_solve = epoch.solve
 
     def solve(lm, settings, start=None):
         solves.append(lm.n_vars)
         return real_solve(lm, settings, start)
 
-    monkeypatch.setattr(Dive, "run", run)
     monkeypatch.setattr(epoch, "solve", solve)
     return rounds, solves
 
