@@ -52,6 +52,7 @@ from optalloc.plan.reservations import keep_reservations, plan_reservations, res
 from optalloc.snapshot import Snapshot
 from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive
 from optalloc.solve.base import effective_settings
+from optalloc.solve.fixing import fix_by_reduced_cost
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 
 
@@ -175,8 +176,9 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     place_s = sum(p.place_s for p in plans)
     if backend.relaxation or _certified(best, bound, settings):
         return _final(best, name, bound, settings, solve_s, place_s, lp.status)
+    rc = (lp.x, dive.reduced_costs) if dive.reduced_costs is not None else None
     if exact:  # a small MIP: straight to 3d (measured: the dive and RINS decide ~1% of them)
-        return _mip(em, settings, name, plans, bound, solve_s, place_s)
+        return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
     # 3a'. the LP dive, a round at a time (Dive: fix what the LP sets to 1, forbid the lower
     #      half of what it leaves fractional, re-solve warm; at most DIVE_ROUNDS rounds): each
     #      round's point that places differently from those placed so far is rounded and
@@ -226,12 +228,13 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
             best = best_plan(plans)
             if _certified(best, bound, settings):
                 return _final(best, name, bound, settings, solve_s, place_s, lp.status)
-    return _mip(em, settings, name, plans, bound, solve_s, place_s)
+    return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
 
 
 def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound,
-         solve_s: float, place_s: float) -> Outcome:
-    """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held."""
+         solve_s: float, place_s: float, rc: tuple | None = None) -> Outcome:
+    """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held.
+    `rc`: the LP optimum's point and reduced costs, to fix what no better plan can move."""
     lm = em.lm
     # 3d. the MIP, from scratch: a warm start from the best plan so far stalled HiGHS 1.16 at
     #     that start (the 1,024-GPU bench epoch: time limit at 20 s with the start, optimal in
@@ -240,17 +243,30 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
     #     "optimal, 40,319.6" and returned the start itself (31,603.9), whose true optimum is
     #     32,369.2 (from scratch, or with the start and presolve off); the guard in
     #     optalloc.solve.highs now drops such an answer's bound
+    #     The integer columns that no plan better than the best placed one can move (the LP's
+    #     reduced costs, optalloc.solve.fixing) are fixed first; the model's bound is then the
+    #     larger of that plan's value and the fixed MIP's bound. ITP cluster04, 3 days: 70 of
+    #     211 MIPs had such columns, solved in 0.60 s instead of 1.26 s
+    inc = max((p.model_value for p in plans if p.model_value is not None), default=None)
+    fixed, n_fixed = (fix_by_reduced_cost(lm, rc[0], rc[1], inc)
+                      if rc is not None and inc is not None else (lm, 0))
     left = max(0.05, settings.time_limit_s - solve_s)
-    mip = solve(lm, replace(settings, time_limit_s=left))
+    mip = solve(fixed, replace(settings, time_limit_s=left))
+    if n_fixed and mip.status in ("infeasible", "error"):  # a plan is in it: numerical, retry
+        solve_s += mip.solve_s
+        n_fixed = 0
+        mip = solve(lm, replace(settings, time_limit_s=max(0.05, left - mip.solve_s)))
     solve_s += mip.solve_s
     if mip.bound is not None:
-        bound = mip.bound if bound is None else min(bound, mip.bound)
+        mb = max(mip.bound, inc) if n_fixed else mip.bound
+        bound = mb if bound is None else min(bound, mb)
     if mip.has_solution:
         cand = _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
                          message=mip.message)
         place_s += cand.place_s if cand is not None else 0.0
     best = best_plan(plans)
-    msg = f"{mip.status} ({mip.message})"
+    msg = f"{mip.status} ({mip.message})" + (
+        f"; {n_fixed} integer columns fixed by the LP's reduced costs" if n_fixed else "")
     # 3e. the scheme's order over the objective: where the best plan by that order meets more
     #     floor GPUs than the objective's optimum (no finite weight makes one 2-GPU floor job
     #     outweigh a 64-GPU gang's target), the MIP again with those floors held, so the plan

@@ -35,6 +35,7 @@ class Outcome:
     place_s: float = 0.0
     message: str = ""
     model_point: bool = True  # the placed plan satisfies every row of the model
+    model_value: float | None = None  # em.lm's objective at the placed plan, when a model point
     tiers: tuple = ()  # (floors, targets, work): the objective by the scheme's order
     score: tuple = ()  # optalloc.plan.score: the scheme's order, compared lexicographically
 
@@ -96,8 +97,12 @@ def placed_already(em: EpochModel, x, plans: list[Outcome]) -> Outcome | None:
 
 def scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
     tiers = em.plan_tiers(placed.started, placed.kept, got_by_org(em, placed))
-    point = em.lm.violation(as_solution(em, placed)) <= 1e-6 if em.lm.n_vars else True
-    return Outcome(placed, sum(tiers), source, model_point=point, tiers=tiers,
+    point, value = True, None
+    if em.lm.n_vars:
+        sol = as_solution(em, placed)
+        point = em.lm.violation(sol) <= 1e-6
+        value = em.lm.objective(sol) if point else None
+    return Outcome(placed, sum(tiers), source, model_point=point, model_value=value, tiers=tiers,
                    score=placed_score(em, placed), **kw)
 
 

@@ -201,6 +201,9 @@ class Dive:
         self.h.run()
         self.first = backend._result(self.h, lm, True, t0)
         self.x = self.first.x
+        # the first LP's reduced costs (optalloc.solve.fixing), kept before any round moves it
+        self.reduced_costs = (np.asarray(self.h.getSolution().col_dual)
+                              if self.first.status == "optimal" and self.x is not None else None)
         self.points = [self.x] if self.x is not None else []
         self.solve_s = time.perf_counter() - t0
 
