@@ -10,16 +10,20 @@ Numbered phases (Kueue style):
                    (phase 4) and scored on the model's objective:
                    3a the LP relaxation (its optimum is the LP bound), its point rounded
                       (when not certified, 3a': the LP dived a round at a time, each
-                      round's new point rounded and placed as it comes);
+                      round's new point rounded and placed as it comes, and after the
+                      third, 3a'': the LP with every start it left fractional forbidden);
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
                       it breaks a reservation, also that plan without those starts;
                    3c when the best so far is not within mip_gap of the bound, the MIP around
                       it (RINS: integer columns where it and the LP agree fixed), then
                    3d if still not, the MIP of settings.backend (from scratch: a warm start
-                      stalled HiGHS, see below). An epoch whose MIP has at most
-                      solver.exact_up_to integer columns is solved to a 1e-4 gap and goes
-                      from 3a/3b straight to 3d (effective_settings)
+                      stalled HiGHS, see below; the integer columns that no plan better
+                      than the best placed one can move fixed by the LP's reduced costs;
+                      a solution that is a plan already placed is not placed again). An
+                      epoch whose MIP has at most solver.exact_up_to integer columns is
+                      solved to a 1e-4 gap and goes from 3a/3b straight to 3d
+                      (effective_settings)
   4. place         solution -> nodes and GPU indices, repair, restore + backfill
   5. reasons       preemptions, pending reasons, floor violations, drain progress, the
                    reservations after the plan and those that ended, the report
@@ -58,6 +62,8 @@ from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 
 #: rounds of the LP dive at most (step 3a'), each round's new point placed
 DIVE_ROUNDS = 8
+#: the other direction (step 3a'') is tried after this many rounds of the dive
+OTHER_AFTER = 3
 
 
 def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Plan:
@@ -190,25 +196,50 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     #      (5 s), certified at their first round now (0.19%, 0.34%). A placement costs ~0.1
     #      s there but ~1 s at 16,384 GPUs, so the dive stops at half the time limit
     seen = {_point_key(em, lp.x)} if lp.x is not None else set()
+
+    def tried(x, message: str) -> bool:  # x placed unless placed already; certified?
+        nonlocal place_s
+        key = _point_key(em, x)
+        if key in seen:
+            return False
+        seen.add(key)
+        cand = placed_outcome(em, x, "lp-dive", backend=name, status="feasible",
+                              message=message)
+        place_s += cand.place_s
+        plans.append(cand)
+        return _certified(best_plan(plans), bound, settings)
+
+    def other() -> bool:
+        # 3a''. the other direction: from the LP's optimum, every start it left fractional
+        #       forbidden at once (Dive.forbid_fractional); the dive then goes on. The bench's
+        #       1,024-GPU instance, seeds 4-63 with and without two reservations: 12 of the
+        #       120 epochs went on to the whole MIP (6-10 s); this point certified 6 of them
+        #       (0.12-0.48% from the bound). No round after the third certified on those 120
+        #       epochs (stop 27), so it comes after the third, or where the dive ends sooner
+        xa = dive.forbid_fractional()
+        return xa is not None and tried(xa, "the LP with every start it left fractional "
+                                            "forbidden, rounded and placed")
+
+    other_tried = False
     for r in range(1, DIVE_ROUNDS + 1):
+        if r == OTHER_AFTER + 1:
+            other_tried = True
+            if other():
+                return _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
+                              lp.status)
         n = len(dive.points)
         dive.run(1)
         if len(dive.points) == n:  # no LP point, nothing fractional left, or the LP failed
             break
-        key = _point_key(em, dive.points[-1])
-        if key in seen:
-            continue
-        seen.add(key)
-        cand = placed_outcome(em, dive.points[-1], "lp-dive", backend=name, status="feasible",
-                               message=f"the LP dive's point after {r} round"
-                                       f"{'' if r == 1 else 's'}, rounded and placed")
-        place_s += cand.place_s
-        plans.append(cand)
-        best = best_plan(plans)
-        if _certified(best, bound, settings):
-            return _final(best, name, bound, settings, dive.solve_s, place_s, lp.status)
+        if tried(dive.points[-1], f"the LP dive's point after {r} round"
+                                  f"{'' if r == 1 else 's'}, rounded and placed"):
+            return _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
+                          lp.status)
         if dive.solve_s + place_s >= settings.time_limit_s / 2:  # leave the MIP its time
             break
+    if not other_tried and dive.solve_s + place_s < settings.time_limit_s / 2 and other():
+        return _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
+                      lp.status)
     solve_s = dive.solve_s
     anchor = best_plan(plans)
     # 3c. the MIP around the best plan (RINS): the integer columns where that plan and the LP

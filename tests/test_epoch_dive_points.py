@@ -48,10 +48,23 @@ def test_a_later_round_certifies_when_the_first_does_not(monkeypatch):
     assert solves == []
 
 
-def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
-    # the bench's 1,024-GPU instance, seed 10: no round of the dive certifies (the best 1.24%)
+def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeypatch):
+    # the bench's 1,024-GPU instance, seed 10: no round of the dive certifies (the best 1.24%);
+    # the LP with every start its optimum left fractional forbidden rounds to 0.45%, where
+    # the epoch went on to the whole MIP (6.7 s)
     rounds, solves = _spy(monkeypatch)
     plan = epoch.run_epoch(scale_instance("M", 10))
+    rep = plan.report
+    assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
+    assert "every start it left fractional forbidden" in rep.message
+    assert solves == []  # neither RINS nor the MIP
+
+
+def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
+    # the bench's 1,024-GPU instance, seed 32: neither a round of the dive nor the other
+    # direction certifies (0.87%)
+    rounds, solves = _spy(monkeypatch)
+    plan = epoch.run_epoch(scale_instance("M", 32))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
     assert len(rounds) <= epoch.DIVE_ROUNDS and solves  # RINS, then the MIP
     assert plan.report.source in ("mip", "mip-neighborhood")

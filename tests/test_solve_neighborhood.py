@@ -42,9 +42,11 @@ def test_the_neighborhood_fixes_what_the_plan_and_the_lp_agree_on_and_keeps_the_
 
 def test_the_1024_gpu_epoch_with_reservations_is_certified_by_the_whole_mip_where_no_rounding_is(
         monkeypatch):
-    """Seed 10 with two reservations: no rounding of the LP is certified (the first point 1.41%
-    from the bound, the dive's rounds 1.27-1.52%), nor the MIP around the best of them, so the
-    whole MIP runs, and its plan is returned. (Seed 4 was this case until stop 27, when the
+    """Seed 32 with two reservations: no rounding of the LP is certified (the first point
+    0.52% from the bound, the dive's rounds 0.52-1.24%, the other direction 0.83%), nor the
+    MIP around the best of them (0.52%), so the whole MIP runs, and its plan is returned.
+    (Seed 10 was this case until stop 28, when the other direction began to be tried: every
+    start the LP left fractional forbidden, it rounds to 0.48%. Seed 4 until stop 27, when the
     dive's points began to be placed round by round: its first round rounds to 0.19%. Seed 1
     was this case until stop 25: the first point 0.97% from the bound, the dive's 1.62, 1.24
     and 1.31%, the neighbourhood 1.07%, the whole MIP 0.14%. Since new reservations go to gangs
@@ -59,7 +61,7 @@ def test_the_1024_gpu_epoch_with_reservations_is_certified_by_the_whole_mip_wher
     seen = []
     best = epoch.best_plan
     monkeypatch.setattr(epoch, "best_plan", lambda plans: (seen.append(list(plans)), best(plans))[1])
-    snap = scale_instance("M", 10)
+    snap = scale_instance("M", 32)
     snap = dataclasses.replace(snap, policy=dataclasses.replace(snap.policy, max_reservations=2))
     plan = epoch.run_epoch(snap)
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005

@@ -205,6 +205,9 @@ class Dive:
         self.reduced_costs = (np.asarray(self.h.getSolution().col_dual)
                               if self.first.status == "optimal" and self.x is not None else None)
         self.points = [self.x] if self.x is not None else []
+        self.bounds = (lm.lb, lm.ub)
+        self._rounds: list = []  # the bound changes of each round so far: (columns, value)
+        self.first_basis = self.h.getBasis() if self.reduced_costs is not None else None
         self.solve_s = time.perf_counter() - t0
 
     def run(self, rounds: int) -> np.ndarray | None:
@@ -229,6 +232,7 @@ class Dive:
                                    np.ones(len(one)))
             h.changeColsBounds(len(down), down.astype(np.int32), np.zeros(len(down)),
                                np.zeros(len(down)))
+            self._rounds += [(one, 1.0), (down, 0.0)]
             h.run()
             if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
                 break
@@ -237,6 +241,48 @@ class Dive:
         self.x = x
         self.solve_s += time.perf_counter() - t0
         return x
+
+    def forbid_fractional(self) -> np.ndarray | None:
+        """The other direction, from the first LP's optimum: every column of `cols` it left
+        fractional forbidden at once (nothing fixed to 1), re-solved warm from the first LP's
+        basis. Where halving the fractional columns round by round keeps a start whose
+        partners the rounding cannot fit, this drops them all and lets the LP reroute the GPUs
+        to whole jobs. The dive's own state (its rounds' bounds, basis and point) is restored
+        after, so `run` goes on where it was. The new point (also added to `points`), or None
+        when nothing was fractional or the LP failed."""
+        import highspy
+
+        if self.first_basis is None:
+            return None
+        v = self.first.x[self.cols]
+        frac = (v > 1e-6) & (v < 1 - 1e-6)
+        if not frac.any():
+            return None
+        t0 = time.perf_counter()
+        h = self.h
+        here = h.getBasis()
+        self._set_bounds([(self.cols[frac], 0.0)])
+        h.setBasis(self.first_basis)
+        h.run()
+        x = None
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            x = np.asarray(h.getSolution().col_value)
+            self.points.append(x)
+        self._set_bounds(self._rounds)
+        h.setBasis(here)
+        self.solve_s += time.perf_counter() - t0
+        return x
+
+    def _set_bounds(self, changes: list) -> None:
+        """The columns of `cols` back to the model's bounds, then `changes` applied in order."""
+        idx = self.cols.astype(np.int32)
+        lb, ub = self.bounds
+        self.h.changeColsBounds(len(idx), idx, lb[self.cols], ub[self.cols])
+        for cols, value in changes:
+            if len(cols):
+                c = np.asarray(cols).astype(np.int32)
+                val = np.full(len(c), value)
+                self.h.changeColsBounds(len(c), c, val, val)
 
     def result(self) -> SolveResult:
         """The first LP's result (its bound), with the seconds of the whole dive so far."""
