@@ -88,6 +88,12 @@ class HighsBackend(Backend):
             # same optimum: the 1,024-GPU bench LP 0.120 -> 0.063 s, the 8,192-GPU one 3.05 ->
             # 1.30 s); the MIP keeps it, its branching lives on presolve's reductions
             h.setOptionValue("presolve", "off")
+            # nor its simplex scaling: the epoch's matrix is GPU counts (1 to a few hundred),
+            # and HiGHS's equilibration only added iterations (measured, dual simplex, same
+            # optimum, one process each: the bench LPs M 0.05 -> 0.03 s, L 0.82 -> 0.57 s, XL
+            # 2.14 -> 1.78 s, XXL 9.28 -> 7.61 s); the MIPs keep it (3 days of cluster04's
+            # 225 MIPs: 4.71 vs 4.51 s, noise)
+            h.setOptionValue("simplex_scale_strategy", 0)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = lm.n_vars, lm.n_cons
         lp.col_cost_ = lm.c
