@@ -6,8 +6,9 @@ Numbered phases (Kueue style):
                    lookahead, optalloc.model.reservations), the epoch ILP as arrays
                    (optalloc.model; math in models/formulation.md)
   3. solve         the greedy baseline's plan first (its idle GPUs set the fill targets of
-                   unallocated work, optalloc.model.fill), then candidate plans, each placed
-                   (phase 4) and scored on the model's objective:
+                   unallocated work, optalloc.model.fill; meanwhile the LP of 3a is begun on
+                   a thread of its own, optalloc.solve.lp.EarlyLp), then candidate plans,
+                   each placed (phase 4) and scored on the model's objective:
                    3a the LP relaxation (its optimum is the LP bound), its point rounded
                       (when not certified, 3a': the LP dived a round at a time, each
                       round's new point rounded and placed as it comes, and after the
@@ -54,7 +55,7 @@ from optalloc.plan.preemptions import preemptions
 from optalloc.plan.reasons import floor_violations, pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
-from optalloc.solve import BACKENDS, neighborhood, relative_gap, solve, start_dive
+from optalloc.solve import BACKENDS, EarlyLp, neighborhood, relative_gap, solve, start_dive
 from optalloc.solve.base import effective_settings
 from optalloc.solve.fixing import fix_by_reduced_cost
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
@@ -64,6 +65,10 @@ from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 DIVE_ROUNDS = 8
 #: the other direction (step 3a'') is tried after this many rounds of the dive
 OTHER_AFTER = 3
+#: models with fewer columns solve their LP after the greedy pass, not beside it (the thread
+#: and the extra fill cost more: 3 days of ITP cluster04, 198-365 columns, 2 ms an epoch
+#: slower; bench S ~500 even; M ~6,600 6% faster; XL 25%)
+EARLY_LP_FROM = 2000
 
 
 def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Plan:
@@ -75,15 +80,17 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     # 2. build
     em = build_model(snapshot, req, imp)
     build_s = time.perf_counter() - t0
+    # 3a begun on a thread of its own (EarlyLp), the fill columns at their most, while
     # 3b first: the greedy baseline's plan, whose idle GPUs set the fill targets (how the GPUs
     #    allocated work leaves are shared among unallocated work, optalloc.model.fill)
+    early = _early_lp(em, settings)
     t = time.perf_counter()
     g = greedy_placed(em)
     if g is not None:
         em = em.with_fill(_left_idle(em, g))
     greedy_s = time.perf_counter() - t
     # 3. solve + 4. place
-    out = _solve_and_place(em, settings, g, greedy_s)
+    out = _solve_and_place(em, settings, g, greedy_s, early)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"
@@ -135,8 +142,19 @@ def _left_idle(em: EpochModel, placed: Placed) -> float:
     return float(em.tg.capacity.sum() - got_by_org(em, placed, reserved=False)[0].sum())
 
 
+def _early_lp(em: EpochModel, settings: SolverSettings) -> EarlyLp | None:
+    """The epoch's LP begun before the fill targets are known (None: nothing for it to
+    solve, or no backend that would use it)."""
+    backend = BACKENDS.get(settings.backend)
+    if em.lm.n_vars < EARLY_LP_FROM or backend is None or not backend.available():
+        return None
+    # the fill of every GPU idle: the greedy plan leaves fewer, so the LP finishes mostly by
+    # lowering bounds, the dual simplex's warm case
+    return EarlyLp(em.with_fill(float(em.tg.capacity.sum())).lm, settings)
+
+
 def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
-                     greedy_s: float) -> Outcome:
+                     greedy_s: float, early: EarlyLp | None = None) -> Outcome:
     lm = em.lm
     name = settings.backend
     if lm.n_vars == 0:  # nothing to decide: an empty model is trivially optimal
@@ -151,7 +169,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         return placed_outcome(em, None, "fallback", backend=name, status="error",
                                message=res.message)
     # 3a. the LP relaxation: its optimum is the bound, its point rounds to a plan
-    dive = start_dive(lm, settings, em.x)
+    dive = start_dive(lm, settings, em.x, early=early)
     lp = dive.first
     plans: list[Outcome] = []
     if lp.has_solution and lp.x is not None:
@@ -187,14 +205,9 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
     # 3a'. the LP dive, a round at a time (Dive: fix what the LP sets to 1, forbid the lower
     #      half of what it leaves fractional, re-solve warm; at most DIVE_ROUNDS rounds): each
-    #      round's point that places differently from those placed so far is rounded and
-    #      placed at once, and the first certified plan ends the epoch. No round's point is
-    #      reliably the best rounding, and the rounding's gap is not monotone in the rounds
-    #      (the bench's 1,024-GPU instance, seed 4: 0.74% for the LP's own point, then 0.19
-    #      0.40 0.50 0.60 0.64%), so placing the last point first and two before it (stop 21's
-    #      order) missed the early rounds that certify: seeds 4 and 5 went on to the whole MIP
-    #      (5 s), certified at their first round now (0.19%, 0.34%). A placement costs ~0.1
-    #      s there but ~1 s at 16,384 GPUs, so the dive stops at half the time limit
+    #      round's new point is rounded and placed at once, the first certified plan ends the
+    #      epoch (no round's point is reliably the best rounding: models/formulation.md 3a');
+    #      a placement costs ~1 s at 16,384 GPUs, so the dive stops at half the time limit
     seen = {_point_key(em, lp.x)} if lp.x is not None else set()
 
     def tried(x, message: str) -> bool:  # x placed unless placed already; certified?

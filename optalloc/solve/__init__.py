@@ -19,7 +19,7 @@ from optalloc.solve.base import Backend, SolveResult, relative_gap
 from optalloc.solve.cbc import CbcBackend
 from optalloc.solve.cpsat import CpSatBackend
 from optalloc.solve.highs import HighsBackend
-from optalloc.solve.lp import GlopLpBackend, LpBackend, relax_and_dive, start_dive
+from optalloc.solve.lp import EarlyLp, GlopLpBackend, LpBackend, relax_and_dive, start_dive
 from optalloc.solve.neighborhood import neighborhood
 from optalloc.solve.scip import ScipBackend
 from optalloc.types import SolverSettings
@@ -59,6 +59,6 @@ def solve(lm: LinearModel, settings: SolverSettings, start=None) -> SolveResult:
                            message=f"{type(err).__name__}: {err}")
 
 
-__all__ = ["BACKENDS", "LP_BACKENDS", "MIP_BACKENDS", "Backend", "SolveResult",
+__all__ = ["BACKENDS", "EarlyLp", "LP_BACKENDS", "MIP_BACKENDS", "Backend", "SolveResult",
            "available_backends", "neighborhood", "relative_gap", "relax_and_dive", "solve",
            "start_dive"]

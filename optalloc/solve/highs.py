@@ -75,11 +75,13 @@ class HighsBackend(Backend):
             points.extend(d.points)
         return d.result(), x
 
-    def _load(self, lm: LinearModel, settings: SolverSettings, relax: bool):
+    def _load(self, lm: LinearModel, settings: SolverSettings, relax: bool, h=None):
+        """A Highs with lm passed and the options set (`h`: a Highs to use, from
+        new_quiet_highs, which must be made on the main thread: see optalloc.solve.lp.EarlyLp)."""
         import highspy
 
         inf = highspy.kHighsInf
-        h = new_quiet_highs()
+        h = new_quiet_highs() if h is None else h
         h.setOptionValue("time_limit", float(settings.time_limit_s))
         h.setOptionValue("mip_rel_gap", float(settings.mip_gap))
         h.setOptionValue("random_seed", 0)
@@ -199,13 +201,22 @@ class Dive:
     0.05/0.25%; L seeds 0-1 0.06/0.26, 0.06/0.17%); at stop 15, with a weaker placement, the
     dive's last point was what certified the 1,024-GPU epoch (0.38%)."""
 
-    def __init__(self, lm: LinearModel, settings: SolverSettings, cols: np.ndarray):
+    def __init__(self, lm: LinearModel, settings: SolverSettings, cols: np.ndarray,
+                 early=None):
+        """`early`: the same LP already on its way (optalloc.solve.lp.EarlyLp), finished here
+        for lm's column bounds instead of solving it from scratch."""
         t0 = time.perf_counter()
         backend = HighsBackend()
         self.cols = np.asarray(cols)
-        self.h = backend._load(lm, settings, True)
-        self.h.run()
+        spent = 0.0
+        if early is not None:
+            self.h, spent = early.finish(lm)
+        else:
+            self.h = backend._load(lm, settings, True)
+            self.h.run()
         self.first = backend._result(self.h, lm, True, t0)
+        if spent:
+            self.first = replace(self.first, solve_s=self.first.solve_s + spent)
         self.x = self.first.x
         # the first LP's reduced costs (optalloc.solve.fixing), kept before any round moves it
         self.reduced_costs = (np.asarray(self.h.getSolution().col_dual)
@@ -214,7 +225,7 @@ class Dive:
         self.bounds = (lm.lb, lm.ub)
         self._rounds: list = []  # the bound changes of each round so far: (columns, value)
         self.first_basis = self.h.getBasis() if self.reduced_costs is not None else None
-        self.solve_s = time.perf_counter() - t0
+        self.solve_s = spent + time.perf_counter() - t0
 
     def run(self, rounds: int) -> np.ndarray | None:
         """`rounds` more rounds (fewer when nothing is left fractional or an LP fails); the

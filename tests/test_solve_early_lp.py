@@ -1,0 +1,110 @@
+"""EarlyLp (optalloc.solve.lp): the epoch's LP begun on its own thread before the fill
+columns' bounds are known, then finished for the final bounds. Whatever bounds it began with,
+the finished LP is the final model's LP: the same optimum (the epoch's bound) as solving that
+model from scratch, a point inside its bounds, and reduced costs for it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from dataclasses import replace
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import optalloc.epoch as epoch
+from optalloc.bench.instances import scale_instance
+from optalloc.model.build import build_model
+from optalloc.model.matrix import LinearModel
+from optalloc.model.objective.impact import compute_impact
+from optalloc.model.requirements import compute_requirements
+from optalloc.plan.incumbent import greedy_placed
+from optalloc.solve.highs import Dive, HighsBackend
+from optalloc.solve.lp import EarlyLp
+from optalloc.types import SolverSettings
+
+
+def _model(c, A, hi, ub) -> LinearModel:
+    n = len(c)
+    return LinearModel(
+        c=np.asarray(c, float), obj_offset=0.0, lb=np.zeros(n), ub=np.asarray(ub, float),
+        integer=np.zeros(n, bool), A=sp.csr_matrix(np.asarray(A, float)),
+        row_lo=np.full(len(hi), -np.inf), row_hi=np.asarray(hi, float),
+        var_blocks={"x": (0, n)}, row_blocks=(("cap", 0, len(hi)),))
+
+
+def _direct(lm: LinearModel) -> float:
+    r = HighsBackend().solve(lm, SolverSettings(), relax=True)
+    assert r.status == "optimal"
+    return r.objective
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(2, 12), m=st.integers(1, 4), seed=st.integers(0, 10**6),
+       lower=st.booleans())
+def test_the_finished_lp_is_the_final_models_lp_whatever_bounds_it_began_with(n, m, seed,
+                                                                               lower):
+    rng = np.random.default_rng(seed)
+    c, A, hi = rng.integers(1, 40, n), rng.integers(0, 9, (m, n)), rng.integers(3, 30, m)
+    final = _model(c, A, hi, rng.integers(0, 6, n))
+    # begun with every bound above the final one (the epoch's case), or anywhere
+    begun = replace(final, ub=final.ub + rng.integers(0, 5, n) if lower
+                    else rng.integers(0, 6, n).astype(float))
+    dive = Dive(final, SolverSettings(), np.arange(n), early=EarlyLp(begun, SolverSettings()))
+    assert dive.first.status == "optimal"
+    assert dive.first.objective == pytest.approx(_direct(final), rel=1e-9, abs=1e-9)
+    assert final.violation(dive.first.x) <= 1e-9
+    assert dive.reduced_costs is not None and len(dive.reduced_costs) == n
+
+
+def test_a_model_that_differs_beyond_its_bounds_is_solved_afresh():
+    # max 3a + 2b, a + b <= 1 begun; the final model's row allows 2: optimum 5, not 3
+    begun = _model([3, 2], [[1, 1]], [1], [1, 1])
+    final = replace(begun, A=sp.csr_matrix(np.array([[1.0, 1.0]])), row_hi=np.array([2.0]))
+    dive = Dive(final, SolverSettings(), np.arange(2), early=EarlyLp(begun, SolverSettings()))
+    assert dive.first.objective == pytest.approx(5.0)
+
+
+def test_an_error_on_the_lps_thread_is_raised_where_it_is_finished(monkeypatch):
+    def broken(self, lm, settings, relax, h=None):
+        raise RuntimeError("highs could not take the model")
+
+    monkeypatch.setattr(HighsBackend, "_load", broken)
+    early = EarlyLp(_model([1], [[1]], [1], [1]), SolverSettings())
+    with pytest.raises(RuntimeError, match="could not take the model"):
+        early.finish(early.lm)
+
+
+@pytest.mark.parametrize("size,seed", [("S", 0), ("M", 0), ("M", 7)])
+def test_the_epochs_bound_is_the_lp_optimum_of_its_final_model(size, seed):
+    """The epoch begins its LP with the fill columns at the most any plan could leave, and
+    finishes it for the greedy plan's fill: its bound is the final model's LP optimum."""
+    snap = scale_instance(size, seed)
+    req, imp = compute_requirements(snap), compute_impact(snap)
+    em = build_model(snap, req, imp)
+    g = greedy_placed(em)
+    final = em.with_fill(epoch._left_idle(em, g))
+    assert len(final.f) and not np.array_equal(final.lm.ub, em.with_fill(
+        float(em.tg.capacity.sum())).lm.ub), "the instance should move the fill bounds"
+    lp = _direct(final.lm)
+    plan = epoch.run_epoch(snap)
+    assert plan.report.bound <= lp * (1 + 1e-9)  # the LP's optimum, or a MIP's tighter bound
+    if plan.report.source in ("lp-rounded", "greedy", "lp-dive"):  # no MIP: the LP's own
+        assert plan.report.bound == pytest.approx(lp, rel=1e-9)
+
+
+@pytest.mark.parametrize("size,begun", [("S", False), ("M", True)])
+def test_the_lp_is_begun_beside_the_greedy_pass_only_in_models_of_2000_columns_or_more(
+        monkeypatch, size, begun):
+    made = []
+    real = epoch.EarlyLp
+
+    def spy(lm, settings):
+        made.append(lm.n_vars)
+        return real(lm, settings)
+
+    monkeypatch.setattr(epoch, "EarlyLp", spy)
+    plan = epoch.run_epoch(scale_instance(size, 0))
+    assert bool(made) is begun
+    assert plan.report.n_vars >= epoch.EARLY_LP_FROM if begun else plan.report.n_vars < 2000
+    assert plan.report.status == "optimal"
