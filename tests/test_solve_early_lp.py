@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from dataclasses import replace
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_epoch_properties import instances
 
 import optalloc.epoch as epoch
 from optalloc.bench.instances import scale_instance
@@ -108,3 +109,58 @@ def test_the_lp_is_begun_beside_the_greedy_pass_only_in_models_of_2000_columns_o
     assert bool(made) is begun
     assert plan.report.n_vars >= epoch.EARLY_LP_FROM if begun else plan.report.n_vars < 2000
     assert plan.report.status == "optimal"
+
+
+def test_the_lp_and_its_warm_finish_share_one_time_limit(monkeypatch):
+    """Begun and finished, the LP gets the time limit of one solve: the finish gets what the
+    begun solve left, and the dive's rounds after it their own whole limit again."""
+    lm = _model([3, 2, 1], [[1, 1, 1]], [2], [1, 1, 1])
+    early = EarlyLp(lm, SolverSettings(time_limit_s=10.0))
+    early.finish(lm)
+    early.seconds = 9.5  # as if the begun solve had taken 9.5 s of the 10
+    seen = []
+    real = type(early.h).setOptionValue
+
+    def spy(h, name, value):
+        if name == "time_limit":
+            seen.append(value)
+        return real(h, name, value)
+
+    monkeypatch.setattr(type(early.h), "setOptionValue", spy)
+    early._thread = type("Done", (), {"join": lambda self: None})()
+    early.finish(replace(lm, ub=np.array([1.0, 0.0, 1.0])))
+    assert seen == [pytest.approx(0.5), 10.0]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_every_small_epoch_through_the_early_lp_keeps_a_true_bound_and_an_honest_status(snap):
+    """The epoch property of test_epoch_properties (its bound never below its model's true
+    optimum, `optimal` within 1e-4 of it), with every LP begun beside the greedy pass (the
+    size threshold at 0), so the early LP is checked on the random snapshots too."""
+    from optalloc.solve import solve
+    from optalloc.types import EXACT_GAP
+
+    em = build_model(snap)
+    if em.lm.n_vars == 0:
+        return
+    g = greedy_placed(em)
+    if g is not None:
+        em = em.with_fill(epoch._left_idle(em, g))
+    saved = epoch.EARLY_LP_FROM
+    epoch.EARLY_LP_FROM = 0
+    try:
+        plan = epoch.run_epoch(snap, SolverSettings(mip_gap=0.005))
+    finally:
+        epoch.EARLY_LP_FROM = saved
+    exact = solve(em.lm, SolverSettings(mip_gap=1e-9, time_limit_s=60.0))
+    assert exact.status == "optimal"
+    rep, opt = plan.report, exact.objective
+    tol = 1e-6 * max(1.0, abs(opt))
+    why = (rep.status, rep.source, rep.objective, rep.bound, opt, rep.message)
+    assert rep.objective <= opt + tol, why
+    if "bound of the plans that meet the floors" in rep.message:
+        return
+    assert rep.bound >= opt - tol, why
+    if rep.status == "optimal":
+        assert rep.objective >= opt - EXACT_GAP * abs(opt) - tol, why

@@ -111,5 +111,9 @@ class EarlyLp:
             idx = moved.astype(np.int32)
             self.h.changeColsBounds(len(idx), idx, lm.lb[moved].astype(float),
                                     lm.ub[moved].astype(float))
+            # one LP's time limit for both solves, as if it had been solved once
+            limit = float(self.settings.time_limit_s)
+            self.h.setOptionValue("time_limit", max(0.05, limit - self.seconds))
             self.h.run()
+            self.h.setOptionValue("time_limit", limit)  # the dive's rounds: each its own
         return self.h, self.seconds + time.perf_counter() - t
