@@ -119,66 +119,77 @@ def pending_reasons(
     free_t = free_by_type(snap, placed.free)
     got = got_by_org(em, placed) if got is None else got
     ctx = ReasonContext(em, placed, got, reserved_by_org(em, placed))
-    # per job: its candidate types, and their shapes and allocated flags (what the
-    # classification reads of it), read from the arrays once
-    cand_types: dict[int, list[int]] = {}
-    how: dict[int, list[tuple[int, bool]]] = {}
-    cj, ct = req.cand_job, req.cand_type
-    for j, t, sh, on in zip(cj.tolist(), ct.tolist(), req.shape[cj, ct].tolist(),
-                            snap.job_tier1[cj, ct].tolist()):
-        if j in cand_types:
-            cand_types[j].append(t)
-            how[j].append((sh, on))
-        else:
-            cand_types[j], how[j] = [t], [(sh, on)]
-    proj, gpus = snap.job_project.tolist(), snap.job_gpus.tolist()
-    _, allowed = np.unique(snap.job_allowed, axis=0, return_inverse=True)
-    allowed = allowed.ravel().tolist()
-    out = []
+    wj = np.flatnonzero(waiting)
+    how, cls = _alike(snap, req, wj)
+    proj = snap.job_project.tolist()
+    jobs = snap.jobs
     # a pending job's reason depends only on what _classify reads of it (its project, size,
     # types and shapes there, allocated, and its priority where the reason is its project's
-    # own jobs ahead of it): jobs alike share one classification (the 16k-GPU bench epoch:
-    # 27,441 pending jobs, 8,353 classified; 13,630 with the priority always in the key)
+    # own jobs ahead of it): jobs alike share one classification, and one reason but for the
+    # job's id (the 16k-GPU bench epoch: 27,441 pending jobs, 8,353 classified; 13,630 with
+    # the priority always in the key). Per class: (code, message, read-only details, whether
+    # it read the priority)
     paths: dict[int, list] = {}
     frees: dict[tuple, dict] = {}
-    seen: dict[tuple, tuple] = {}
-    for j in np.flatnonzero(waiting).tolist():
-        job = snap.jobs[j]
-        p = proj[j]
-        types = cand_types.get(j, [])
-        tkey = tuple(types)
-        if p not in paths:
-            paths[p] = path_ratios(snap, p)
-        if tkey not in frees:
-            frees[tkey] = {snap.type_names[t]: free_t[snap.type_names[t]] for t in types} \
-                or free_t
-        details: dict = {
-            "gpus": gpus[j],
-            "project": job.project,
-            "path": paths[p],
-            "free_by_type": frees[tkey],
-        }
-        base = (p, gpus[j], tkey, allowed[j], req.no_fit_code[j], job.allocated,
-                tuple(how.get(j, ())))
-        hit = seen.get(base)
+    seen: dict = {}
+    out = []
+    for j, c in zip(wj.tolist(), cls.tolist()):
+        job = jobs[j]
+        hit = seen.get(c)
         if hit is not None and hit[3]:  # it read the priority: jobs alike of that priority
-            hit = seen.get(base + (job.priority,))
+            hit = seen.get((c, job.priority))
         if hit is None:
-            own = set(details)
-            code, msg, by_prio = _classify(ctx, j, types, details)
-            hit = (code, msg, {k: v for k, v in details.items() if k not in own}, by_prio)
-            seen.setdefault(base, hit)  # if it read the priority, later jobs alike see so
-            if by_prio:
-                seen[base + (job.priority,)] = hit
-        else:
-            details.update(hit[2])
-        code, msg = hit[0], hit[1]
-        if degraded:
-            details["underlying"] = code.value
-            details["underlying_message"] = msg
-            code, msg = ReasonCode.SOLVER_DEGRADED, f"solver degraded ({degraded}); {msg}"
-        out.append(PendingReason(job.id, code, msg, frozen_map(details)))
+            hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
+                          degraded)
+            seen.setdefault(c, hit)  # if it read the priority, later jobs alike see so
+            if hit[3]:
+                seen[(c, job.priority)] = hit
+        out.append(PendingReason(job.id, hit[0], hit[1], hit[2]))
     return tuple(out)
+
+
+def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(J, T) per job and type: 0 where it has no candidate, else 1 + 2 shape + allocated
+    there; and per job of wj a class: jobs of one class agree on everything _classify reads
+    but the priority (project, GPUs, allowed types, why nothing fits, allocated, and that
+    row)."""
+    J, T = snap.job_allowed.shape
+    cj, ct = req.cand_job, req.cand_type
+    how = np.zeros((J, T), dtype=np.int64)
+    how[cj, ct] = 1 + 2 * req.shape[cj, ct] + snap.job_tier1[cj, ct]
+    why = {c: i for i, c in enumerate(dict.fromkeys(req.no_fit_code))}
+    nofit = np.fromiter((why[req.no_fit_code[j]] for j in wj.tolist()), np.int64, len(wj))
+    allowed = snap.job_allowed[wj].astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    key = np.column_stack([snap.job_project[wj], snap.job_gpus[wj], allowed, nofit,
+                           snap.job_allocated[wj], how[wj]])
+    _, cls = np.unique(key, axis=0, return_inverse=True)
+    return how, cls.reshape(-1)
+
+
+def _reason(ctx: ReasonContext, j: int, types: list[int], paths: dict, frees: dict,
+            free_t: dict, degraded: str | None) -> tuple:
+    """Job j's (code, message, read-only details, whether they read its priority): what every
+    job alike gets."""
+    snap = ctx.em.snap
+    job = snap.jobs[j]
+    p = int(snap.job_project[j])
+    if p not in paths:
+        paths[p] = path_ratios(snap, p)
+    tkey = tuple(types)
+    if tkey not in frees:
+        frees[tkey] = {snap.type_names[t]: free_t[snap.type_names[t]] for t in types} or free_t
+    details: dict = {
+        "gpus": int(snap.job_gpus[j]),
+        "project": job.project,
+        "path": paths[p],
+        "free_by_type": frees[tkey],
+    }
+    code, msg, by_prio = _classify(ctx, j, types, details)
+    if degraded:
+        details["underlying"] = code.value
+        details["underlying_message"] = msg
+        code, msg = ReasonCode.SOLVER_DEGRADED, f"solver degraded ({degraded}); {msg}"
+    return code, msg, frozen_map(details), by_prio
 
 
 def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
