@@ -121,7 +121,6 @@ def pending_reasons(
     ctx = ReasonContext(em, placed, got, reserved_by_org(em, placed))
     wj = np.flatnonzero(waiting)
     how, cls = _alike(snap, req, wj)
-    proj = snap.job_project.tolist()
     jobs = snap.jobs
     # a pending job's reason depends only on what _classify reads of it (its project, size,
     # types and shapes there, allocated, and its priority where the reason is its project's
