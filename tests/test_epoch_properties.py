@@ -238,6 +238,14 @@ def test_a_small_epoch_called_optimal_is_within_the_exact_gap_of_the_true_optimu
     never below that optimum, and `optimal` is within 1e-4 of it. Where the scheme's order
     kept more floor GPUs than the objective's optimum (step 3e), the bound is that of the
     plans meeting those floors, below the unrestricted optimum by design."""
+    assert_true_bound_and_honest_status(snap, run_epoch)
+
+
+def assert_true_bound_and_honest_status(snap, run) -> None:
+    """`run(snap, settings)`'s plan (mip_gap 0.5%, the snapshot under exact_up_to) is worth no
+    more than the true optimum of its model (the fill targets the greedy plan sets), its bound
+    is never below it, and `optimal` is within 1e-4 of it, unless its bound is that of the
+    plans meeting the floors of the scheme's best plan (step 3e)."""
     from optalloc.epoch import _left_idle
     from optalloc.plan.incumbent import greedy_placed
     from optalloc.solve import solve
@@ -249,7 +257,7 @@ def test_a_small_epoch_called_optimal_is_within_the_exact_gap_of_the_true_optimu
     g = greedy_placed(em)
     if g is not None:
         em = em.with_fill(_left_idle(em, g))
-    plan = run_epoch(snap, SolverSettings(mip_gap=0.005))
+    plan = run(snap, SolverSettings(mip_gap=0.005))
     exact = solve(em.lm, SolverSettings(mip_gap=1e-9, time_limit_s=60.0))
     assert exact.status == "optimal"
     rep, opt = plan.report, exact.objective

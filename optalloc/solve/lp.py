@@ -15,7 +15,7 @@ import numpy as np
 from optalloc.model.matrix import LinearModel
 from optalloc.solve._ortools import mb_available, mb_result
 from optalloc.solve.base import Backend, SolveResult
-from optalloc.solve.highs import Dive, HighsBackend
+from optalloc.solve.highs import Dive, HighsBackend, new_quiet_highs
 from optalloc.types import SolverSettings
 
 
@@ -73,8 +73,6 @@ class EarlyLp:
     race with its own output."""
 
     def __init__(self, lm: LinearModel, settings: SolverSettings):
-        from optalloc.solve.highs import new_quiet_highs
-
         self.lm, self.settings = lm, settings
         self.h = new_quiet_highs()
         self.seconds = 0.0
