@@ -7,7 +7,8 @@ Numbered phases (Kueue style):
                    (optalloc.model; math in models/formulation.md)
   3. solve         the greedy baseline's plan first (its idle GPUs set the fill targets of
                    unallocated work, optalloc.model.fill; meanwhile the LP of 3a is begun on
-                   a thread of its own, optalloc.solve.lp.EarlyLp), then candidate plans,
+                   a thread of its own, optalloc.solve.lp.EarlyLp, and the tables every
+                   placement reads are made while it runs), then candidate plans,
                    each placed (phase 4) and scored on the model's objective:
                    3a the LP relaxation (its optimum is the LP bound), its point rounded
                       (when not certified, 3a': the LP dived a round at a time, each
@@ -50,7 +51,7 @@ from optalloc.model.requirements import compute_requirements
 from optalloc.plan.drain import drain_status
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_already, placed_outcome, scored
-from optalloc.plan.place import Placed, as_solution, got_by_org
+from optalloc.plan.place import Placed, as_solution, got_by_org, prepare
 from optalloc.plan.preemptions import preemptions
 from optalloc.plan.reasons import floor_violations, pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
@@ -89,6 +90,8 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     if g is not None:
         em = em.with_fill(_left_idle(em, g))
     greedy_s = time.perf_counter() - t
+    if early is not None:  # while the LP solves: what every placement of a solution reads
+        prepare(em)
     # 3. solve + 4. place
     out = _solve_and_place(em, settings, g, greedy_s, early)
     degraded = None

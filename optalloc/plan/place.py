@@ -28,7 +28,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import tier_bounds
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
-from optalloc.plan.backfill import candidates_by_job, restore_and_backfill
+from optalloc.plan.backfill import candidates_by_job, restore_and_backfill, value_groups
 from optalloc.plan.due_gangs import start_due_gangs
 from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.nodepool import NodePool
@@ -271,6 +271,16 @@ def evictable_jobs(snap: Snapshot) -> np.ndarray:
     low_run = snap.job_running & (rt >= 0) & ~snap.job_tier1[np.arange(J), np.maximum(rt, 0)]
     low_queued = ~snap.job_running & ~snap.job_tier1.any(axis=1)
     return (low_run | low_queued) & ~snap.job_protected
+
+
+def prepare(em: EpochModel) -> None:
+    """The tables every placement of em's solutions reads, computed now (each is kept on em,
+    once per model): the epoch calls this while its LP solves on another thread, where the
+    main thread would wait (the 16,384-GPU bench epoch: 0.28 s of a 0.5-0.6 s wait; the
+    32,768-GPU one 0.55 s of 3-4 s)."""
+    _running_gpus(em, _running_holds(em))
+    candidates_by_job(em)
+    value_groups(em)
 
 
 def _running_holds(em: EpochModel) -> list[list[tuple[int, tuple[int, ...]]]]:
