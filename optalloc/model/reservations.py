@@ -65,6 +65,7 @@ jobs with hold <= S may start (optalloc.model.constraints.lookahead, and the pla
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -115,9 +116,10 @@ class Reservations:
     forced: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # (C,) must start
     prec: tuple | None = None  # the order pairs (a, b), computed here once for the model
 
-    @property
+    @cached_property
     def blocking(self) -> bool:
-        """Some node is reserved for a gang that does not start this epoch."""
+        """Some node is reserved for a gang that does not start this epoch (once: the
+        placement asks for every job it places)."""
         return bool(np.isfinite(self.deadline).any())
 
     def holding(self, snap: Snapshot, started_jobs) -> np.ndarray:

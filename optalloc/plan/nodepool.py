@@ -44,7 +44,7 @@ class NodePool:
         return bool(len(g) and (g < self.occ.shape[1]).all() and not self.occ[n, g].any())
 
     def hold(self, n: int, gpus, j: int) -> None:
-        g = np.asarray(gpus, dtype=np.int64)
+        g = gpus if isinstance(gpus, np.ndarray) else np.asarray(gpus, dtype=np.int64)
         self.occ[n, g] = True
         self.owner[n, g] = j
         self.free[n] -= len(g)
@@ -71,7 +71,7 @@ class NodePool:
     def take(self, n: int, count: int, j: int) -> tuple[int, ...]:
         g = np.flatnonzero(~self.occ[n])[:count]
         self.hold(n, g, j)
-        return tuple(int(i) for i in g)
+        return tuple(g.tolist())
 
     def room(self, evict: bool) -> np.ndarray:
         return self.free + self.ev if evict else self.free
