@@ -107,3 +107,29 @@ def test_a_lower_priority_copy_is_told_its_projects_jobs_ahead_hold_the_target()
     assert "a-run" in got["a-low"].message
     assert got["a-top"].code is not ReasonCode.LOWER_PRIORITY_IN_PROJECT
     _check(snap)
+
+
+def test_jobs_alike_but_for_their_shape_are_each_told_their_own_shape():
+    """Two queued 4-GPU jobs of one project, one on a single node and one as two pieces of 2:
+    alike in everything but the shape, which only a gang that does not fit reads. Four free
+    GPUs, one per node: neither fits, and each message names the job's own shape."""
+    nodes = tuple(Node(f"n{i}", "h100", 8) for i in range(4))
+    org = OrgNode("root", children=(OrgNode("a", share=1.0), OrgNode("b", share=1.0)))
+    running = tuple(
+        Job(f"b-run{i}", "b", 7, min_runtime_s=8 * 3600.0, state=JobState.RUNNING,
+            start_time=0.0, placement=Placement(f"b-run{i}", "h100", (NodeAlloc(
+                f"n{i}", tuple(range(7))),)))
+        for i in range(4))
+    one = Job("a-one", "a", 4, min_runtime_s=3600.0, submit_time=1.0)
+    two = Job("a-two", "a", 4, gpus_per_node=2, min_runtime_s=3600.0, submit_time=2.0)
+    three = Job("a-one-again", "a", 4, min_runtime_s=3600.0, submit_time=3.0)
+    cfg = Config((GpuType("h100"),), nodes, org, Policy(), running + (one, two, three))
+    snap = build_snapshot(cfg, now=600.0, usage_ratio={"a": 1.0, "b": 1.0})
+    em = build_model(snap, compute_requirements(snap), compute_impact(snap))
+    got = {r.job_id: r for r in pending_reasons(em, place(em, None), None)}
+    assert {got[j].code for j in ("a-one", "a-two", "a-one-again")} == {
+        ReasonCode.GANG_DOES_NOT_FIT}
+    assert "as one node" in got["a-one"].message
+    assert "as one node" not in got["a-two"].message
+    assert got["a-one-again"].message == got["a-one"].message
+    _check(snap)

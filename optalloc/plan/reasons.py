@@ -120,38 +120,44 @@ def pending_reasons(
     got = got_by_org(em, placed) if got is None else got
     ctx = ReasonContext(em, placed, got, reserved_by_org(em, placed))
     wj = np.flatnonzero(waiting)
-    how, cls = _alike(snap, req, wj)
+    how, cls, shaped = _alike(snap, req, wj)
     jobs = snap.jobs
     # a pending job's reason depends only on what _classify reads of it (its project, size,
-    # types and shapes there, allocated, and its priority where the reason is its project's
-    # own jobs ahead of it): jobs alike share one classification, and one reason but for the
-    # job's id (the 16k-GPU bench epoch: 27,441 pending jobs, 8,353 classified; 13,630 with
-    # the priority always in the key). Per class: (code, message, read-only details, whether
-    # it read the priority)
+    # types and whether it is allocated there, why nothing fits, its shapes where the reason
+    # is a gang that does not fit, and its priority where the reason is its project's own
+    # jobs ahead of it): jobs alike share one classification, and one reason but for the
+    # job's id (the 16k-GPU bench epoch: 27,441 pending jobs, 6,651 classified; 8,353 with
+    # the shapes always in the key, 13,630 with the priority too). Per class: (code,
+    # message, read-only details, whether it read the priority, whether it read the shapes)
     paths: dict[int, list] = {}
     frees: dict[tuple, dict] = {}
     seen: dict = {}
     out = []
-    for j, c in zip(wj.tolist(), cls.tolist()):
+    for j, c, f in zip(wj.tolist(), cls.tolist(), shaped.tolist()):
         job = jobs[j]
         hit = seen.get(c)
-        if hit is not None and hit[3]:  # it read the priority: jobs alike of that priority
+        if hit is not None and hit[4]:  # it read the shapes: jobs alike of those shapes
+            hit = seen.get(("shapes", f))
+        elif hit is not None and hit[3]:  # it read the priority: jobs alike of that priority
             hit = seen.get((c, job.priority))
         if hit is None:
             hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
                           degraded)
-            seen.setdefault(c, hit)  # if it read the priority, later jobs alike see so
+            seen.setdefault(c, hit)  # if it read either, later jobs alike see so
+            if hit[4]:
+                seen[("shapes", f)] = hit
             if hit[3]:
                 seen[(c, job.priority)] = hit
         out.append(PendingReason(job.id, hit[0], hit[1], hit[2]))
     return tuple(out)
 
 
-def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(J, T) per job and type: 0 where it has no candidate, else 1 + 2 shape + allocated
-    there; and per job of wj a class: jobs of one class agree on everything _classify reads
-    but the priority (project, GPUs, allowed types, why nothing fits, allocated, and that
-    row)."""
+    there; per job of wj a class: jobs of one class agree on everything _classify reads but
+    the priority and the shapes (project, GPUs, allowed types, why nothing fits, allocated,
+    and per type: a candidate, allocated there); and a finer class that also agrees on the
+    shapes (the whole row)."""
     J, T = snap.job_allowed.shape
     cj, ct = req.cand_job, req.cand_type
     how = np.zeros((J, T), dtype=np.int64)
@@ -159,16 +165,32 @@ def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     why = {c: i for i, c in enumerate(dict.fromkeys(req.no_fit_code))}
     nofit = np.fromiter((why[req.no_fit_code[j]] for j in wj.tolist()), np.int64, len(wj))
     allowed = snap.job_allowed[wj].astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    row = how[wj]
     key = np.column_stack([snap.job_project[wj], snap.job_gpus[wj], allowed, nofit,
-                           snap.job_allocated[wj], how[wj]])
-    _, cls = np.unique(key, axis=0, return_inverse=True)
-    return how, cls.reshape(-1)
+                           snap.job_allocated[wj], np.where(row > 0, 1 + row % 2, 0)])
+    cls = _classes(key)
+    key[:, -T:] = row
+    return how, cls, _classes(key)
+
+
+def _classes(key: np.ndarray) -> np.ndarray:
+    """Per row of `key` (non-negative integers), its class: rows alike get one number. One
+    integer per row (mixed radix) where it fits in 62 bits, else rows compared whole."""
+    if not len(key):
+        return np.zeros(0, np.int64)
+    radix = key.max(axis=0).astype(np.int64) + 1
+    if float(np.prod(radix.astype(float))) >= 2.0 ** 62:
+        return np.unique(key, axis=0, return_inverse=True)[1].reshape(-1)
+    code = np.zeros(len(key), np.int64)
+    for col, r in zip(key.T, radix.tolist()):
+        code = code * r + col
+    return np.unique(code, return_inverse=True)[1].reshape(-1)
 
 
 def _reason(ctx: ReasonContext, j: int, types: list[int], paths: dict, frees: dict,
             free_t: dict, degraded: str | None) -> tuple:
-    """Job j's (code, message, read-only details, whether they read its priority): what every
-    job alike gets."""
+    """Job j's (code, message, read-only details, whether they read its priority, whether
+    they read its shapes): what every job alike gets."""
     snap = ctx.em.snap
     job = snap.jobs[j]
     p = int(snap.job_project[j])
@@ -184,11 +206,12 @@ def _reason(ctx: ReasonContext, j: int, types: list[int], paths: dict, frees: di
         "free_by_type": frees[tkey],
     }
     code, msg, by_prio = _classify(ctx, j, types, details)
+    by_shape = code is ReasonCode.GANG_DOES_NOT_FIT  # its message names the job's shape
     if degraded:
         details["underlying"] = code.value
         details["underlying_message"] = msg
         code, msg = ReasonCode.SOLVER_DEGRADED, f"solver degraded ({degraded}); {msg}"
-    return code, msg, frozen_map(details), by_prio
+    return code, msg, frozen_map(details), by_prio, by_shape
 
 
 def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
