@@ -105,13 +105,18 @@ class FreeMap:
     def free_by_type(self) -> np.ndarray:
         """(T,) free GPUs on nodes that accept new jobs (a copy: take, take_many and release
         keep the counts up to date)."""
+        return self.type_free().copy()
+
+    def type_free(self) -> np.ndarray:
+        """free_by_type's counts themselves, not a copy: read them, never write them (the
+        ranked pass reads them for every job it ranks)."""
         if self._type_free is None:
             self._type_free = np.bincount(
                 self.node_type[self.accepts],
                 weights=self.free[self.accepts],
                 minlength=len(self.type_names),
             ).astype(np.int64)
-        return self._type_free.copy()
+        return self._type_free
 
     # ------------------------------------------------------------------ fitting
 
@@ -130,7 +135,7 @@ class FreeMap:
         shape = gang_shape(job.gpus, job.gpus_per_node, self.size_of(t))
         if shape is None:
             return None
-        if self.free_by_type()[t] < job.gpus:  # most asks on a full cluster end here
+        if self.type_free()[t] < job.gpus:  # most asks on a full cluster end here
             return None
         cand = (self.node_type == t) & self.accepts
         free = np.where(cand, self.free, -1)

@@ -93,19 +93,27 @@ def rank_pass(
     # pool only shrinks in between), so on a full cluster a queue of like jobs costs one try
     no_fit: set = set()
     no_room: set = set()
+    # each job's allowed types as a tuple, through one integer per row (few distinct rows):
+    # the pass reads them for every job it ranks, where numpy's per-call cost dominated
+    code = snap.job_allowed.astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    uniq, first = np.unique(code, return_index=True)
+    types_of = {int(c): tuple(np.flatnonzero(snap.job_allowed[i]).tolist())
+                for c, i in zip(uniq, first)}
+    running, gpus, code = snap.job_running.tolist(), snap.job_gpus.tolist(), code.tolist()
 
-    for j in order:
-        j = int(j)
-        if snap.job_running[j]:
+    for j in np.asarray(order, dtype=np.int64).tolist():
+        if running[j]:
             if in_pool[j]:
                 in_pool[j] = False
-                pool_t[job_type[j]] -= snap.job_gpus[j]
+                pool_t[job_type[j]] -= gpus[j]
             continue
         job = jobs[j]
         allowed = snap.job_allowed[j]
-        need = snap.job_gpus[j]
-        avail = int(fm.free_by_type()[allowed].sum())
-        shape = (int(need), job.gpus_per_node, allowed.tobytes())
+        need = gpus[j]
+        types = types_of[code[j]]
+        tf = fm.type_free()
+        avail = int(sum(tf[t] for t in types))
+        shape = (need, job.gpus_per_node, code[j])
         if avail >= need and shape not in no_fit:
             fit = fm.fit(job, allowed, snap.job_speed[j])
             if fit is not None:
@@ -115,7 +123,7 @@ def rank_pass(
                 no_room.clear()
                 continue
             no_fit.add(shape)
-        if (may_preempt[j] and avail + int(pool_t[allowed].sum()) >= need
+        if (may_preempt[j] and avail + int(sum(pool_t[t] for t in types)) >= need
                 and shape not in no_room):
             victims = _make_room(fm, j, snap, vic, in_pool, allowed)
             if victims is None:
