@@ -86,6 +86,12 @@ class Snapshot:
             memo[fn] = out
         return out
 
+    def allowed_code(self) -> np.ndarray:
+        """(J,) each job's allowed gpu_types as one non-negative integer, once per snapshot:
+        jobs allowed the same types get the same number (the ranked pass and the pending
+        reasons group jobs by it)."""
+        return self.derived(_allowed_code)
+
     def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
         """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
         mask = self.node_up if up_only else self.node_present
@@ -101,6 +107,16 @@ class Snapshot:
             return None
         end = float(self.job_protect_end[k])
         return None if np.isnan(end) else end
+
+
+def _allowed_code(snap: Snapshot) -> np.ndarray:
+    """Snapshot.allowed_code: bit t set where type t is allowed, or, past 62 types (an int64
+    holds no more bits), the row's place among the distinct rows."""
+    allowed = np.asarray(snap.job_allowed, dtype=bool)
+    T = allowed.shape[1]
+    if T <= 62:
+        return allowed.astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    return np.unique(allowed, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def build_snapshot(

@@ -95,7 +95,7 @@ def rank_pass(
     no_room: set = set()
     # each job's allowed types as a tuple, through one integer per row (few distinct rows):
     # the pass reads them for every job it ranks, where numpy's per-call cost dominated
-    code = snap.job_allowed.astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    code = snap.allowed_code()
     uniq, first = np.unique(code, return_index=True)
     types_of = {int(c): tuple(np.flatnonzero(snap.job_allowed[i]).tolist())
                 for c, i in zip(uniq, first)}

@@ -164,7 +164,7 @@ def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     how[cj, ct] = 1 + 2 * req.shape[cj, ct] + snap.job_tier1[cj, ct]
     why = {c: i for i, c in enumerate(dict.fromkeys(req.no_fit_code))}
     nofit = np.fromiter((why[req.no_fit_code[j]] for j in wj.tolist()), np.int64, len(wj))
-    allowed = snap.job_allowed[wj].astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    allowed = snap.allowed_code()[wj]
     row = how[wj]
     key = np.column_stack([snap.job_project[wj], snap.job_gpus[wj], allowed, nofit,
                            snap.job_allocated[wj], np.where(row > 0, 1 + row % 2, 0)])
