@@ -55,3 +55,34 @@ def test_the_epoch_preempts_the_job_that_loses_least_whichever_the_solution_name
     assert out.model_point and "victims that lose less work" in out.message
     plan = epoch.run_epoch(_snap())
     assert {p.job_id for p in plan.preemptions} == {"fresh"}
+
+
+def _mixed_snap():
+    # as _snap, on a cluster with a faster type: "slow" runs on h100 at half the speed it has
+    # on b200 (its best type), "fast" at its best; "slow" lost more work (55 minutes against
+    # 5). The b200 node is held by a protected job of C. A needs 8 GPUs of h100
+    pol = Policy(checkpoint_interval_s=H)
+    jobs = [running("fast", "B", "h100", [("n00", range(8))], start=10 * H - 3 * H - 5 * 60),
+            running("slow", "B", "h100", [("n01", range(8))], start=10 * H - 3 * H - 55 * 60,
+                    speedup={"b200": 2.0}),
+            running("held", "C", "b200", [("b00", range(8))], start=10 * H - 600,
+                    min_runtime_s=3 * H),
+            Job("A0", "A", 8, min_runtime_s=H, gpu_types=("h100",))]
+    nodes = nodes_of(2, 8) + nodes_of(1, 8, gpu_type="b200", prefix="b")
+    return snapshot(nodes, flat_org({"A": 1, "B": 1, "C": 1}), jobs,
+                    usage={"B": 3.0, "C": 0.1}, types=("h100", "b200"), policy=pol)
+
+
+def test_a_job_running_at_half_its_best_speed_is_no_twin_of_one_running_at_its_best():
+    """The model values a GPU of running work by the job's speed there over its best type's:
+    "slow" is worth half of "fast" on h100, so preempting it is the model's choice, not a
+    tie the churn term breaks; exchanging the keeps would preempt the job at full speed to
+    keep the one at half (whose 55 lost minutes are 27.5 minutes of its best progress)."""
+    snap = _mixed_snap()
+    em = build_model(snap)
+    x = _solution(em, keep="fast")
+    kept = np.array([em.snap.jobs[j].id in ("fast", "held") for j in em.req.run_job])
+    assert swapped_keeps(em, x, kept) is None
+    plan = epoch.run_epoch(snap)
+    assert {p.job_id for p in plan.preemptions} == {"slow"}
+    assert {p.job_id for p in plan.placements} == {"fast", "held", "A0"}

@@ -1,9 +1,13 @@
 """Which of interchangeable running jobs a plan preempts: the one that loses least work.
 
-Within a project, running jobs of one priority, GPU type and size are worth the same to the
-model (the teams' own order ranks running work by priority alone); what tells them apart is the
-churn term, the work since each one's last checkpoint, a 1e-3 tie-breaker that a solution
-within its 0.5% gap (or an LP point rounded at 0.5) need not honour. Counted over 60 days of
+Within a project, running jobs of one priority, GPU type, size and relative speed on that type
+(its speed there over its best allowed type's) are worth the same to the model (the teams' own
+order ranks running work by priority alone, the work tier values a GPU by that relative
+speed); what tells them apart is the churn term, the work since each one's last checkpoint, a
+1e-3 tie-breaker that a solution within its 0.5% gap (or an LP point rounded at 0.5) need not
+honour. Jobs that differ in relative speed are not twins: on a mixed cluster the model rightly
+preempts the one that runs at half its best speed where it is (it is worth half as much there,
+and its lost seconds are half the progress), and exchanging the keeps would undo that. Counted over 60 days of
 ITP cluster03: 23 of 237 preemptions of allocated work left such a twin running that had lost
 less (by over a minute), 509 GPU-hours more lost than the least-loss choice. `swapped_keeps`
 proposes the same solution with those keeps exchanged; the epoch places it beside the original
@@ -39,10 +43,14 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
         return None
     pc, _ = priority_class(snap)
     lost = em.imp.lost_s
+    speed = np.where(snap.job_allowed[rj], snap.job_speed[rj], 0.0)
+    best = speed.max(axis=1)
+    here = speed[np.arange(K), rt]
+    srel = np.round(np.divide(here, best, out=np.zeros(K), where=best > 0), 9).tolist()
 
     def group(i: int) -> tuple:  # what makes two running jobs interchangeable
         return (int(snap.job_project[rj[i]]), int(rt[i]), int(snap.job_gpus[rj[i]]),
-                int(pc[rj[i]]))
+                int(pc[rj[i]]), srel[i])
 
     twins: dict = {}
     for i in stay.tolist():
