@@ -49,6 +49,13 @@ class ReasonContext:
             out = self._memo[key] = fn(self.em.snap, self.em, self.got, o, t)
         return out
 
+    def once(self, key, make):
+        """make(), once per epoch per key (a line that reads only the plan's totals)."""
+        out = self._memo.get(key)
+        if out is None:
+            out = self._memo[key] = make()
+        return out
+
     def lists(self) -> tuple[list, list]:
         """(got, the targets) as nested Python lists, once per epoch (the classification
         compares them level by level for every distinct pending job)."""

@@ -315,7 +315,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         ), o == p
     sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (
-        f"{share_line(snap, em, got, o, t, ctx.reserved)}; starting this {g}-GPU job would "
+        f"{ctx.once(('share', o, t), lambda: share_line(snap, em, got, o, t, ctx.reserved))}"
+        f"; starting this {g}-GPU job would "
         "exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
     ), o == p
