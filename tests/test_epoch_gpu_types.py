@@ -124,3 +124,32 @@ def test_types_with_different_billing_weights_keep_per_type_budgets():
               flat_org({"A": 1, "B": 1}), Policy(), tuple(jobs))
     snap = build_snapshot(cfg, now=10 * H, usage_ratio={})
     assert not pooled_applies(snap)
+
+
+@pytest.mark.parametrize("b_speed_on_b200", [3.0, 1.5])
+def test_a_project_whose_jobs_run_faster_on_one_type_is_routed_there_when_the_other_is_indifferent(
+        b_speed_on_b200):
+    """Equal shares route as well onto either type: A's jobs run alike on both, B's faster on
+    b200, so B's target goes to b200 and A's to h100 (before, the routing took either, and the
+    targets' floors held B on h100, where its jobs run at a third or two thirds of their
+    speed)."""
+    jobs = queued("A", 2, 8) + [replace(j, speedup={"b200": b_speed_on_b200})
+                                for j in queued("B", 2, 8)]
+    snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}), jobs, types=TYPES)
+    assert pooled_applies(snap)
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 8, ("B", "b200"): 8}
+    assert set(pending_codes(plan)) == {"A01", "B01"}
+    assert not plan.floor_violations
+    assert plan.report.gap is not None and plan.report.gap <= 1e-4
+
+
+def test_routing_by_speed_never_costs_a_gpu_or_the_max_min():
+    """The speed step only chooses among the routings with the most GPUs at the max-min z:
+    B runs 3x faster on type 1 but A can only use type 1, so A keeps its half there."""
+    X = route(np.array([8.0, 8.0]), np.array([[0.0, 8.0], [8.0, 8.0]]), np.zeros((2, 2)),
+              np.array([8.0, 8.0]), speed=np.array([[1.0, 1.0], [1 / 3, 1.0]]))
+    np.testing.assert_allclose(X, [[0, 8], [8, 0]], atol=1e-6)
+    X = route(np.array([8.0, 8.0]), np.array([[8.0, 8.0], [8.0, 8.0]]), np.zeros((2, 2)),
+              np.array([8.0, 8.0]), speed=np.array([[1.0, 1.0], [1 / 3, 1.0]]))
+    np.testing.assert_allclose(X, [[8, 0], [0, 8]], atol=1e-6)

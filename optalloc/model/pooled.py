@@ -89,6 +89,29 @@ def _leaf_demand(snap: Snapshot, req: Requirements):
     return full, pooled
 
 
+def _leaf_speed(snap: Snapshot, req: Requirements) -> np.ndarray:
+    """(O, T) how fast each project's work runs on t, as a fraction of each job's best allowed
+    type (the model's srel), averaged over its jobs' GPUs that may run there (running jobs on
+    their own type): what routing a project's target onto t is worth per GPU. 1 where it has
+    no such job."""
+    O, T = snap.org.n, len(snap.gpu_types)
+    speed = np.where(snap.job_allowed, snap.job_speed, 0.0)
+    best = speed.max(axis=1, keepdims=True)
+    srel = np.divide(speed, best, out=np.zeros_like(speed), where=best > 0)
+    rj, rt = req.run_job, req.run_type
+    keep = counted_running(snap, req)
+    cj, ct = req.cand_job, req.cand_type
+    ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
+    pairs = np.unique(np.stack([cj[ok], ct[ok]]), axis=1) if ok.any() else np.zeros((2, 0), int)
+    j = np.concatenate([rj[keep], pairs[0]]).astype(np.int64)
+    t = np.concatenate([rt[keep], pairs[1]]).astype(np.int64)
+    g = snap.job_gpus[j].astype(float)
+    num, den = np.zeros((O, T)), np.zeros((O, T))
+    np.add.at(num, (snap.job_project[j], t), g * srel[j, t])
+    np.add.at(den, (snap.job_project[j], t), g)
+    return np.divide(num, den, out=np.ones((O, T)), where=den > 0)
+
+
 def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     org = snap.org
     O = org.n
@@ -104,15 +127,17 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     FP = np.floor(np.minimum(D, ent) + 1e-9)
     FP[0] = 0.0
     P = M @ prot
+    speed = _leaf_speed(snap, req)
     target = _fit(snap, req, np.array([cap.sum()]), FP, P.sum(axis=1, keepdims=True), D, dp,
-                  rho, kappa, full, prot, cap)
+                  rho, kappa, full, prot, cap, speed)
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
-                 full, np.zeros_like(prot), cap_up) if lookahead_on(snap) else np.zeros((0, 0)))
+                 full, np.zeros_like(prot), cap_up, speed)
+            if lookahead_on(snap) else np.zeros((0, 0)))
     return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free, pooled=True)
 
 
-def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap):
+def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None):
     """(O, T) whole per-type targets: pooled water-filling with in-order caps, routed onto
     types; a project that cannot be routed is capped at what it got and the pooled filling
     runs again."""
@@ -130,7 +155,7 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap):
             upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
             pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
-        X = route(want, full, prot, cap)
+        X = route(want, full, prot, cap, speed)
         got = X.sum(axis=1)
         short = leaves & (got < want - 0.5)
         if not short.any():
@@ -139,13 +164,19 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap):
     return M @ _whole_by_type(X, cap)
 
 
-def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray) -> np.ndarray:
+def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
+          speed: np.ndarray | None = None) -> np.ndarray:
     """(O, T) GPUs of each leaf's pooled target `want` (O,) placed on types, max-min: every
-    leaf gets at least z * want with the largest z, then the most GPUs in all; a leaf's GPUs
-    on t within [prot, full] (its protected jobs stay, at most what its jobs allowed on t
-    ask), each type within its capacity."""
+    leaf gets at least z * want with the largest z, then the most GPUs in all, then, among
+    the routings with those GPUs, the most work by `speed` (O, T: how fast the leaf's work
+    runs on t relative to its best type; without it, or where it is the same everywhere,
+    any such routing); a leaf's GPUs on t within [prot, full] (its protected jobs stay, at
+    most what its jobs allowed on t ask), each type within its capacity. Equal shares route
+    as well onto one type as another, so without the third step a project whose jobs run 3x
+    faster on h100 could be routed onto a100 and one indifferent to the type onto h100: the
+    targets' floors then hold each there, above anything the work tier can pay."""
     from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix
+    from scipy.sparse import coo_matrix, vstack
 
     O, T = full.shape
     lo_all = np.minimum(prot, full)
@@ -180,6 +211,17 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray)
     c = np.concatenate([-np.ones(n), [0.0]])
     r2 = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
     x = (r2 if r2.status == 0 else r).x[:n]
+    s = speed[p, t] if speed is not None else np.ones(n)
+    if r2.status == 0 and np.ptp(s) > 1e-9:
+        # the most work at that many GPUs: GPUs first (a GPU more is worth more than any
+        # speed), speed among the routings that keep them
+        most = float(x.sum())
+        A3 = vstack([A, coo_matrix(np.concatenate([-np.ones(n), [0.0]])[None, :])]).tocsr()
+        b3 = np.concatenate([b, [-(most - 1e-6 * max(1.0, most))]])
+        r3 = linprog(np.concatenate([-s, [0.0]]), A_ub=A3, b_ub=b3, bounds=bounds,
+                     method="highs")
+        if r3.status == 0:
+            x = r3.x[:n]
     X[p, t] = np.clip(x, lo, hi)
     return X
 
