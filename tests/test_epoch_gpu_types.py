@@ -139,7 +139,13 @@ def test_a_project_whose_jobs_run_faster_on_one_type_is_routed_there_when_the_ot
     assert pooled_applies(snap)
     plan = run_epoch(snap)
     assert by_project_type(snap, plan) == {("A", "h100"): 8, ("B", "b200"): 8}
-    assert set(pending_codes(plan)) == {"A01", "B01"}
+    assert pending_codes(plan) == {"A01": "OverShare", "B01": "OverShare"}
+    # one budget over both types: each is at it, whichever type holds it
+    msg = {r.job_id: r.message for r in plan.pending}
+    assert msg["A01"].startswith("A holds 8 GPUs over all types (8 h100), its fair-share "
+                                 "target this epoch is 8 over all types")
+    assert msg["B01"].startswith("B holds 8 GPUs over all types (8 b200), its fair-share "
+                                 "target this epoch is 8 over all types")
     assert not plan.floor_violations
     assert plan.report.gap is not None and plan.report.gap <= 1e-4
 

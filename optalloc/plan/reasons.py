@@ -65,18 +65,24 @@ def reserved_by_org(em: EpochModel, placed: Placed) -> np.ndarray | None:
 
 def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
                 reserved: np.ndarray | None = None) -> str:
-    tn = snap.type_names[t]
-    note = reserved_note(reserved, o, t)
-    held = f"{got[o, t]:g} {tn} GPUs" + (f" ({note[2:]})" if note else "")
-    if em.tg.pooled:  # one budget over every type (optalloc.model.pooled)
+    if em.tg.pooled:  # one budget over every type (optalloc.model.pooled): what o holds of
+        # each type against its target over all types (a project at its budget on b200 is
+        # at it, whatever it holds of h100)
         ent = float(snap.org.entitlement[o] @ em.tg.capacity)
-        where = (f"entitled {ent:.1f} GPUs over all gpu types, target {em.target[o].sum():g} "
-                 f"over all types")
-    else:
-        ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
-        where = f"entitled {ent:.1f}"
+        each = ", ".join(f"{got[o, u]:g} {nm}" for u, nm in enumerate(snap.type_names)
+                         if got[o, u] > 0)
+        r = 0.0 if reserved is None else float(reserved[o].sum())
+        held = (f"{got[o].sum():g} GPUs over all types" + (f" ({each})" if each else "")
+                + (f" ({r:g} of them for its reserved gangs)" if r > 1e-9 else ""))
+        return (f"{snap.org.names[o]} holds {held}, its fair-share target this epoch is "
+                f"{em.target[o].sum():g} over all types (floor {em.floor[o].sum():g}, "
+                f"entitled {ent:.1f} GPUs over all gpu types, usage ratio "
+                f"{snap.usage_ratio[o]:.2f})")
+    note = reserved_note(reserved, o, t)
+    held = f"{got[o, t]:g} {snap.type_names[t]} GPUs" + (f" ({note[2:]})" if note else "")
+    ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
     return (f"{snap.org.names[o]} holds {held}, its fair-share target this "
-            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, {where}, "
+            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, entitled {ent:.1f}, "
             f"usage ratio {snap.usage_ratio[o]:.2f})")
 
 
@@ -294,7 +300,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                 f"({', '.join(snap.jobs[m].id for m in higher[:3])}"
                 f"{'...' if len(higher) > 3 else ''}); this job needs {g} more"
             ), o == p
-    others = got[0, t] - got[o, t]  # allocated GPUs of t held outside o's subtree
+    # allocated GPUs held outside o's subtree: of t, or with one budget over every type
+    # (optalloc.model.pooled) of any type the job may use, which it would hold in their place
+    others = (sum(got[0, u] - got[o, u] for u in t1) if em.tg.pooled
+              else got[0, t] - got[o, t])
     if got[o, t] < em.floor[o, t] - 1e-9 or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
         end = ctx.first_end[t]
