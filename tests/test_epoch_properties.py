@@ -60,7 +60,9 @@ def instances(draw, max_jobs: int = 24):
         mr = draw(st.sampled_from([0.0, 900.0, 2 * H, 8 * H]))
         common = dict(id=f"j{k}", project=f"p{draw(st.integers(0, n_proj - 1))}", gpus=g,
                       gpu_types=allowed, min_runtime_s=mr, priority=draw(st.integers(0, 2)),
-                      submit_time=float(k), speedup={"b200": 1.5} if n_types > 1 else {})
+                      submit_time=float(k),
+                      speedup={"b200": draw(st.sampled_from([1.5, 1.5, 1.0, 3.0]))}
+                      if n_types > 1 else {})
         pl = None
         if draw(st.booleans()):
             pl = _pack(nodes, free, g, allowed, k, draw(st.booleans()))
