@@ -92,6 +92,12 @@ class Snapshot:
         reasons group jobs by it)."""
         return self.derived(_allowed_code)
 
+    def relative_speed(self) -> np.ndarray:
+        """(J, T) each job's speed on each type over its best allowed type's, 0 where it is
+        not allowed, once per snapshot: what the work tier values a GPU by (srel), and what
+        makes two running jobs interchangeable or a type worth routing a project onto."""
+        return self.derived(_relative_speed)
+
     def capacity_by_type(self, *, up_only: bool = True) -> np.ndarray:
         """(T,) GPUs per type on nodes that are up (or, with up_only=False, not down)."""
         mask = self.node_up if up_only else self.node_present
@@ -117,6 +123,13 @@ def _allowed_code(snap: Snapshot) -> np.ndarray:
     if T <= 62:
         return allowed.astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
     return np.unique(allowed, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _relative_speed(snap: Snapshot) -> np.ndarray:
+    """Snapshot.relative_speed."""
+    speed = np.where(snap.job_allowed, snap.job_speed, 0.0)
+    best = speed.max(axis=1, keepdims=True)
+    return np.divide(speed, best, out=np.zeros_like(speed), where=best > 0)
 
 
 def build_snapshot(

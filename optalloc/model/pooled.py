@@ -73,43 +73,28 @@ def pooled_applies(snap: Snapshot) -> bool:
 
 def _leaf_demand(snap: Snapshot, req: Requirements):
     """(full (O, T): GPUs of each project's jobs that may run on t, pooled (O,): each job
-    once), at the leaves (the protected GPUs are targets._demand's)."""
+    once, speed (O, T): how fast those GPUs' work runs on t, as a fraction of each job's best
+    allowed type (the model's srel), GPU-weighted; 1 where it has none), at the leaves (the
+    protected GPUs are targets._demand's). The speed is what routing a project's target onto
+    t is worth per GPU."""
     O, T = snap.org.n, len(snap.gpu_types)
-    full, pooled = np.zeros((O, T)), np.zeros(O)
-    rj, rt = req.run_job, req.run_type
-    keep = counted_running(snap, req)
-    np.add.at(full, (snap.job_project[rj[keep]], rt[keep]), snap.job_gpus[rj[keep]])
-    np.add.at(pooled, snap.job_project[rj[keep]], snap.job_gpus[rj[keep]])
-    cj, ct = req.cand_job, req.cand_type
-    ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
-    pairs = np.unique(np.stack([cj[ok], ct[ok]]), axis=1) if ok.any() else np.zeros((2, 0), int)
-    np.add.at(full, (snap.job_project[pairs[0]], pairs[1]), snap.job_gpus[pairs[0]])
-    jobs = np.unique(pairs[0])
-    np.add.at(pooled, snap.job_project[jobs], snap.job_gpus[jobs])
-    return full, pooled
-
-
-def _leaf_speed(snap: Snapshot, req: Requirements) -> np.ndarray:
-    """(O, T) how fast each project's work runs on t, as a fraction of each job's best allowed
-    type (the model's srel), averaged over its jobs' GPUs that may run there (running jobs on
-    their own type): what routing a project's target onto t is worth per GPU. 1 where it has
-    no such job."""
-    O, T = snap.org.n, len(snap.gpu_types)
-    speed = np.where(snap.job_allowed, snap.job_speed, 0.0)
-    best = speed.max(axis=1, keepdims=True)
-    srel = np.divide(speed, best, out=np.zeros_like(speed), where=best > 0)
+    full, pooled, fast = np.zeros((O, T)), np.zeros(O), np.zeros((O, T))
+    srel = snap.relative_speed()
     rj, rt = req.run_job, req.run_type
     keep = counted_running(snap, req)
     cj, ct = req.cand_job, req.cand_type
     ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
     pairs = np.unique(np.stack([cj[ok], ct[ok]]), axis=1) if ok.any() else np.zeros((2, 0), int)
+    # running jobs on their own type, then each waiting job on every type it may use
     j = np.concatenate([rj[keep], pairs[0]]).astype(np.int64)
     t = np.concatenate([rt[keep], pairs[1]]).astype(np.int64)
     g = snap.job_gpus[j].astype(float)
-    num, den = np.zeros((O, T)), np.zeros((O, T))
-    np.add.at(num, (snap.job_project[j], t), g * srel[j, t])
-    np.add.at(den, (snap.job_project[j], t), g)
-    return np.divide(num, den, out=np.ones((O, T)), where=den > 0)
+    np.add.at(full, (snap.job_project[j], t), g)
+    np.add.at(fast, (snap.job_project[j], t), g * srel[j, t])
+    np.add.at(pooled, snap.job_project[rj[keep]], snap.job_gpus[rj[keep]])
+    jobs = np.unique(pairs[0])
+    np.add.at(pooled, snap.job_project[jobs], snap.job_gpus[jobs])
+    return full, pooled, np.divide(fast, full, out=np.ones((O, T)), where=full > 0)
 
 
 def _pooled(snap: Snapshot, req: Requirements) -> Targets:
@@ -118,7 +103,7 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     M = org.membership().astype(float)
     cap_up, cap = capacities(snap, req)
     demand, prot, _ = _demand(snap, req, cap_up)  # demand: the per-type view, for reports
-    full, dp = _leaf_demand(snap, req)
+    full, dp, speed = _leaf_demand(snap, req)
     window, horizon = horizons(snap)
     rho = clipped_ratios(snap) * (1.0 - horizon / window)
     ent = (org.entitlement * cap_up[None, :]).sum(axis=1, keepdims=True)  # (O, 1) GPUs
@@ -127,7 +112,6 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     FP = np.floor(np.minimum(D, ent) + 1e-9)
     FP[0] = 0.0
     P = M @ prot
-    speed = _leaf_speed(snap, req)
     target = _fit(snap, req, np.array([cap.sum()]), FP, P.sum(axis=1, keepdims=True), D, dp,
                   rho, kappa, full, prot, cap, speed)
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,

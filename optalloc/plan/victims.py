@@ -43,10 +43,7 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
         return None
     pc, _ = priority_class(snap)
     lost = em.imp.lost_s
-    speed = np.where(snap.job_allowed[rj], snap.job_speed[rj], 0.0)
-    best = speed.max(axis=1)
-    here = speed[np.arange(K), rt]
-    srel = np.round(np.divide(here, best, out=np.zeros(K), where=best > 0), 9).tolist()
+    srel = np.round(snap.relative_speed()[rj, rt], 9).tolist()
 
     def group(i: int) -> tuple:  # what makes two running jobs interchangeable
         return (int(snap.job_project[rj[i]]), int(rt[i]), int(snap.job_gpus[rj[i]]),

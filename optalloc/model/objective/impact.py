@@ -135,9 +135,7 @@ def compute_impact(snap: Snapshot) -> Impact:
     if J == 0:
         z = np.zeros(0)
         return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega, 0.0)
-    speed = np.where(snap.job_allowed, snap.job_speed, 0.0)
-    best = speed.max(axis=1, keepdims=True)
-    srel = np.divide(speed, best, out=np.zeros_like(speed), where=best > 0)
+    srel = snap.relative_speed()
     srel_min = float(srel[srel > 0].min(initial=1.0))
     g_max = float(snap.node_gpus.max(initial=1))
     eps_u = srel_min / (FILL_SHARE * FOOTPRINT * g_max * V_MAX * (1.0 + ALPHA))
