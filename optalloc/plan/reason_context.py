@@ -39,52 +39,44 @@ class ReasonContext:
         self._targets: dict = {}
         self._memo: dict = {}
 
-    def about(self, fn, o: int, t: int):
-        """fn(snap, em, got, o, t), once per epoch per (fn, o, t): the lines naming who holds
-        what read only the plan's totals, the same for every pending job behind that level
-        (the 16k-GPU bench epoch asked them ~8,700 times for a few hundred levels)."""
-        key = (fn, o, t)
-        out = self._memo.get(key)
-        if out is None:
-            out = self._memo[key] = fn(self.em.snap, self.em, self.got, o, t)
-        return out
-
     def once(self, key, make):
-        """make(), once per epoch per key (a line that reads only the plan's totals)."""
+        """make(), once per epoch per key: what reads only the plan and the model (a line
+        naming who holds what, the holders of a level), the same for every pending job."""
         out = self._memo.get(key)
         if out is None:
             out = self._memo[key] = make()
         return out
 
+    def about(self, fn, o: int, t: int):
+        """fn(snap, em, got, o, t), once per epoch per (fn, o, t): the lines naming who holds
+        what read only the plan's totals, the same for every pending job behind that level
+        (the 16k-GPU bench epoch asked them ~8,700 times for a few hundred levels)."""
+        return self.once((fn, o, t), lambda: fn(self.em.snap, self.em, self.got, o, t))
+
     def lists(self) -> tuple[list, list]:
         """(got, the targets) as nested Python lists, once per epoch (the classification
         compares them level by level for every distinct pending job)."""
-        out = self._memo.get("lists")
-        if out is None:
-            out = self._memo["lists"] = (self.got.tolist(), self.em.target.tolist())
-        return out
+        return self.once("lists", lambda: (self.got.tolist(), self.em.target.tolist()))
 
     def own_holders(self, p: int, t: int) -> tuple[np.ndarray, np.ndarray]:
         """(jobs of project p holding GPUs of t after the plan, their priorities), in hold
         order, once per epoch."""
-        key = ("own", p, t)
-        out = self._memo.get(key)
-        if out is None:
+        def make():
             snap = self.em.snap
             mine = self.hold_j[(self.hold_t == t) & (snap.job_project[self.hold_j] == p)]
-            out = self._memo[key] = (mine, snap.job_priority[mine])
-        return out
+            return mine, snap.job_priority[mine]
+
+        return self.once(("own", p, t), make)
 
     def fill(self) -> tuple[np.ndarray, np.ndarray]:
         """((O,) each project's fill target of idle GPUs for unallocated work, (O,) the GPUs of
         unallocated work it holds after the plan), once per epoch."""
-        out = self._memo.get("fill")
-        if out is None:
+        def make():
             snap = self.em.snap
             held = unallocated_held(snap, self.hold_j, self.hold_t)
-            fill = self.em.fill if len(self.em.fill) else np.zeros(snap.org.n)
-            out = self._memo["fill"] = (fill, held)
-        return out
+            return (self.em.fill if len(self.em.fill) else np.zeros(snap.org.n)), held
+
+        return self.once("fill", make)
 
     def targets(self, p: int, types: tuple) -> tuple[list[int], dict]:
         """(project p's path below the root, its details["targets"] on `types`), once per
