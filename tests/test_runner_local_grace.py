@@ -70,3 +70,24 @@ def test_explain_says_a_start_waits_for_the_preempted_jobs_to_leave():
     assert d["message"] == ("starts once b1 (PreemptedForFairShare, grace 10 s) has left these "
                             "GPUs: the first epoch after that starts it")
     assert snap.jobs[snap.job_index["a2"]].state is JobState.QUEUED
+
+
+def test_a_moved_job_is_stopped_first_and_its_new_placement_waits_for_a_later_epoch(
+        make_runner, scripts, marks):
+    """A plan that moves a running job (code Moved, placed again elsewhere): the runner sends
+    the notice and reports the new placement as waiting, never a second run of the job
+    beside the first, and never an error."""
+    from dataclasses import replace as _replace
+
+    from optalloc.types import Preemption, ReasonCode
+    r = make_runner()
+    b1 = job("b1", scripts["stubborn"], marks)
+    r.apply(plan(T0, place("b1", 2, 3)), {"b1": b1}, T0)
+    wait_until(lambda: (marks / "b1.starts").exists())
+    move = _replace(plan(T0 + 30, place("b1", 0, 1)), preemptions=(
+        Preemption("b1", ReasonCode.MOVED, "restarts on h100 (box) in place of waiting", 10.0),))
+    res = r.apply(move, {"b1": b1}, T0 + 30)
+    assert res.preempting == ("b1",) and res.started == () and res.errors == {}
+    assert res.waiting["b1"].startswith("b1 moves: it is stopping after its preemption notice")
+    assert (marks / "b1.starts").read_text().count("\n") <= 1  # one run, no second start
+    ended(r, T0 + 40, "b1")

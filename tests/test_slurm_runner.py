@@ -160,6 +160,28 @@ def test_submit_place_preempt_requeue_and_complete_on_the_planned_nodes(
     assert runner.observe(time.time()).running == {}
 
 
+def test_a_moved_job_is_requeued_first_and_its_new_placement_waits_for_a_later_epoch(
+        runner, slurm_cluster, tmp_path, marks):
+    """A plan that moves a running job (code Moved, placed again on other nodes): the notice
+    goes out, the new placement is reported as waiting (not an error), and Slurm requeues the
+    job held, for a later epoch to place: never two runs at once."""
+    job = Job("move-1", "A1", 2, min_runtime_s=3600, resumable=True,
+              command=("sh", str(script(tmp_path, JOB)), str(marks)))
+    runner.submit(job)
+    res = runner.apply(plan(place("move-1", "node3", 2)), {"move-1": job}, time.time())
+    assert (res.started, res.errors) == (("move-1",), {})
+    observe_until(runner, lambda o, s: (marks / "move-1.run0").exists() and "move-1" in o.running)
+    move = Plan(now=time.time(), placements=(place("move-1", "node1", 2),), preemptions=(
+        Preemption("move-1", ReasonCode.MOVED, "restarts on h100 (node1) in place of waiting",
+                   30.0),))
+    res = runner.apply(move, {"move-1": job}, time.time())
+    assert (res.preempting, res.started, res.errors) == (("move-1",), (), {})
+    assert res.waiting["move-1"].startswith("move-1 moves: it is stopping after its preemption")
+    _, events = observe_until(runner, lambda o, s: any(e.kind is EventKind.REQUEUED for e in s))
+    assert [e.kind for e in events] == [EventKind.REQUEUED]
+    assert not (marks / "move-1.run1").exists()
+
+
 def test_a_non_resumable_job_ignoring_the_notice_is_cancelled_after_the_grace_period(
         runner, slurm_cluster, tmp_path, marks):
     job = Job("stub-1", "A1", 1, resumable=False,

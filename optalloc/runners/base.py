@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Mapping
 
-from optalloc.types import Job, NodeState, Placement, Plan, frozen_map
+from optalloc.types import Job, NodeState, Placement, Plan, ReasonCode, frozen_map
 
 
 class EventKind(str, Enum):
@@ -63,6 +63,22 @@ class ApplyResult:
     waiting: Mapping[str, str] = field(default_factory=frozen_map)
     events: tuple[JobEvent, ...] = ()  # transitions already complete at apply time (e.g. a
     # preemption of a job with nothing to signal); handled exactly like observed events
+
+
+def moved_ids(plan: Plan) -> frozenset[str]:
+    """Jobs the plan both preempts with code Moved and places again (a move to another
+    gpu_type, or a restart off a down node): a runner stops them first, then reports their
+    new placement as waiting; the queue requeues them once stopped and a later epoch places
+    them again (never two runs of one job at once)."""
+    placed = {p.job_id for p in plan.placements}
+    return frozenset(p.job_id for p in plan.preemptions
+                     if p.code == ReasonCode.MOVED and p.job_id in placed)
+
+
+def moving_message(pl: Placement) -> str:
+    return (f"{pl.job_id} moves: it is stopping after its preemption notice and starts again "
+            f"(the plan placed it on {pl.gpu_type} {','.join(pl.node_names)}) in a later "
+            "epoch, once it has stopped")
 
 
 REQUEUE_EXIT_CODE = 75  # EX_TEMPFAIL: a resumable job that exits with it asks to be requeued

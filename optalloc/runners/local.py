@@ -61,6 +61,8 @@ from optalloc.runners.base import (
     JobEvent,
     Observation,
     Runner,
+    moved_ids,
+    moving_message,
     parse_signal,
 )
 from optalloc.runners.local_proc import comm, process_start_ticks
@@ -201,6 +203,7 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
         notices: list[int] = []
         intents: list[tuple[int, Job, Placement]] = []
         preempted_ids = {p.job_id for p in plan.preemptions}
+        moved = moved_ids(plan)
         with write_transaction(self.conn):  # 1. record what is about to happen
             live = {r.job_id: r for r in self._live_runs()}
             for pre in plan.preemptions:
@@ -224,6 +227,9 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
                        for r in live.values() if r.state == "stopping" or r.job_id in grace
                        for k in r.placement.gpu_keys}
             for pl in plan.placements:
+                if pl.job_id in moved:  # it stops first; a later epoch starts it again
+                    waiting[pl.job_id] = moving_message(pl)
+                    continue
                 if pl.job_id in preempted_ids:
                     errors[pl.job_id] = f"{pl.job_id} is both placed and preempted in one plan"
                     continue

@@ -43,6 +43,8 @@ from optalloc.runners.base import (
     JobEvent,
     Observation,
     Runner,
+    moved_ids,
+    moving_message,
     parse_signal,
 )
 from optalloc.runners.slurm_cli import (
@@ -132,6 +134,7 @@ class SlurmRunner(SubmitMixin, Runner):
 
     def apply(self, plan: Plan, jobs: Mapping[str, Job], now: float) -> ApplyResult:
         errors: dict[str, str] = {}
+        waiting: dict[str, str] = {}
         started: list[str] = []
         preempting: list[str] = []
         events: list[JobEvent] = []
@@ -158,7 +161,11 @@ class SlurmRunner(SubmitMixin, Runner):
                     events.append(ev)
                 else:
                     preempting.append(pre.job_id)
+            moved = moved_ids(plan)
             for pl in plan.placements:
+                if pl.job_id in moved:  # it stops first; a later epoch places it again
+                    waiting[pl.job_id] = moving_message(pl)
+                    continue
                 row = rows.get(pl.job_id)
                 try:
                     err = self._place(pl, row, jobs.get(pl.job_id), sjobs, now)
@@ -172,7 +179,7 @@ class SlurmRunner(SubmitMixin, Runner):
             self.table.emit(_event_row(e) for e in events)
         self._handed_seq = self.table.last_seq()
         return ApplyResult(started=tuple(started), preempting=tuple(preempting),
-                           errors=errors, events=tuple(events))
+                           errors=errors, waiting=waiting, events=tuple(events))
 
     def ack_events(self) -> None:
         """The events handed out so far (by observe and apply) are recorded: they are not
