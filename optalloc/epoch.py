@@ -101,7 +101,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         degraded = f"{out.backend}: {out.status} ({out.message}); best plan found kept"
     # 5. reasons and report
     placed = out.placed
-    got = got_by_org(em, placed)
+    got = got_by_org(em, placed, moves=True)  # what each holds, for the messages
     gap = _gap(out.objective, out.bound)
     report = SolveReport(
         backend=out.backend, status=out.status, objective=out.objective, bound=out.bound,
@@ -116,7 +116,8 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         placements=tuple(_with_alloc(p, snapshot) for p in kept) + tuple(new),
         preemptions=preemptions(em, placed, snapshot.policy.grace_s, got),
         pending=reservation_reasons(em, placed, pending_reasons(em, placed, degraded, got)),
-        floor_violations=floor_violations(em, got_by_org(em, placed, reserved=False)),
+        floor_violations=floor_violations(em, got_by_org(em, placed, reserved=False,
+                                                          moves=True)),
         report=report,
         degraded=degraded,
         drains=drain_status(em, placed),
@@ -142,7 +143,8 @@ def _gap(objective: float | None, bound: float | None) -> float | None:
 def _left_idle(em: EpochModel, placed: Placed) -> float:
     """GPUs a plan leaves to unallocated work: the capacity less its allocated GPUs (the
     root's tier-1 GPUs)."""
-    return float(em.tg.capacity.sum() - got_by_org(em, placed, reserved=False)[0].sum())
+    return float(em.tg.capacity.sum()
+                 - got_by_org(em, placed, reserved=False, moves=True)[0].sum())
 
 
 def _early_lp(em: EpochModel, settings: SolverSettings) -> EarlyLp | None:

@@ -24,6 +24,7 @@ from optalloc.types import (
     OrgNode,
     Placement,
     Policy,
+    ReasonCode,
     SolverSettings,
 )
 
@@ -32,7 +33,8 @@ TYPES = ("h100", "b200")
 
 
 @st.composite
-def instances(draw, max_jobs: int = 24):
+def instances(draw, max_jobs: int = 24, queue: bool = True):
+    """Random snapshots; `queue=False`: only running jobs (nothing waits)."""
     n_types = draw(st.integers(1, 2))
     nodes = []
     for t in range(n_types):
@@ -69,7 +71,7 @@ def instances(draw, max_jobs: int = 24):
         if pl is not None:
             start = now - draw(st.sampled_from([600.0, 3 * H, 10 * H]))
             jobs.append(Job(**common, state=JobState.RUNNING, start_time=start, placement=pl))
-        else:
+        elif queue:
             jobs.append(Job(**common))
     policy = Policy(max_reservations=draw(st.sampled_from([0, 2])))  # lookahead off / on
     cfg = Config(tuple(GpuType(t) for t in TYPES[:n_types]), tuple(nodes), org, policy,
@@ -139,6 +141,15 @@ def _check_plan(snap, plan):
         if job.running:
             kept = _same(placed.get(job.id), job.placement)
             assert kept != (job.id in pre), f"{job.id}: kept xor preempted"
+            moved = job.id in placed and not kept
+            assert moved == (job.id in pre and pre[job.id].code is ReasonCode.MOVED), \
+                f"{job.id}: placed elsewhere exactly when Moved"
+            j = snap.job_index[job.id]
+            if moved and not req.displaced[j]:  # a move: past its protection, to another
+                t_old = snap.type_names.index(job.placement.gpu_type)  # type, allocated on both
+                t_new = snap.type_names.index(placed[job.id].gpu_type)
+                assert t_new != t_old and not snap.job_protected[j] and job.resumable
+                assert snap.job_tier1[j, t_old] and snap.job_tier1[j, t_new]
     # work conservation + unallocated never displaces allocated demand (single-node jobs):
     # no waiting job fits the free GPUs, and no waiting allocated job fits free + GPUs held by
     # unallocated jobs; except GPUs a reservation holds for a gang that starts before the job
@@ -173,6 +184,20 @@ def _check_plan(snap, plan):
     rep = plan.report
     if rep.bound is not None and rep.objective is not None:
         assert rep.objective <= rep.bound + 1e-6 * max(1.0, abs(rep.bound))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances(queue=False))
+def test_with_nothing_waiting_no_running_job_is_moved_or_preempted_but_off_a_drain_or_down_node(
+        snap):
+    """A move is worth no more than the keep, and with nothing waiting no floor or target
+    needs a job's GPUs: jobs leave only a drain node (past protection) or a down node."""
+    plan = run_epoch(snap)
+    _check_plan(snap, plan)
+    req = compute_requirements(snap)
+    for x in plan.preemptions:
+        j = snap.job_index[x.job_id]
+        assert req.displaced[j] or snap.job_on_drain[j], (x.job_id, x.code, x.message)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

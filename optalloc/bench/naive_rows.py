@@ -9,9 +9,11 @@ from optalloc.model.build import EpochModel
 
 
 def _holders(em: EpochModel, x: list, k: list) -> list[tuple[int, int, object]]:
-    """(job, type, its variable) of every candidate start and every running job's keep."""
+    """(job, type, its variable) of every candidate start and every running job's keep; not
+    the moves (a move counts in no share or debug row, as in optalloc's model)."""
     req = em.req
-    out = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))]
+    out = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))
+           if not req.cand_move[ci]]
     return out + [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
 
 

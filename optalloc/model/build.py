@@ -126,8 +126,9 @@ class EpochModel:
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
         floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got)
         req = self.req
-        jobs = np.concatenate([req.run_job[kept], req.cand_job[started]])
-        types = np.concatenate([req.run_type[kept], req.cand_type[started]])
+        counted = started & ~req.cand_move  # a move counts in no debug or fill row
+        jobs = np.concatenate([req.run_job[kept], req.cand_job[counted]])
+        types = np.concatenate([req.run_type[kept], req.cand_type[counted]])
         work += fill_value(self.imp, self.snap, self.fill, jobs, types)
         return floors, targets + debug_value(self.imp, self.snap, jobs, types), work
 

@@ -74,18 +74,27 @@ def pooled_applies(snap: Snapshot) -> bool:
 def _leaf_demand(snap: Snapshot, req: Requirements):
     """(full (O, T): GPUs of each project's jobs that may run on t, pooled (O,): each job
     once, speed (O, T): how fast those GPUs' work runs on t, as a fraction of each job's best
-    allowed type (the model's srel), GPU-weighted; 1 where it has none), at the leaves (the
-    protected GPUs are targets._demand's). The speed is what routing a project's target onto
-    t is worth per GPU."""
+    allowed type (the model's srel), GPU-weighted; 1 where it has none, stay (O, T): GPUs of
+    running jobs past their protection on their own type, which may move to another), at the
+    leaves (the protected GPUs are targets._demand's). A running job past its protection
+    counts on its own type and on every other type it is allowed and fits (it may restart
+    there, optalloc.model.requirements: a move), once in `pooled`. The speed is what routing
+    a project's target onto t is worth per GPU."""
     O, T = snap.org.n, len(snap.gpu_types)
     full, pooled, fast = np.zeros((O, T)), np.zeros(O), np.zeros((O, T))
+    stay = np.zeros((O, T))
     srel = snap.relative_speed()
     rj, rt = req.run_job, req.run_type
     keep = counted_running(snap, req)
     cj, ct = req.cand_job, req.cand_type
     ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
+    # a move's pair counts only for a job counted on its own type (not a drain leaver)
+    counted = np.zeros(len(snap.jobs), bool)
+    counted[rj[keep]] = True
+    ok &= ~req.cand_move | counted[cj]
     pairs = np.unique(np.stack([cj[ok], ct[ok]]), axis=1) if ok.any() else np.zeros((2, 0), int)
-    # running jobs on their own type, then each waiting job on every type it may use
+    # running jobs on their own type, then each waiting job on every type it may use (a
+    # running one past its protection on every other type it may move to)
     j = np.concatenate([rj[keep], pairs[0]]).astype(np.int64)
     t = np.concatenate([rt[keep], pairs[1]]).astype(np.int64)
     g = snap.job_gpus[j].astype(float)
@@ -93,8 +102,12 @@ def _leaf_demand(snap: Snapshot, req: Requirements):
     np.add.at(fast, (snap.job_project[j], t), g * srel[j, t])
     np.add.at(pooled, snap.job_project[rj[keep]], snap.job_gpus[rj[keep]])
     jobs = np.unique(pairs[0])
+    jobs = jobs[~counted[jobs]]  # each running job once (above)
     np.add.at(pooled, snap.job_project[jobs], snap.job_gpus[jobs])
-    return full, pooled, np.divide(fast, full, out=np.ones((O, T)), where=full > 0)
+    mv = keep & ~req.run_fixed & np.isin(rj, cj[req.cand_move]) if len(rj) else keep
+    np.add.at(stay, (snap.job_project[rj[mv]], rt[mv]), snap.job_gpus[rj[mv]])
+    speed = np.divide(fast, full, out=np.ones((O, T)), where=full > 0)
+    return full, pooled, speed, stay
 
 
 def _pooled(snap: Snapshot, req: Requirements) -> Targets:
@@ -103,7 +116,7 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     M = org.membership().astype(float)
     cap_up, cap = capacities(snap, req)
     demand, prot, _ = _demand(snap, req, cap_up)  # demand: the per-type view, for reports
-    full, dp, speed = _leaf_demand(snap, req)
+    full, dp, speed, stay = _leaf_demand(snap, req)
     window, horizon = horizons(snap)
     rho = clipped_ratios(snap) * (1.0 - horizon / window)
     ent = (org.entitlement * cap_up[None, :]).sum(axis=1, keepdims=True)  # (O, 1) GPUs
@@ -113,15 +126,16 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     FP[0] = 0.0
     P = M @ prot
     target = _fit(snap, req, np.array([cap.sum()]), FP, P.sum(axis=1, keepdims=True), D, dp,
-                  rho, kappa, full, prot, cap, speed)
+                  rho, kappa, full, prot, cap, speed, stay)
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
-                 full, np.zeros_like(prot), cap_up, speed)
+                 full, np.zeros_like(prot), cap_up, speed, stay)
             if lookahead_on(snap) else np.zeros((0, 0)))
     return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free, pooled=True)
 
 
-def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None):
+def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None,
+         stay=None):
     """(O, T) whole per-type targets: pooled water-filling with in-order caps, routed onto
     types; a project that cannot be routed is capped at what it got and the pooled filling
     runs again."""
@@ -139,7 +153,7 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
             upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
             pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
-        X = route(want, full, prot, cap, speed)
+        X = route(want, full, prot, cap, speed, stay)
         got = X.sum(axis=1)
         short = leaves & (got < want - 0.5)
         if not short.any():
@@ -149,16 +163,19 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
 
 
 def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
-          speed: np.ndarray | None = None) -> np.ndarray:
+          speed: np.ndarray | None = None, stay: np.ndarray | None = None) -> np.ndarray:
     """(O, T) GPUs of each leaf's pooled target `want` (O,) placed on types, max-min: every
-    leaf gets at least z * want with the largest z, then the most GPUs in all, then, among
-    the routings with those GPUs, the most work by `speed` (O, T: how fast the leaf's work
-    runs on t relative to its best type; without it, or where it is the same everywhere,
-    any such routing); a leaf's GPUs on t within [prot, full] (its protected jobs stay, at
-    most what its jobs allowed on t ask), each type within its capacity. Equal shares route
-    as well onto one type as another, so without the third step a project whose jobs run 3x
-    faster on h100 could be routed onto a100 and one indifferent to the type onto h100: the
-    targets' floors then hold each there, above anything the work tier can pay."""
+    leaf gets at least z * want with the largest z, then the most GPUs in all, then the most
+    running work left where it runs (`stay` (O, T): GPUs of running jobs past their
+    protection on t, which `full` also counts on the other types they may move to: a job is
+    moved only where that raises z or the GPUs routed), then, among those routings, the most
+    work by `speed` (O, T: how fast the leaf's work runs on t relative to its best type;
+    without it, or where it is the same everywhere, any such routing); a leaf's GPUs on t
+    within [prot, full] (its protected jobs stay, at most what its jobs allowed on t ask),
+    each type within its capacity. Equal shares route as well onto one type as another, so
+    without the speed step a project whose jobs run 3x faster on h100 could be routed onto
+    a100 and one indifferent to the type onto h100: the targets' floors then hold each
+    there, above anything the work tier can pay."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix, vstack
 
@@ -176,37 +193,56 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
     top = np.maximum(w, np.bincount(li, weights=lo, minlength=L))
     types = np.unique(t)
     ti = np.searchsorted(types, t)
-    # rows: [leaf sums <= top] [-(leaf sums) + w z <= 0] [type sums <= cap]
+    st = np.minimum(stay[p, t], hi) if stay is not None else np.zeros(n)
+    ws = np.flatnonzero(st > 0)  # pairs with running work that may stay: a column each
+    m = len(ws)
+    # columns: x (n), z, s (m: the movable running GPUs routed where they run: s <= stay,
+    # s <= x - lo, above the protected GPUs that stay anyway)
+    # rows: [leaf sums <= top] [-(leaf sums) + w z <= 0] [type sums <= cap] [s - x <= -lo]
     k = np.arange(n)
-    rows = np.concatenate([li, L + li, 2 * L + ti, L + np.arange(L)])
-    cols = np.concatenate([k, k, k, np.full(L, n)])
-    vals = np.concatenate([np.ones(n), -np.ones(n), np.ones(n), w])
-    A = coo_matrix((vals, (rows, cols)), shape=(2 * L + len(types), n + 1)).tocsr()
-    b = np.concatenate([top, np.zeros(L), cap[types]])
-    bounds = np.concatenate([np.stack([lo, hi], 1), [[0.0, 1.0]]])
-    c = np.zeros(n + 1)
+    R = 2 * L + len(types)
+    rows = np.concatenate([li, L + li, 2 * L + ti, L + np.arange(L), R + np.arange(m),
+                           R + np.arange(m)])
+    cols = np.concatenate([k, k, k, np.full(L, n), ws, n + 1 + np.arange(m)])
+    vals = np.concatenate([np.ones(n), -np.ones(n), np.ones(n), w, -np.ones(m), np.ones(m)])
+    A = coo_matrix((vals, (rows, cols)), shape=(R + m, n + 1 + m)).tocsr()
+    b = np.concatenate([top, np.zeros(L), cap[types], -lo[ws]])
+    bounds = np.concatenate([np.stack([lo, hi], 1), [[0.0, 1.0]],
+                             np.stack([np.zeros(m), st[ws]], 1)])
+    N = n + 1 + m
+
+    def best(c: np.ndarray):
+        r = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
+        return r if r.status == 0 else None
+
+    def at_least(c: np.ndarray, value: float) -> None:  # keep stage c^T v >= value
+        nonlocal A, b
+        A = vstack([A, coo_matrix(-c[None, :])]).tocsr()
+        b = np.concatenate([b, [-(value - 1e-6 * max(1.0, abs(value)))]])
+
+    c = np.zeros(N)
     c[n] = -1.0
-    r = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
-    if r.status != 0:
+    r = best(c)
+    if r is None:
         X[p, t] = lo
         return X
-    z = float(r.x[n])
-    bounds[n] = [max(0.0, z - 1e-7), 1.0]
-    c = np.concatenate([-np.ones(n), [0.0]])
-    r2 = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
-    x = (r2 if r2.status == 0 else r).x[:n]
+    bounds[n] = [max(0.0, float(r.x[n]) - 1e-7), 1.0]
+    gpus = np.concatenate([np.ones(n), np.zeros(1 + m)])
     s = speed[p, t] if speed is not None else np.ones(n)
-    if r2.status == 0 and np.ptp(s) > 1e-9:
-        # the most work at that many GPUs: GPUs first (a GPU more is worth more than any
-        # speed), speed among the routings that keep them
-        most = float(x.sum())
-        A3 = vstack([A, coo_matrix(np.concatenate([-np.ones(n), [0.0]])[None, :])]).tocsr()
-        b3 = np.concatenate([b, [-(most - 1e-6 * max(1.0, most))]])
-        r3 = linprog(np.concatenate([-s, [0.0]]), A_ub=A3, b_ub=b3, bounds=bounds,
-                     method="highs")
-        if r3.status == 0:
-            x = r3.x[:n]
-    X[p, t] = np.clip(x, lo, hi)
+    stages = [gpus]  # the most GPUs at that z; then running work stays; then speed
+    if m:
+        stages.append(np.concatenate([np.zeros(n + 1), np.ones(m)]))
+    if np.ptp(s) > 1e-9:
+        stages.append(np.concatenate([s, np.zeros(1 + m)]))
+    for goal in stages:
+        r2 = best(-goal)
+        if r2 is None:
+            break
+        r = r2
+        at_least(goal, float(goal @ r.x))
+    x = r.x[:n]
+    near = np.rint(x)  # the stages' tolerances leave GPUs a few 1e-7 off whole numbers
+    X[p, t] = np.clip(np.where(np.abs(x - near) < 1e-5, near, x), lo, hi)
     return X
 
 

@@ -8,7 +8,10 @@ From a Snapshot this computes
                  node holding `rem` GPUs when the node size does not divide the job (8+8+4);
       - PIECES : `pieces` nodes with `size` (= gpus_per_node) GPUs each, on distinct nodes;
   * the candidate (job, gpu_type) pairs a new placement may use (queued jobs, and running jobs
-    whose node went down: they are gone and may start again elsewhere);
+    whose node went down: they are gone and may start again elsewhere), then the *moves*: a
+    resumable allocated running job past its protection may restart on another gpu_type where it is
+    allocated and fits, in place of being preempted (its keep and its moves share one
+    one-choice row; a move is worth no more than the keep, optalloc.model.objective.impact);
   * the running jobs that may be kept, what they hold on which node, and which are protected;
   * per job the reason it has no candidate at all (NoMatchingGpuType / NodeDraining).
 
@@ -43,6 +46,7 @@ class Requirements:
     # ---- candidates for a new placement
     cand_job: np.ndarray  # (C,) job index
     cand_type: np.ndarray  # (C,) type index
+    cand_move: np.ndarray  # (C,) bool: a running job's restart on another type (after the rest)
     # ---- running jobs
     run_job: np.ndarray  # (K,) job index of running jobs that may be kept
     run_type: np.ndarray  # (K,) their current type
@@ -109,6 +113,10 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     # candidates for a new placement: queued jobs and displaced running jobs
     startable = ~snap.job_running | displaced
     cj, ct = np.nonzero(fits & startable[:, None])
+    # moves: allocated running jobs past their protection, on their other allocated types
+    mj, mt = _moves(snap, fits, run_job_a, np.asarray(run_type, dtype=np.int64))
+    move = np.r_[np.zeros(len(cj), bool), np.ones(len(mj), bool)]
+    cj, ct = np.r_[cj, mj], np.r_[ct, mt]
 
     # why a job has no candidate: an allowed type has capacity only on drain/down nodes (a
     # down node comes back: the job is not impossible, it waits for it)
@@ -133,6 +141,7 @@ def compute_requirements(snap: Snapshot) -> Requirements:
         fits=fits,
         cand_job=cj.astype(np.int64),
         cand_type=ct.astype(np.int64),
+        cand_move=move,
         run_job=run_job_a,
         run_type=np.asarray(run_type, dtype=np.int64),
         run_fixed=snap.job_protected[run_job_a] if len(run_job_a) else np.zeros(0, bool),
@@ -142,6 +151,20 @@ def compute_requirements(snap: Snapshot) -> Requirements:
         displaced=displaced,
         no_fit_code=codes,
     )
+
+
+def _moves(snap: Snapshot, fits: np.ndarray, rj: np.ndarray, rt: np.ndarray):
+    """(jobs, types) of the moves: each resumable running job allocated on its type and past
+    its protection, on every other type where it is allowed, fits the up nodes and is
+    allocated. (A job that is not resumable ends when it is stopped: it cannot move.)"""
+    if not len(rj):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    resumable = np.fromiter((snap.jobs[j].resumable for j in rj.tolist()), bool, len(rj))
+    ok = snap.job_tier1[rj, rt] & ~snap.job_protected[rj] & resumable
+    m = fits[rj] & snap.job_tier1[rj] & ok[:, None]
+    m[np.arange(len(rj)), rt] = False
+    k, t = np.nonzero(m)
+    return rj[k].astype(np.int64), t.astype(np.int64)
 
 
 def packed(req: Requirements) -> tuple[np.ndarray, np.ndarray]:

@@ -89,7 +89,8 @@ def _demand(snap: Snapshot, req: Requirements, cap_up: np.ndarray):
     pr = keep & snap.job_protected[rj]
     np.add.at(prot, (snap.job_project[rj[pr]], rt[pr]), snap.job_gpus[rj[pr]])
     cj, ct = req.cand_job, req.cand_type
-    ok = snap.job_tier1[cj, ct] if len(cj) else np.zeros(0, bool)
+    # a running job counts on its own type only (a move's type is no demand of its own here)
+    ok = snap.job_tier1[cj, ct] & ~req.cand_move if len(cj) else np.zeros(0, bool)
     w = np.where(ok, snap.org.entitlement[snap.job_project[cj], ct] * cap_up[ct], 0.0)
     tot = np.bincount(cj, weights=w, minlength=len(snap.jobs))
     share = np.divide(w, tot[cj], out=np.zeros_like(w), where=tot[cj] > 0)

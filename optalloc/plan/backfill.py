@@ -13,6 +13,7 @@ from optalloc.model.constraints.fairshare import (
     tier_bounds,
     tier_values,
 )
+from optalloc.model.objective.impact import candidate_values
 from optalloc.plan.fit import alloc, chunks, hold_of, nodes_for
 
 
@@ -40,7 +41,12 @@ class ShareGain:
         self.allow = debug_allowance(snap).tolist()
         self.dbg_w = (imp.target_weight / 2.0).tolist()
         self.dbg = np.zeros((O, T)).tolist()
+        # a move counts in no share row (optalloc.model.constraints.fairshare): no gain either
+        req = em.req
         self.tier1 = snap.job_tier1
+        if len(req.cand_move) and req.cand_move.any():
+            self.tier1 = snap.job_tier1.copy()
+            self.tier1[req.cand_job[req.cand_move], req.cand_type[req.cand_move]] = False
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
         # gain depends on the job only through its `key` (project, type, GPUs, short), and on
@@ -102,14 +108,14 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
     if out is not None:
         return out
     snap, req = em.snap, em.req
-    value = em.imp.value[req.cand_job, req.cand_type]
+    value = candidate_values(em.imp, req)
     # grouped by job, best value first within a job: the value order, stably sorted by job
     order = np.argsort(-value, kind="stable")
     order = order[np.argsort(req.cand_job[order], kind="stable")]
     cj, ct = req.cand_job[order], req.cand_type[order]
     first = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if len(order) else order
     bounds = list(zip(cj[first].tolist(), first.tolist(), first[1:].tolist() + [len(order)]))
-    on = snap.job_tier1[cj, ct]
+    on = snap.job_tier1[cj, ct] & ~req.cand_move[order]  # a move: no share gain
     keys = [(p, t, g, s) if o else None  # ShareGain.key
             for p, t, g, s, o in zip(snap.job_project[cj].tolist(), ct.tolist(),
                                      snap.job_gpus[cj].astype(float).tolist(),
@@ -139,8 +145,8 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
         return out
     snap, req = em.snap, em.req
     cj, ct = req.cand_job, req.cand_type
-    value = em.imp.value[cj, ct]
-    on = snap.job_tier1[cj, ct]
+    value = candidate_values(em.imp, req)
+    on = snap.job_tier1[cj, ct] & ~req.cand_move  # a move: no share gain
     T, G = len(snap.gpu_types), int(snap.job_gpus.max(initial=0)) + 1
     proj, typ = np.where(on, snap.job_project[cj], -1), np.where(on, ct, -1)
     short, gpus = on & debug_jobs(snap)[cj], snap.job_gpus[cj]
@@ -217,6 +223,10 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     state = bytearray(len(snap.jobs))  # 0: its groups speak for it, 1: an entry of its own, 2: out
     for j in placements:
         state[j] = 2
+    # a running job that stays (kept, or restored below) never also moves: its moves are out
+    stays = bytearray(len(snap.jobs))
+    for j in req.run_job[kept].tolist():
+        state[j] = stays[j] = 2
     at = [0] * len(g_key)  # per group: its best entry whose job may still start
 
     def group_top(q: int):
@@ -242,7 +252,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             heapq.heappush(heap, e)
 
     for i in np.flatnonzero(~kept & restorable):
-        heap.append((-prio(0, int(i)), 0, int(i), -1))
+        if int(req.run_job[i]) not in placements:  # not moved to another type already
+            heap.append((-prio(0, int(i)), 0, int(i), -1))
     for q in range(len(g_key)):
         e = group_top(q)
         if e is not None:
@@ -258,7 +269,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                 backfilled[e] = False
                 sg.add(e, int(req.cand_type[c]), -1.0)
                 heapq.heappush(heap, (-prio(1, e), 1, e, -1))
-            else:  # a running job: preempted after all
+            else:  # a running job: preempted after all (it does not move now either)
                 i = run_of_job[e]
                 kept[i] = False
                 restored[i] = False
@@ -266,7 +277,10 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
 
     while heap:
         neg, kind, idx, q = heapq.heappop(heap)
-        if kind == 1 and ((state[idx] if q >= 0 else idx in placements) or not could_fit(idx)):
+        if kind == 0 and int(req.run_job[idx]) in placements:
+            continue  # it moved to another type meanwhile
+        if kind == 1 and ((state[idx] if q >= 0 else idx in placements or stays[idx])
+                          or not could_fit(idx)):
             if q >= 0:  # a group's best entry whose job started, left or no longer fits
                 push_top(q)
             continue
@@ -284,6 +298,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     pool.hold(n, g, int(req.run_job[idx]))
                 room_t.clear()
                 restored[idx] = True
+                state[int(req.run_job[idx])] = stays[int(req.run_job[idx])] = 2
                 sg.add(int(req.run_job[idx]), int(req.run_type[idx]))
             continue
         j = idx

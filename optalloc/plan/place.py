@@ -27,6 +27,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import tier_bounds
+from optalloc.model.objective.impact import candidate_values
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
 from optalloc.plan.backfill import candidates_by_job, restore_and_backfill, value_groups
 from optalloc.plan.due_gangs import start_due_gangs
@@ -79,6 +80,10 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
             if cnt > 0:  # the model's pieces of per-node gang class k on node n
                 pick.setdefault(int(k), {})[int(n)] = int(cnt)
     chosen = _order_consistent(em, chosen)
+    if C and req.cand_move.any():  # a kept job never also moves (one-choice; rounding)
+        stays = np.zeros(J, bool)
+        stays[req.run_job[kept]] = True
+        chosen &= ~(req.cand_move & stays[req.cand_job])
     pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
     run_nodes = _running_holds(em)
     run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
@@ -98,7 +103,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
     placements: dict[int, Placement] = {}
     cand_of: dict[int, int] = {}
     shape = req.shape[req.cand_job, req.cand_type] if C else np.zeros(0, np.int64)
-    value = imp.value[req.cand_job, req.cand_type] if C else np.zeros(0)
+    value = candidate_values(imp, req) if C else np.zeros(0)
     ch = np.flatnonzero(chosen)
     tier1 = snap.job_tier1[req.cand_job, req.cand_type] if C else np.zeros(0, bool)
     # by_hold: whole-node gangs and single-node jobs longest hold first (per-node gang pieces
@@ -311,22 +316,27 @@ def _running_gpus(em: EpochModel, run_nodes) -> tuple[np.ndarray, np.ndarray, np
     return out
 
 
-def plan_pairs(em: EpochModel, placed: Placed) -> tuple[np.ndarray, np.ndarray]:
-    """(jobs, types) the plan runs: the running jobs it keeps, then the candidates it starts."""
+def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(jobs, types) the plan runs: the running jobs it keeps, then the candidates it starts
+    (without `moves`: not the running jobs it moves, which no share row counts)."""
     req = em.req
-    c = np.flatnonzero(placed.started)
+    c = np.flatnonzero(placed.started if moves else placed.started & ~req.cand_move)
     return (np.concatenate([req.run_job[placed.kept], req.cand_job[c]]),
             np.concatenate([req.run_type[placed.kept], req.cand_type[c]]))
 
 
-def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True) -> np.ndarray:
-    """(O, T) tier-1 GPUs per org node and type after the plan; with `reserved`, a waiting
-    reservation's GPUs count as held by its project's subtree (as the share rows count them,
-    optalloc.model.constraints.lookahead)."""
+def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True,
+               moves: bool = False) -> np.ndarray:
+    """(O, T) tier-1 GPUs per org node and type after the plan, as the share rows count them:
+    with `reserved`, a waiting reservation's GPUs count as held by its project's subtree
+    (optalloc.model.constraints.lookahead); without `moves`, a running job the plan moves to
+    another type counts nowhere (optalloc.model.constraints.fairshare). With `moves`: what
+    each holds, for reports and messages."""
     snap = em.snap
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
-    jobs, types = plan_pairs(em, placed)
+    jobs, types = plan_pairs(em, placed, moves)
     if len(jobs):
         t1 = snap.job_tier1[jobs, types]
         np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
@@ -375,7 +385,7 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
     if len(em.y):
         sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
         sol[em.y_count] = y_on
-    jobs, types = plan_pairs(em, placed)
+    jobs, types = plan_pairs(em, placed, moves=False)  # as the debug and fill rows count them
     if len(em.d):
         from optalloc.model.constraints.fairshare import debug_jobs
 

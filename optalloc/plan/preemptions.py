@@ -2,7 +2,9 @@
 running job the plan does not keep.
 
   PreemptedNodeDrain      its node is draining (past its protection, or unallocated) or down
-  Moved                   its node is down and it restarts elsewhere
+  Moved                   its node is down and it restarts elsewhere, or it is past its
+                          protection and restarts on another gpu_type in place of waiting
+                          (then the reason it leaves its type follows)
   PreemptedUnallocated    unallocated work yields to allocated demand, or to unallocated work
                           that keeps more GPUs busy
   PreemptedForFairShare   past its protection: a floor below, a target exceeded on its path,
@@ -26,7 +28,7 @@ def preemptions(
     em: EpochModel, placed: Placed, grace_s: float, got: np.ndarray | None = None
 ) -> tuple[Preemption, ...]:
     snap, req = em.snap, em.req
-    got = got_by_org(em, placed) if got is None else got
+    got = got_by_org(em, placed, moves=True) if got is None else got
     reserved = reserved_by_org(em, placed)
     owner: dict[tuple[str, int], str] = {}
     started = {p.job_id: p for p in placed.placements.values()}
@@ -84,6 +86,11 @@ def preemptions(
             msg = _fair_share_message(em, got, j, t, need, reserved)
         if need:
             msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
+        if j in placed.placements:  # a move: it restarts on another type at once
+            new = placed.placements[j]
+            code = ReasonCode.MOVED
+            msg = (f"restarts on {new.gpu_type} ({', '.join(new.node_names)}) in place of "
+                   f"waiting: {msg}")
         out.append(Preemption(job.id, code, msg, grace_s, need))
     return tuple(out)
 

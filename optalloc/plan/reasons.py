@@ -123,7 +123,7 @@ def pending_reasons(
     if not waiting.any():
         return ()
     free_t = free_by_type(snap, placed.free)
-    got = got_by_org(em, placed) if got is None else got
+    got = got_by_org(em, placed, moves=True) if got is None else got
     ctx = ReasonContext(em, placed, got, reserved_by_org(em, placed))
     wj = np.flatnonzero(waiting)
     how, cls, shaped = _alike(snap, req, wj)

@@ -35,7 +35,8 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
     ub = em.lm.ub[em.k]
     alloc = snap.job_tier1[rj, rt]
     movable = alloc & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
-    gone = np.flatnonzero(movable & ~kept)
+    mv = req.cand_move & (x[em.x] > 0.5)  # moved to another type: not preempted to a queue
+    gone = np.flatnonzero(movable & ~kept & ~np.isin(rj, req.cand_job[mv]))
     if not len(gone):
         return None
     stay = np.flatnonzero(movable & kept)

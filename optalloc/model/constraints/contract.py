@@ -3,6 +3,8 @@
 Variables
   x[c] in {0,1}   candidate c = (job j, gpu_type t): j starts on t this epoch (all its GPUs:
                   a gang is all-or-nothing by construction, the variable is the whole job);
+                  for a running job past its protection, a move: it restarts on t (another
+                  type), worth at most its keep (optalloc.model.objective.impact);
                   lb = 1 for the gang of a due reservation (optalloc.model.reservations)
   k[i] in {0,1}   running job i keeps its exact placement.
                   lb = 1 when it is protected (allocated work inside min(min_runtime, cap));
@@ -23,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.context import BuildContext
+from optalloc.model.objective.impact import candidate_values
 
 
 def keep_bounds(ctx: BuildContext) -> tuple[np.ndarray, np.ndarray]:
@@ -39,7 +42,7 @@ def define_decisions(ctx: BuildContext) -> None:
     # a due reservation's gang starts this epoch (optalloc.model.reservations): lb = 1
     forced = ctx.res.forced if ctx.res is not None and len(ctx.res.forced) else 0.0
     ctx.x = b.add_vars("x", len(req.cand_job), np.asarray(forced, float), 1,
-                       imp.value[req.cand_job, req.cand_type])
+                       candidate_values(imp, req))
     run_val = imp.value[req.run_job, req.run_type] if len(req.run_job) else np.zeros(0)
     churn = imp.churn[req.run_job] if len(req.run_job) else np.zeros(0)
     lb, ub = keep_bounds(ctx)

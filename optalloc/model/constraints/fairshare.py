@@ -39,6 +39,12 @@ def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
     return np.concatenate([seg, top[..., None]], axis=-1).astype(float)
 
 
+def held_move(req) -> np.ndarray:
+    """(C + K,) over the candidates then the running jobs: True for a move (no share, debug
+    or fill row counts it)."""
+    return np.r_[req.cand_move, np.zeros(len(req.run_job), bool)]
+
+
 def tier_values(imp, org_idx: np.ndarray) -> np.ndarray:
     """(n, K+1) objective per GPU of each tier for org nodes `org_idx`."""
     seg = np.asarray(imp.floor_weight)[np.asarray(org_idx, dtype=np.int64)]
@@ -89,7 +95,9 @@ def define_shares(ctx: BuildContext) -> None:
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    t1 = snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
+    # a move counts in no share row: it is a preemption that restarts where GPUs are left, so
+    # its own project's tiers never pull a job off its type (only another's need displaces it)
+    t1 = snap.job_tier1[jobs, types] & ~held_move(req) if len(jobs) else np.zeros(0, bool)
     anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
     r = row_of[anc, types[e]]
     ok = r >= 0
@@ -152,7 +160,8 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    sel = short[jobs] & snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
+    sel = (short[jobs] & snap.job_tier1[jobs, types] & ~held_move(req) if len(jobs)
+           else np.zeros(0, bool))
     if not sel.any():
         return
     jobs, types, cols = jobs[sel], types[sel], cols[sel]

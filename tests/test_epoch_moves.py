@@ -1,0 +1,150 @@
+"""Moves: a running job past its protection may restart on another gpu_type in the same epoch
+in place of being preempted to the queue (optalloc.model.requirements). Each case asserts the
+whole outcome: GPUs per (project, type), what is preempted or moved and with which code, what
+waits. 8 h100 + 8 b200, equal shares, 1 h protections, unless said."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from optalloc.epoch import run_epoch
+from optalloc.model.pooled import route
+from optalloc.runners.base import moved_ids
+from optalloc.sim.invariants import check_plan
+from optalloc.snapshot import build_snapshot
+from optalloc.types import Config, GpuType, Policy
+from tests.test_epoch_gpu_types import TYPES, by_project_type, cluster, only
+from tests.test_epoch_toy import H, flat_org, pending_codes, preempted, queued, running, snapshot
+
+
+def a_job_on_h100(start=8 * H, **kw):
+    """A's 8-GPU job running on the h100 node since `start` (1 h protection: past it at 10 h)."""
+    return running("A0", "A", "h100", [("n00", list(range(8)))], start=start, min_runtime_s=H,
+                   **kw)
+
+
+def test_a_job_past_its_protection_moves_to_the_idle_type_so_a_project_confined_to_its_type_gets_its_floor():
+    """Equal usage: before, A kept the h100 node, B (h100 only) waited below its floor and the
+    8 b200 GPUs idled. Now A's job restarts on b200 and B takes h100."""
+    snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}), [a_job_on_h100()] + only("B", 8, 1, "h100"),
+                    types=TYPES)
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "b200"): 8, ("B", "h100"): 8}
+    assert preempted(plan) == {"A0": ("Moved", tuple(f"B{i:02d}" for i in range(8)))}
+    msg = plan.preemptions[0].message
+    assert msg.startswith("restarts on b200 (b00) in place of waiting: past its protection")
+    assert "its GPUs go to B" in msg
+    assert not plan.pending and not plan.floor_violations
+    assert moved_ids(plan) == {"A0"}
+    check_plan(snap, plan)
+
+
+def test_the_same_move_happens_when_the_confined_project_has_the_lower_usage_ratio():
+    """Before, A was preempted to the queue (its floor then unmet this epoch, b200 idle)."""
+    snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}), [a_job_on_h100()] + only("B", 8, 1, "h100"),
+                    types=TYPES, usage={"A": 1.0, "B": 0.5})
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "b200"): 8, ("B", "h100"): 8}
+    assert preempted(plan)["A0"][0] == "Moved"
+    assert not plan.floor_violations
+
+
+def test_a_protected_job_is_never_moved():
+    snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}),
+                    [a_job_on_h100(start=9.5 * H)] + only("B", 8, 1, "h100"), types=TYPES)
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 8}
+    assert not plan.preemptions
+    assert set(pending_codes(plan)) == {f"B{i:02d}" for i in range(8)}
+    check_plan(snap, plan)
+
+
+def test_a_job_is_not_moved_to_run_faster_on_an_idle_type():
+    """Its project's budget is routed where it runs; a move would only lose the work since its
+    checkpoint (a move is worth no more than the keep)."""
+    job = a_job_on_h100(speedup={"b200": 2.0})
+    snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}), [job], types=TYPES)
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 8}
+    assert not plan.preemptions and not plan.pending
+
+
+def test_a_running_job_stays_when_the_other_project_can_use_either_type():
+    snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}), [a_job_on_h100()] + queued("B", 8, 1),
+                    types=TYPES)
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 8, ("B", "b200"): 8}
+    assert not plan.preemptions and not plan.pending
+
+
+def test_a_job_confined_to_its_type_or_not_resumable_is_preempted_not_moved():
+    """Not resumable: a stop ends it (no restart), so it cannot move."""
+    for job in (replace(a_job_on_h100(), gpu_types=("h100",)),
+                replace(a_job_on_h100(), resumable=False)):
+        snap = snapshot(cluster(), flat_org({"A": 1, "B": 1}), [job] + only("B", 8, 1, "h100"),
+                        types=TYPES, usage={"A": 1.0, "B": 0.5})
+        plan = run_epoch(snap)
+        assert by_project_type(snap, plan) == {("B", "h100"): 8}
+        assert preempted(plan)["A0"][0] == "PreemptedForFairShare"
+        assert pending_codes(plan) == {}  # A0 was running: it is preempted, not pending
+
+
+def per_type_snapshot(usage):
+    jobs = [a_job_on_h100()] + only("B", 8, 1, "h100")
+    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.6)), tuple(cluster()),
+                 flat_org({"A": 1, "B": 1}), Policy(), tuple(jobs))
+    return build_snapshot(cfg, now=10 * H, usage_ratio=usage)
+
+
+def test_with_per_type_budgets_a_displaced_job_restarts_where_its_project_has_room():
+    """Different billing weights: each type is its own budget. A holds all 8 h100 (entitled to
+    4 there), B (lower usage ratio) takes its h100 floor; A's job restarts on b200, where A is
+    entitled and nobody waits, instead of going back to the queue."""
+    snap = per_type_snapshot({"A": 1.0, "B": 0.5})
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "b200"): 8, ("B", "h100"): 8}
+    assert preempted(plan)["A0"][0] == "Moved"
+    assert not plan.pending
+    check_plan(snap, plan)
+
+
+def test_with_per_type_budgets_a_job_is_not_moved_where_it_would_not_be_displaced():
+    """Equal usage ratios: A's floor on h100 and B's are a tie, and the holding rule keeps A
+    (each type is its own budget: A's movable job is no demand on b200, so it has no floor
+    there to win by moving). As before moves; a known limit of per-type budgets."""
+    snap = per_type_snapshot({})
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 8}
+    assert not plan.preemptions
+
+
+def test_routing_moves_running_work_only_where_that_raises_the_max_min():
+    """A's 8 running GPUs on type 0 (past protection) may move to type 1. B wants 8 of type 0
+    only: A moves (z 0.5 -> 1). With B able to use type 1 too, A stays."""
+    stay = np.array([[8.0, 0.0], [0.0, 0.0]])
+    X = route(np.array([8.0, 8.0]), np.array([[8.0, 8.0], [8.0, 0.0]]), np.zeros((2, 2)),
+              np.array([8.0, 8.0]), stay=stay)
+    np.testing.assert_allclose(X, [[0, 8], [8, 0]], atol=1e-6)
+    X = route(np.array([8.0, 8.0]), np.array([[8.0, 8.0], [8.0, 8.0]]), np.zeros((2, 2)),
+              np.array([8.0, 8.0]), stay=stay)
+    np.testing.assert_allclose(X, [[8, 0], [0, 8]], atol=1e-6)
+
+
+def test_a_protected_job_beside_it_does_not_count_as_the_running_work_that_stays():
+    """One project, two 1-GPU jobs on h100 (one protected, one past it), both 1.5x faster on
+    b200, nothing waiting: both stay. (The routing's stay step first counted the protected
+    GPU as the one that stays and routed the other to b200, where its floor moved it.)"""
+    jobs = [running("P1", "A", "h100", [("n00", [0])], start=9.9 * H, min_runtime_s=H,
+                    speedup={"b200": 1.5}),
+            running("P2", "A", "h100", [("n00", [1])], start=8 * H, min_runtime_s=H,
+                    speedup={"b200": 1.5})]
+    snap = snapshot(cluster(), flat_org({"A": 1}), jobs, types=TYPES)
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 2}
+    assert not plan.preemptions
+    X = route(np.array([2.0]), np.array([[2.0, 1.0]]), np.array([[1.0, 0.0]]),
+              np.array([8.0, 8.0]), speed=np.array([[2 / 3, 1.0]]),
+              stay=np.array([[1.0, 0.0]]))
+    np.testing.assert_allclose(X, [[2, 0]], atol=1e-6)
