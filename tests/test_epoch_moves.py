@@ -39,6 +39,9 @@ def test_a_job_past_its_protection_moves_to_the_idle_type_so_a_project_confined_
     assert not plan.pending and not plan.floor_violations
     assert moved_ids(plan) == {"A0"}
     check_plan(snap, plan)
+    from optalloc.cli.epoch_cmd import format_summary
+    assert ("0 kept running, 8 started, 1 preempted (1 of them moved: restarted elsewhere), "
+            "0 pending") in format_summary(plan, snap)
 
 
 def test_the_same_move_happens_when_the_confined_project_has_the_lower_usage_ratio():

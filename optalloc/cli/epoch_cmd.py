@@ -194,12 +194,16 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False, applied=None) -> 
     counts what the runner really started, and placements it refused are listed."""
     jobs = {j.id: j for j in snap.jobs}
     was_running = {j.id for j in snap.jobs if j.running}
+    preempted = {p.job_id for p in plan.preemptions}
     to_start = [p for p in plan.placements if p.job_id not in was_running]
-    kept = [p for p in plan.placements if p.job_id in was_running]
+    kept = [p for p in plan.placements if p.job_id in was_running and p.job_id not in preempted]
+    moved = [p for p in plan.placements if p.job_id in was_running and p.job_id in preempted]
     refused = {} if applied is None else {
-        p.job_id: applied.errors[p.job_id] for p in to_start if p.job_id in applied.errors}
+        p.job_id: applied.errors[p.job_id] for p in to_start + moved
+        if p.job_id in applied.errors}
     waiting = {} if applied is None else {
-        p.job_id: applied.waiting[p.job_id] for p in to_start if p.job_id in applied.waiting}
+        p.job_id: applied.waiting[p.job_id] for p in to_start + moved
+        if p.job_id in applied.waiting}
     if applied is None:
         start_word = f"{len(to_start)} to start" if dry_run else f"{len(to_start)} started"
     else:
@@ -220,7 +224,9 @@ def format_summary(plan: Plan, snap, *, dry_run: bool = False, applied=None) -> 
         lines.append(f"DEGRADED {plan.degraded}")
     lines.append(
         f"jobs     {len(snap.jobs)} in queue: {len(kept)} kept running, {start_word}, "
-        f"{len(plan.preemptions)} preempted, {len(plan.pending)} pending"
+        f"{len(plan.preemptions)} preempted"
+        + (f" ({len(moved)} of them moved: restarted elsewhere)" if moved else "")
+        + f", {len(plan.pending)} pending"
     )
     for job_id, why in list(waiting.items())[:10]:
         lines.append(f"waiting  {job_id}: {why}")
