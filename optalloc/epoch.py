@@ -117,7 +117,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         preemptions=preemptions(em, placed, snapshot.policy.grace_s, got),
         pending=reservation_reasons(em, placed, pending_reasons(em, placed, degraded, got)),
         floor_violations=floor_violations(em, got_by_org(em, placed, reserved=False,
-                                                          moves=True)),
+                                                          moves=True), placed),
         report=report,
         degraded=degraded,
         drains=drain_status(em, placed),

@@ -113,13 +113,29 @@ def test_with_per_type_budgets_a_displaced_job_restarts_where_its_project_has_ro
     check_plan(snap, plan)
 
 
-def test_with_per_type_budgets_a_job_is_not_moved_where_it_would_not_be_displaced():
-    """Equal usage ratios: A's floor on h100 and B's are a tie, and the holding rule keeps A
-    (each type is its own budget: A's movable job is no demand on b200, so it has no floor
-    there to win by moving). As before moves; a known limit of per-type budgets."""
-    snap = per_type_snapshot({})
+def test_with_per_type_budgets_and_equal_ratios_the_floor_held_by_work_that_can_move_yields():
+    """Equal usage ratios (a fresh cluster): A's floor on h100 and B's cannot both be met
+    there, and the ratios tie; A's job could restart on the idle b200, so A's floor yields
+    (fairshare.floor_yield) and both run. Before, the holding rule kept A and B waited below
+    its floor beside 8 idle b200 GPUs. With B's ratio higher the same holds: moving meets both."""
+    for usage in ({}, {"A": 0.5, "B": 1.0}):
+        snap = per_type_snapshot(usage)
+        plan = run_epoch(snap)
+        assert by_project_type(snap, plan) == {("A", "b200"): 8, ("B", "h100"): 8}
+        assert preempted(plan)["A0"][0] == "Moved"
+        assert not plan.pending and not plan.floor_violations
+
+
+def test_a_floor_held_by_work_that_could_move_does_not_yield_when_the_other_type_is_full():
+    """b200 is full (C's protected job): A's job cannot restart there, so the usage ratios
+    decide as before: A's lower ratio keeps its floor on h100."""
+    c = running("C0", "C", "b200", [("b00", list(range(8)))], start=9.5 * H, min_runtime_s=H)
+    jobs = [a_job_on_h100(), c] + only("B", 8, 1, "h100")
+    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.6)), tuple(cluster()),
+                 flat_org({"A": 1, "B": 1, "C": 1}), Policy(), tuple(jobs))
+    snap = build_snapshot(cfg, now=10 * H, usage_ratio={"A": 0.5, "B": 1.0})
     plan = run_epoch(snap)
-    assert by_project_type(snap, plan) == {("A", "h100"): 8}
+    assert by_project_type(snap, plan) == {("A", "h100"): 8, ("C", "b200"): 8}
     assert not plan.preemptions
 
 

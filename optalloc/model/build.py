@@ -18,7 +18,9 @@ from optalloc.model.constraints.fairshare import (
     debug_value,
     define_debug_allowance,
     define_shares,
+    floor_yield,
     met_tiers,
+    yields_of,
 )
 from optalloc.model.constraints.fill import define_fill, fill_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
@@ -124,7 +126,8 @@ class EpochModel:
         churn); compared lexicographically when the epoch chooses among candidate plans."""
         c = self.lm.c
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
-        floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got)
+        floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got,
+                                    yields_of(self.tg))
         req = self.req
         counted = started & ~req.cand_move  # a move counts in no debug or fill row
         jobs = np.concatenate([req.run_job[kept], req.cand_job[counted]])
@@ -140,6 +143,7 @@ def build_model(
     req = compute_requirements(snap) if req is None else req
     imp = compute_impact(snap) if imp is None else imp
     tg = fair_targets(snap, req)  # pooled across gpu_types when shares are (pooled.py)
+    tg = replace(tg, floor_yield=floor_yield(snap, req))  # floors of work that may move
     res = compute_reservations(snap, req, tg)  # phase 2a: the lookahead (reservations.py)
     ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg, res=res)
     for define in DEFINES:

@@ -62,6 +62,9 @@ class Targets:
     # test, optalloc.model.reservations); empty when not computed
     unprotected: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     pooled: bool = False  # one budget over every type (optalloc.model.pooled.pooled_applies)
+    # (O, T) the floor tie-break's yield of work that may move (fairshare.floor_yield); empty
+    # when not computed
+    floor_yield: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
 
 def horizons(snap: Snapshot) -> tuple[float, float]:

@@ -12,6 +12,7 @@ from optalloc.model.constraints.fairshare import (
     debug_jobs,
     tier_bounds,
     tier_values,
+    yields_of,
 )
 from optalloc.model.objective.impact import candidate_values
 from optalloc.plan.fit import alloc, chunks, hold_of, nodes_for
@@ -30,9 +31,11 @@ class ShareGain:
         b = tier_bounds(tg.floor, tg.target)  # (O, T, K+1)
         hi = np.cumsum(b, axis=-1)
         lo = hi - b
-        vals = tier_values(imp, np.arange(O))  # (O, K+1)
+        y = yields_of(tg)
+        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, t]).tolist()
+                for t in range(T)]  # per type: (O, K+1)
         # per (o, t): [(lo, hi, weight), ...] of its non-empty tiers
-        self.tiers = [[[(float(lo[o, t, s]), float(hi[o, t, s]), float(vals[o, s]))
+        self.tiers = [[[(float(lo[o, t, s]), float(hi[o, t, s]), float(vals[t][o][s]))
                         for s in range(b.shape[-1]) if b[o, t, s] > 0] for t in range(T)]
                       for o in range(O)]
         self.got = np.zeros((O, T)).tolist()

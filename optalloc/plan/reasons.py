@@ -334,11 +334,23 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
 ALL_TYPES = "all"  # a FloorViolation's gpu_type when the budget is pooled over types
 
 
-def floor_violations(em: EpochModel, got: np.ndarray) -> tuple[FloorViolation, ...]:
+def floor_violations(em: EpochModel, got: np.ndarray,
+                     placed: Placed | None = None) -> tuple[FloorViolation, ...]:
     """Floors not met: per org node and type, or, when the budget is pooled over types
     (optalloc.model.pooled), per org node over all types (gpu_type "all"): a project that
-    got fewer GPUs of one type than its floor's share there and more of another met it."""
+    got fewer GPUs of one type than its floor's share there and more of another met it.
+    Per type, the GPUs of jobs the plan moves off t (`placed`) count as met there: they
+    run, on another type (the floor was its demand on t before the move)."""
     snap = em.snap
+    req = em.req
+    if placed is not None and not em.tg.pooled and req.cand_move.any():
+        c = np.flatnonzero(placed.started & req.cand_move)
+        j = req.cand_job[c]
+        run_t = np.zeros(len(snap.jobs), np.int64)
+        run_t[req.run_job] = req.run_type
+        off = np.zeros_like(got)
+        np.add.at(off, (snap.job_project[j], run_t[j]), snap.job_gpus[j])
+        got = got + snap.org.membership().astype(float) @ off
     if em.tg.pooled:
         F, G = em.floor.sum(axis=1), got.sum(axis=1)
         return tuple(FloorViolation(snap.org.names[a], ALL_TYPES, float(F[a]), float(G[a]))

@@ -45,21 +45,61 @@ def held_move(req) -> np.ndarray:
     return np.r_[req.cand_move, np.zeros(len(req.run_job), bool)]
 
 
-def tier_values(imp, org_idx: np.ndarray) -> np.ndarray:
-    """(n, K+1) objective per GPU of each tier for org nodes `org_idx`."""
+def floor_yield(snap, req) -> np.ndarray:
+    """(O, T) in [0, 1]: the share of the GPUs each org node's jobs hold on t that belong to
+    running jobs that could move (requirements: a move candidate) to another type with as
+    many GPUs idle (up, held by no running job). Where two floors on t cannot both be met
+    through whole jobs, the one held by work that can restart elsewhere yields: both are
+    then met, one of them on the other type (8 h100 + 8 b200, per-type budgets, ratios
+    equal: A's movable job kept h100 while B, confined to it, waited below its floor and
+    b200 idled). It outweighs the usage-ratio tie-break, never a floor GPU."""
+    O, T = snap.org.n, len(snap.gpu_types)
+    rj, rt = req.run_job, req.run_type
+    if not len(rj) or not req.cand_move.any():
+        return np.zeros((O, T))
+    busy = np.bincount(req.run_pair_node, weights=req.run_pair_gpus, minlength=len(snap.nodes))
+    idle = np.bincount(snap.node_type, weights=np.where(snap.node_up, np.maximum(
+        snap.node_gpus - busy, 0), 0), minlength=T)
+    mj, mt = req.cand_job[req.cand_move], req.cand_type[req.cand_move]
+    can = np.zeros(len(snap.jobs), bool)
+    can[mj[idle[mt] >= snap.job_gpus[mj]]] = True
+    t1 = snap.job_tier1[rj, rt]
+    held, mov = np.zeros((O, T)), np.zeros((O, T))
+    np.add.at(held, (snap.job_project[rj[t1]], rt[t1]), snap.job_gpus[rj[t1]])
+    m = t1 & can[rj]
+    np.add.at(mov, (snap.job_project[rj[m]], rt[m]), snap.job_gpus[rj[m]])
+    M = snap.org.membership().astype(float)
+    held, mov = M @ held, M @ mov
+    return np.divide(mov, held, out=np.zeros((O, T)), where=held > 0)
+
+
+def tier_values(imp, org_idx: np.ndarray, yields: np.ndarray | None = None) -> np.ndarray:
+    """(n, K+1) objective per GPU of each tier for org nodes `org_idx` (on the types whose
+    floor_yield is `yields` (n,), if given)."""
     seg = np.asarray(imp.floor_weight)[np.asarray(org_idx, dtype=np.int64)]
+    if yields is not None and len(yields):
+        seg = seg - np.asarray(yields)[:, None] * np.asarray(imp.floor_unit)[None, :]
     return np.concatenate([seg, imp.target_weight[org_idx][:, None]], axis=1)
 
 
-def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> tuple:
+def yields_of(tg) -> np.ndarray | None:
+    """(O, T) floor_yield of the targets, or None when none was computed."""
+    y = getattr(tg, "floor_yield", None)
+    return y if y is not None and y.size else None
+
+
+def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray,
+              yields: np.ndarray | None = None) -> tuple:
     """(floor value, target value): the share tiers' objective for a plan that gives `got`
-    (O, T) tier-1 GPUs, split by tier (floor segments, target)."""
+    (O, T) tier-1 GPUs, split by tier (floor segments, target); `yields`: floor_yield."""
     O, T = floor.shape
     bounds = tier_bounds(floor[1:], target[1:])  # (O-1, T, K+1)
     lo = np.concatenate([np.zeros(bounds.shape[:-1] + (1,)), np.cumsum(bounds, -1)[..., :-1]],
                         axis=-1)
     met = np.clip(got[1:, :, None] - lo, 0, bounds)
-    vals = tier_values(imp, np.arange(1, O))[:, None, :]
+    vals = np.repeat(tier_values(imp, np.arange(1, O))[:, None, :], T, axis=1)
+    if yields is not None:
+        vals[..., :-1] -= yields[1:, :, None] * np.asarray(imp.floor_unit)[None, None, :]
     v = met * vals
     return float(v[..., :-1].sum()), float(v[..., -1].sum())
 
@@ -84,7 +124,8 @@ def define_shares(ctx: BuildContext) -> None:
     if not len(mo):
         return
     bounds = tier_bounds(F[mo, mt], T[mo, mt])  # (R, K+1)
-    vals = tier_values(imp, mo)
+    y = yields_of(tg)
+    vals = tier_values(imp, mo, None if y is None else y[mo, mt])
     r_idx, s_idx = np.nonzero(bounds > 0)
     ctx.m_org, ctx.m_type, ctx.m_seg = mo[r_idx], mt[r_idx], s_idx
     ctx.m = b.add_vars("m", len(r_idx), 0, bounds[r_idx, s_idx], vals[r_idx, s_idx])

@@ -45,7 +45,7 @@ below its fill target comes first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,17 +77,23 @@ class Impact:
     target_weight: np.ndarray  # (O,) W_T per org node (0 at the root)
     floor_weight: np.ndarray  # (O, K) omega_k per floor segment of each org node (tie-break)
     fill_weight: float = 0.0  # W_F per unallocated GPU within its project's fill target
+    # (K,) what a floor GPU held by work that may move elsewhere yields of omega_k (the floor
+    # tie-break's unit, fairshare.floor_yield): FLOOR_TIE * omega_k
+    floor_unit: np.ndarray = field(default_factory=lambda: np.zeros(K_SEGMENTS))
 
 
-def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
-    """(target weight per org node (O,), floor segment weights per org node (O, K)).
+def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(target weight per org node (O,), floor segment weights per org node (O, K), the
+    tie-break's unit per segment (K,): FLOOR_TIE * omega).
 
     A floor GPU of org node o is worth omega * (1 + eps_o), eps_o = FLOOR_TIE * f(o), f(o) =
     1 / (1 + usage ratio of o) in (0, 1]: when two floors cannot both be met (a gang of an
     over-share project past its protection sits on an under-share project's floor), the
     lower-ratio one wins, as in the scheme's order; FLOOR_TIE * (capacity + 1) * depth < 1/2,
     so the tie-break summed over every floor GPU of a plan stays below one floor GPU and the
-    number of floor GPUs met always comes first."""
+    number of floor GPUs met always comes first. A floor GPU on t held by running work that
+    could restart on another type yields up to one unit (optalloc.model.constraints.fairshare
+    .floor_yield): eps_o - yield in (-FLOOR_TIE, FLOOR_TIE], the same bound."""
     depth = snap.org.depth
     D = int(depth.max(initial=1))
     w_leaf = FOOTPRINT * V_MAX
@@ -101,7 +107,7 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     cap = float(np.where(snap.node_up, snap.node_gpus, 0).sum())
     tie = 0.5 / ((cap + 1.0) * max(D, 1) + 1.0)
     eps = np.where(depth > 0, tie / (1.0 + ratio), 0.0)
-    return wt, omega[None, :] * (1.0 + eps[:, None])
+    return wt, omega[None, :] * (1.0 + eps[:, None]), omega * tie
 
 
 def lost_work(snap: Snapshot) -> np.ndarray:
@@ -133,11 +139,12 @@ def _rank_scores(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
 def compute_impact(snap: Snapshot) -> Impact:
     J, T = snap.job_allowed.shape
     order = order_score(snap)
-    wt, omega = tier_weights(snap)
+    wt, omega, unit = tier_weights(snap)
     lost = lost_work(snap)
     if J == 0:
         z = np.zeros(0)
-        return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega, 0.0)
+        return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega, 0.0,
+                      unit)
     srel = snap.relative_speed()
     srel_min = float(srel[srel > 0].min(initial=1.0))
     g_max = float(snap.node_gpus.max(initial=1))
@@ -158,7 +165,7 @@ def compute_impact(snap: Snapshot) -> Impact:
     own = np.where(run, value[np.arange(J), np.maximum(snap.job_run_type, 0)], 0.0)
     horizon = max(float(snap.policy.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
-    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill)
+    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit)
 
 
 def candidate_values(imp: Impact, req) -> np.ndarray:
