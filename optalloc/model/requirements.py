@@ -167,6 +167,23 @@ def _moves(snap: Snapshot, fits: np.ndarray, rj: np.ndarray, rt: np.ndarray):
     return rj[k].astype(np.int64), t.astype(np.int64)
 
 
+def share_tier1(snap: Snapshot, req: Requirements) -> np.ndarray:
+    """(J, T) the (job, type) pairs the share and debug rows count as allocated work:
+    snap.job_tier1 without the moves. A move counts in no such row: it is a preemption that
+    restarts where GPUs are left, so its own project's tiers never pull a job off its type
+    (only another's need displaces it). A pair is a move whatever its column (a keep is on its
+    job's own type, a move never is), so one mask serves starts and keeps. Once per
+    Requirements."""
+    out = req.__dict__.get("_share_tier1")
+    if out is None:
+        out = snap.job_tier1
+        if req.cand_move.any():
+            out = out.copy()
+            out[req.cand_job[req.cand_move], req.cand_type[req.cand_move]] = False
+        req.__dict__["_share_tier1"] = out
+    return out
+
+
 def packed(req: Requirements) -> tuple[np.ndarray, np.ndarray]:
     """(candidate indices counted by size in the packing rows, their packed size): single-node
     jobs at their size, whole-node gangs' remainder node at the remainder."""

@@ -15,6 +15,7 @@ from optalloc.model.constraints.fairshare import (
     yields_of,
 )
 from optalloc.model.objective.impact import candidate_values
+from optalloc.model.requirements import share_tier1
 from optalloc.plan.fit import alloc, chunks, hold_of, nodes_for
 
 
@@ -44,12 +45,7 @@ class ShareGain:
         self.allow = debug_allowance(snap).tolist()
         self.dbg_w = (imp.target_weight / 2.0).tolist()
         self.dbg = np.zeros((O, T)).tolist()
-        # a move counts in no share row (optalloc.model.constraints.fairshare): no gain either
-        req = em.req
-        self.tier1 = snap.job_tier1
-        if len(req.cand_move) and req.cand_move.any():
-            self.tier1 = snap.job_tier1.copy()
-            self.tier1[req.cand_job[req.cand_move], req.cand_type[req.cand_move]] = False
+        self.tier1 = share_tier1(snap, em.req)  # a move counts in no share row: no gain
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
         # gain depends on the job only through its `key` (project, type, GPUs, short), and on
@@ -118,7 +114,7 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
     cj, ct = req.cand_job[order], req.cand_type[order]
     first = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if len(order) else order
     bounds = list(zip(cj[first].tolist(), first.tolist(), first[1:].tolist() + [len(order)]))
-    on = snap.job_tier1[cj, ct] & ~req.cand_move[order]  # a move: no share gain
+    on = share_tier1(snap, req)[cj, ct]  # a move: no share gain
     keys = [(p, t, g, s) if o else None  # ShareGain.key
             for p, t, g, s, o in zip(snap.job_project[cj].tolist(), ct.tolist(),
                                      snap.job_gpus[cj].astype(float).tolist(),
@@ -149,7 +145,7 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
     snap, req = em.snap, em.req
     cj, ct = req.cand_job, req.cand_type
     value = candidate_values(em.imp, req)
-    on = snap.job_tier1[cj, ct] & ~req.cand_move  # a move: no share gain
+    on = share_tier1(snap, req)[cj, ct]  # a move: no share gain
     T, G = len(snap.gpu_types), int(snap.job_gpus.max(initial=0)) + 1
     proj, typ = np.where(on, snap.job_project[cj], -1), np.where(on, ct, -1)
     short, gpus = on & debug_jobs(snap)[cj], snap.job_gpus[cj]

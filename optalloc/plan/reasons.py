@@ -344,12 +344,9 @@ def floor_violations(em: EpochModel, got: np.ndarray,
     snap = em.snap
     req = em.req
     if placed is not None and not em.tg.pooled and req.cand_move.any():
-        c = np.flatnonzero(placed.started & req.cand_move)
-        j = req.cand_job[c]
-        run_t = np.zeros(len(snap.jobs), np.int64)
-        run_t[req.run_job] = req.run_type
+        j = req.cand_job[placed.started & req.cand_move]
         off = np.zeros_like(got)
-        np.add.at(off, (snap.job_project[j], run_t[j]), snap.job_gpus[j])
+        np.add.at(off, (snap.job_project[j], snap.job_run_type[j]), snap.job_gpus[j])
         got = got + snap.org.membership().astype(float) @ off
     if em.tg.pooled:
         F, G = em.floor.sum(axis=1), got.sum(axis=1)

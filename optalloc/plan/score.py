@@ -16,8 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel, build_model
-from optalloc.model.constraints.fairshare import tier_bounds, yields_of
-from optalloc.model.objective.impact import K_SEGMENTS
+from optalloc.model.constraints.fairshare import met_tiers, yields_of
 from optalloc.model.order import priority_class
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan
@@ -35,15 +34,8 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     got = snap.org.membership().astype(float) @ leaf
     if em.res.held:  # a waiting reservation counts as held (as in the model's share rows)
         got += em.res.holding(snap, jobs)
-    b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
-    lo = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(b, -1)[..., :-1]], -1)
-    met = np.clip(got[:, :, None] - lo, 0, b)[1:]  # the root has no share tiers
-    fw = np.repeat(em.imp.floor_weight[1:, None, :], got.shape[1], axis=1)
-    y = yields_of(em.tg)  # a floor held by work that can move elsewhere yields (fairshare)
-    if y is not None:
-        fw = fw - y[1:, :, None] * np.asarray(em.imp.floor_unit)[None, None, :]
-    floors = float((met[..., :K_SEGMENTS] * fw).sum())
-    targets = float((met[..., K_SEGMENTS] * em.imp.target_weight[1:, None]).sum())
+    # the share tiers as the model values them (a floor held by work that can move yields)
+    floors, targets = met_tiers(em.imp, em.floor, em.target, got, yields_of(em.tg))
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)
     order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())

@@ -4,7 +4,7 @@ Variables
   x[c] in {0,1}   candidate c = (job j, gpu_type t): j starts on t this epoch (all its GPUs:
                   a gang is all-or-nothing by construction, the variable is the whole job);
                   for a running job past its protection, a move: it restarts on t (another
-                  type), worth at most its keep (optalloc.model.objective.impact);
+                  type), worth EPS_MOVE of its keep (optalloc.model.objective.impact);
                   lb = 1 for the gang of a due reservation (optalloc.model.reservations)
   k[i] in {0,1}   running job i keeps its exact placement.
                   lb = 1 when it is protected (allocated work inside min(min_runtime, cap));

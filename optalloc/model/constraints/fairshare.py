@@ -26,6 +26,7 @@ from optalloc.contract import short_jobs  # noqa: F401  (the plan and the bench 
 from optalloc.model.constraints.lookahead import share_holding_terms
 from optalloc.model.context import BuildContext
 from optalloc.model.objective.impact import K_SEGMENTS
+from optalloc.model.requirements import share_tier1
 
 
 def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -37,12 +38,6 @@ def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
     seg = base[..., None] + (np.arange(K_SEGMENTS) < extra[..., None])
     top = np.maximum(np.asarray(target) - F, 0)
     return np.concatenate([seg, top[..., None]], axis=-1).astype(float)
-
-
-def held_move(req) -> np.ndarray:
-    """(C + K,) over the candidates then the running jobs: True for a move (no share, debug
-    or fill row counts it)."""
-    return np.r_[req.cand_move, np.zeros(len(req.run_job), bool)]
 
 
 def floor_yield(snap, req) -> np.ndarray:
@@ -84,8 +79,7 @@ def tier_values(imp, org_idx: np.ndarray, yields: np.ndarray | None = None) -> n
 
 def yields_of(tg) -> np.ndarray | None:
     """(O, T) floor_yield of the targets, or None when none was computed."""
-    y = getattr(tg, "floor_yield", None)
-    return y if y is not None and y.size else None
+    return tg.floor_yield if tg.floor_yield.size else None
 
 
 def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray,
@@ -136,9 +130,7 @@ def define_shares(ctx: BuildContext) -> None:
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    # a move counts in no share row: it is a preemption that restarts where GPUs are left, so
-    # its own project's tiers never pull a job off its type (only another's need displaces it)
-    t1 = snap.job_tier1[jobs, types] & ~held_move(req) if len(jobs) else np.zeros(0, bool)
+    t1 = share_tier1(snap, req)[jobs, types] if len(jobs) else np.zeros(0, bool)  # no move
     anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
     r = row_of[anc, types[e]]
     ok = r >= 0
@@ -201,8 +193,7 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    sel = (short[jobs] & snap.job_tier1[jobs, types] & ~held_move(req) if len(jobs)
-           else np.zeros(0, bool))
+    sel = short[jobs] & share_tier1(snap, req)[jobs, types] if len(jobs) else np.zeros(0, bool)
     if not sel.any():
         return
     jobs, types, cols = jobs[sel], types[sel], cols[sel]
