@@ -167,3 +167,26 @@ def test_a_protected_job_beside_it_does_not_count_as_the_running_work_that_stays
               np.array([8.0, 8.0]), speed=np.array([[2 / 3, 1.0]]),
               stay=np.array([[1.0, 0.0]]))
     np.testing.assert_allclose(X, [[2, 0]], atol=1e-6)
+
+
+def test_a_floor_does_not_yield_when_the_idle_gpus_of_the_other_type_cannot_hold_the_job():
+    """b200 has 8 idle GPUs, but as 4 on each of two nodes (C's protected 4-GPU jobs hold the
+    rest): A's 8-GPU job cannot restart there. Counting idle GPUs per type, A's floor yielded
+    and A was preempted to the queue for B, one floor swapped for the other and A's work
+    lost; counting where the job's shape fits, the ratios tie and the running job stays."""
+    nodes = cluster()[:1] + [replace(n, name=f"b{i:02d}") for i, n in
+                             enumerate(cluster()[1:] * 2)]
+    cs = [running(f"C{i}", "C", "b200", [(f"b{i:02d}", [0, 1, 2, 3])], start=9.5 * H,
+                  min_runtime_s=H) for i in range(2)]
+    jobs = [a_job_on_h100()] + cs + only("B", 8, 1, "h100")
+    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.6)), tuple(nodes),
+                 flat_org({"A": 1, "B": 1, "C": 1}), Policy(), tuple(jobs))
+    snap = build_snapshot(cfg, now=10 * H, usage_ratio={})
+    from optalloc.model.constraints.fairshare import floor_yield
+    from optalloc.model.requirements import compute_requirements
+    assert not floor_yield(snap, compute_requirements(snap)).any()
+    plan = run_epoch(snap)
+    assert by_project_type(snap, plan) == {("A", "h100"): 8, ("C", "b200"): 8}
+    assert not plan.preemptions
+    assert set(pending_codes(plan)) == {f"B{i:02d}" for i in range(8)}
+    check_plan(snap, plan)

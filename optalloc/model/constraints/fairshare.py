@@ -27,6 +27,7 @@ from optalloc.model.constraints.lookahead import share_holding_terms
 from optalloc.model.context import BuildContext
 from optalloc.model.objective.impact import K_SEGMENTS
 from optalloc.model.requirements import share_tier1
+from optalloc.shape import fits_nodes
 
 
 def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -42,8 +43,8 @@ def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
 
 def floor_yield(snap, req) -> np.ndarray:
     """(O, T) in [0, 1]: the share of the GPUs each org node's jobs hold on t that belong to
-    running jobs that could move (requirements: a move candidate) to another type with as
-    many GPUs idle (up, held by no running job). Where two floors on t cannot both be met
+    running jobs that could move (requirements: a move candidate) to another type whose idle
+    GPUs (up nodes, held by no running job) hold the job's shape. Where two floors on t cannot both be met
     through whole jobs, the one held by work that can restart elsewhere yields: both are
     then met, one of them on the other type (8 h100 + 8 b200, per-type budgets, ratios
     equal: A's movable job kept h100 while B, confined to it, waited below its floor and
@@ -53,11 +54,14 @@ def floor_yield(snap, req) -> np.ndarray:
     if not len(rj) or not req.cand_move.any():
         return np.zeros((O, T))
     busy = np.bincount(req.run_pair_node, weights=req.run_pair_gpus, minlength=len(snap.nodes))
-    idle = np.bincount(snap.node_type, weights=np.where(snap.node_up, np.maximum(
-        snap.node_gpus - busy, 0), 0), minlength=T)
+    idle = np.where(snap.node_up, np.maximum(snap.node_gpus - busy, 0), 0).astype(np.int64)
     mj, mt = req.cand_job[req.cand_move], req.cand_type[req.cand_move]
     can = np.zeros(len(snap.jobs), bool)
-    can[mj[idle[mt] >= snap.job_gpus[mj]]] = True
+    for t in np.unique(mt):  # the job's shape fits the idle GPUs of t's nodes (shape.fits_nodes)
+        j = mj[mt == t]
+        ok = fits_nodes(req.size[j, t], req.pieces[j, t], req.rem[j, t],
+                        idle[(snap.node_type == t) & (idle > 0)])
+        can[j[ok]] = True
     t1 = snap.job_tier1[rj, rt]
     held, mov = np.zeros((O, T)), np.zeros((O, T))
     np.add.at(held, (snap.job_project[rj[t1]], rt[t1]), snap.job_gpus[rj[t1]])
