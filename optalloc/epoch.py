@@ -51,7 +51,8 @@ from optalloc.model.requirements import compute_requirements
 from optalloc.plan.drain import drain_status
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_already, placed_outcome, scored
-from optalloc.plan.place import Placed, as_solution, got_by_org, prepare
+from optalloc.plan.place import prepare
+from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.preemptions import preemptions
 from optalloc.plan.reasons import floor_violations, pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons

@@ -11,7 +11,8 @@ import numpy as np
 
 from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
-from optalloc.plan.place import got_by_org, place
+from optalloc.plan.place import place
+from optalloc.plan.holdings import got_by_org
 from optalloc.types import Job, Node
 
 from test_epoch_toy import H, flat_org, gpus_by_project, pending_codes, running, snapshot

@@ -22,7 +22,7 @@ from optalloc.bench.naive import (
     unwritten_parts,
 )
 from optalloc.model.build import build_model
-from optalloc.plan.place import Placed
+from optalloc.plan.holdings import Placed
 from optalloc.plan.reasons import got_by_org
 from optalloc.shape import chunks
 from optalloc.snapshot import build_snapshot

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
 from optalloc.plan.incumbent import greedy_placed
-from optalloc.plan.place import as_solution
+from optalloc.plan.holdings import as_solution
 from optalloc.plan.reservations import keep_reservations
 from optalloc.plan.score import placed_score, plan_score
 from optalloc.sim.policies.greedy import GreedyScheduler

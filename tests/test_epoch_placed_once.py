@@ -13,7 +13,7 @@ from optalloc.bench.instances import scale_instance
 from optalloc.model.build import build_model
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.outcome import placed_already, scored
-from optalloc.plan.place import as_solution
+from optalloc.plan.holdings import as_solution
 
 
 def _digest(plan) -> tuple:

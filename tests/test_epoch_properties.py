@@ -245,7 +245,8 @@ def test_all_mip_backends_agree_on_the_optimum_within_their_gaps(snap):
 @given(instances())
 def test_a_placed_plan_is_a_feasible_point_of_the_model_with_the_same_objective(snap):
     """as_solution (the MIP's warm start) maps a placed plan back into the model exactly."""
-    from optalloc.plan.place import as_solution, place
+    from optalloc.plan.place import place
+    from optalloc.plan.holdings import as_solution
     from optalloc.plan.reasons import got_by_org
     from optalloc.solve.highs import HighsBackend
 

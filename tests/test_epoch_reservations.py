@@ -332,7 +332,8 @@ def test_a_due_gang_starts_beside_its_reserved_nodes_when_the_plan_keeps_the_wor
     the job (it evicted it, and the placed plan fell below the solver's optimum: 26% on a
     gang-heavy run)."""
     from optalloc.model.build import build_model
-    from optalloc.plan.place import as_solution, place
+    from optalloc.plan.place import place
+    from optalloc.plan.holdings import as_solution
     from optalloc.solve import solve
     from optalloc.types import SolverSettings
 

@@ -11,7 +11,8 @@ import optalloc.epoch as epoch
 from optalloc.bench.instances import make_instance, scale_instance
 from optalloc.model.build import build_model
 from optalloc.plan.incumbent import greedy_placed
-from optalloc.plan.place import as_solution, place, prepare
+from optalloc.plan.place import place, prepare
+from optalloc.plan.holdings import as_solution
 
 TABLES = ("_running_holds", "_running_gpus", "_candidates_by_job", "_value_groups")
 

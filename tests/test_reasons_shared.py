@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from optalloc.model.build import build_model
 from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
-from optalloc.plan.place import got_by_org, place
+from optalloc.plan.place import place
+from optalloc.plan.holdings import got_by_org
 from optalloc.plan.reason_context import ReasonContext
 from optalloc.plan.reasons import (
     _classify,

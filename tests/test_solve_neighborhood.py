@@ -9,7 +9,7 @@ import numpy as np
 from optalloc.bench.instances import scale_instance
 from optalloc.model.build import build_model
 from optalloc.plan.outcome import placed_outcome
-from optalloc.plan.place import as_solution
+from optalloc.plan.holdings import as_solution
 from optalloc.solve import neighborhood, relax_and_dive, solve
 from optalloc.types import SolverSettings
 

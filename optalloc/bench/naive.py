@@ -52,7 +52,7 @@ import numpy as np
 from optalloc.bench.naive_rows import debug_rows, fill_rows, order_rows, share_rows
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
-from optalloc.plan.place import Placed
+from optalloc.plan.holdings import Placed
 from optalloc.plan.reasons import got_by_org
 from optalloc.types import NodeAlloc, Placement
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.plan.place import Placed
+from optalloc.plan.holdings import Placed
 from optalloc.types import DrainStatus
 
 

@@ -16,7 +16,8 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.plan.due_gangs import hold_ordered
-from optalloc.plan.place import Placed, as_solution, got_by_org, place
+from optalloc.plan.place import place
+from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.score import placed_score
 from optalloc.plan.victims import swapped_keeps
 

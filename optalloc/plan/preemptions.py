@@ -19,7 +19,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES
-from optalloc.plan.place import Placed, got_by_org
+from optalloc.plan.holdings import Placed, got_by_org
 from optalloc.plan.reasons import reserved_by_org, reserved_note, share_line
 from optalloc.types import Placement, Preemption, ReasonCode
 

@@ -9,7 +9,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fill import unallocated_held
 from optalloc.model.order import project_order
-from optalloc.plan.place import Placed
+from optalloc.plan.holdings import Placed
 
 
 class ReasonContext:

@@ -23,7 +23,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
-from optalloc.plan.place import Placed, got_by_org, plan_pairs
+from optalloc.plan.holdings import Placed, got_by_org, plan_pairs
 from optalloc.plan.reason_context import ReasonContext
 from optalloc.snapshot import Snapshot
 from optalloc.types import FloorViolation, PendingReason, ReasonCode, frozen_map

@@ -22,7 +22,7 @@ import numpy as np
 from optalloc.hostlist import compress_names
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, SMALL
-from optalloc.plan.place import Placed
+from optalloc.plan.holdings import Placed
 from optalloc.model.reservation_idle import carried
 from optalloc.model.reservations import idle_so_far
 from optalloc.types import (

@@ -47,7 +47,7 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
 
 def placed_score(em: EpochModel, placed) -> tuple:
     """The score of a placement step's outcome (optalloc.plan.place.Placed)."""
-    from optalloc.plan.place import plan_pairs
+    from optalloc.plan.holdings import plan_pairs
 
     req = em.req
     jobs, types = plan_pairs(em, placed)

@@ -1,0 +1,116 @@
+"""What a placed plan holds, in the model's coordinates: the Placed record the placement step
+returns, the (job, type) pairs it runs, the tier-1 GPUs per org node and type, and the plan as
+a point of the model (for a MIP start and the row check)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fairshare import tier_bounds
+from optalloc.model.requirements import PIECES, WHOLE
+
+
+@dataclass
+class Placed:
+    """The outcome of the placement step, in the model's coordinates."""
+
+    started: np.ndarray  # (C,) bool: candidate placed
+    kept: np.ndarray  # (K,) bool: running job kept
+    placements: dict = field(default_factory=dict)  # job index -> Placement (new starts)
+    backfilled: np.ndarray | None = None  # (J,) bool: started by backfill, not the solver
+    restored: np.ndarray | None = None  # (K,) bool: preempted by the solver, kept by restore
+    free: np.ndarray | None = None  # (N,) free GPUs per node after the plan (0 on drain/down)
+
+
+def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """(jobs, types) the plan runs: the running jobs it keeps, then the candidates it starts
+    (without `moves`: not the running jobs it moves, which no share row counts)."""
+    req = em.req
+    c = np.flatnonzero(placed.started if moves else placed.started & ~req.cand_move)
+    return (np.concatenate([req.run_job[placed.kept], req.cand_job[c]]),
+            np.concatenate([req.run_type[placed.kept], req.cand_type[c]]))
+
+
+def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True,
+               moves: bool = False) -> np.ndarray:
+    """(O, T) tier-1 GPUs per org node and type after the plan, as the share rows count them:
+    with `reserved`, a waiting reservation's GPUs count as held by its project's subtree
+    (optalloc.model.constraints.lookahead); without `moves`, a running job the plan moves to
+    another type counts nowhere (optalloc.model.constraints.fairshare). With `moves`: what
+    each holds, for reports and messages."""
+    snap = em.snap
+    O, T = snap.org.n, len(snap.gpu_types)
+    leaf = np.zeros((O, T))
+    jobs, types = plan_pairs(em, placed, moves)
+    if len(jobs):
+        t1 = snap.job_tier1[jobs, types]
+        np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])
+    got = snap.org.membership().astype(float) @ leaf
+    if reserved and em.res.held:
+        got += em.res.holding(snap, jobs)
+    return got
+
+
+def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
+    """The placed plan as a point of em.lm (x, k from the plan; z = nodes whole-node gangs
+    took; u = single-node jobs and gang remainders per (node, size); y = nodes of per-node
+    gang pieces; m = the share tiers filled in order), so a MIP solver can start from it and
+    the plan can be checked against every row (`em.lm.violation`)."""
+    snap, req = em.snap, em.req
+    sol = np.zeros(em.lm.n_vars)
+    sol[em.x] = placed.started
+    sol[em.k] = placed.kept
+    used_whole = np.zeros(len(snap.nodes), bool)
+    count = np.zeros((len(snap.nodes), int(req.type_max_node.max(initial=0)) + 1), np.int64)
+    y_on = np.zeros(len(em.classes), np.int64)  # gangs started per class
+    y_at: dict = {}  # (class, node) -> pieces
+    for c in np.flatnonzero(placed.started):
+        j, t = int(req.cand_job[c]), int(req.cand_type[c])
+        pl = placed.placements[j]
+        nodes = [snap.node_index[a.node] for a in pl.nodes]
+        shape = req.shape[j, t]
+        if shape == WHOLE:
+            size = int(req.size[j, t])
+            for n, a in zip(nodes, pl.nodes):
+                if len(a.gpus) == size and snap.node_gpus[n] == size:
+                    used_whole[n] = True
+                else:
+                    count[n, len(a.gpus)] += 1
+        elif shape == PIECES:
+            k = int(em.cand_class[c])
+            y_on[k] += 1
+            for n in nodes:
+                y_at[(k, n)] = y_at.get((k, n), 0) + 1
+        else:
+            count[nodes[0], int(req.size[j, t])] += 1
+    if len(em.z):
+        sol[em.z] = used_whole[em.z_node]
+    if len(em.u):
+        sol[em.u] = count[em.u_node, em.u_size]
+    if len(em.y):
+        sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
+        sol[em.y_count] = y_on
+    jobs, types = plan_pairs(em, placed, moves=False)  # as the debug and fill rows count them
+    if len(em.d):
+        from optalloc.model.constraints.fairshare import debug_jobs
+
+        short = debug_jobs(snap)
+        held = np.zeros((snap.org.n, len(snap.gpu_types)))
+        s = short[jobs] & snap.job_tier1[jobs, types]
+        np.add.at(held, (snap.job_project[jobs[s]], types[s]), snap.job_gpus[jobs[s]])
+        sol[em.d] = np.minimum(held[em.d_org, em.d_type], em.lm.ub[em.d])
+    if len(em.f):
+        from optalloc.model.constraints.fill import fill_held
+
+        sol[em.f] = fill_held(snap, em.fill, jobs, types)[em.f_org]
+    if len(em.m):
+        got = got_by_org(em, placed)
+        b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
+        lo = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(b, -1)[..., :-1]], -1)
+        met = np.clip(got[:, :, None] - lo, 0, b)
+        sol[em.m] = met[em.m_org, em.m_type, em.m_seg]
+    return sol
