@@ -47,6 +47,20 @@ def test_a_low_priority_debug_job_waits_behind_its_projects_higher_priority_jobs
     assert "Adbg" in pending_codes(plan)
 
 
+def test_a_larger_debug_job_does_not_pass_a_higher_priority_job_of_its_project():
+    """One 8-GPU node: Hi (priority 1, 4 GPUs, 2 h) and a debug job (priority 0, 8 GPUs, 10
+    min). Holding 8 GPUs meets more of A's floor than 4, and the precedence link from Hi to
+    the debug job was dropped for every debug job, so the debug job started and Hi waited;
+    the link is dropped only for a longer job of the debug job's own priority."""
+    for debug_min in (10, 15):
+        jobs = [Job("Hi", "A", 4, min_runtime_s=2 * H, priority=1, submit_time=0.0),
+                Job("Dbg", "A", 8, min_runtime_s=debug_min * M, submit_time=1.0)]
+        snap = snapshot(nodes_of(1, 8), flat_org({"A": 1}), jobs)
+        plan = run_epoch(snap)
+        assert _started(plan) == {"Hi"}
+        assert pending_codes(plan) == {"Dbg": "LowerPriorityInProject"}
+
+
 def test_a_debug_job_still_uses_free_gpus_beyond_its_projects_target():
     # A holds 6 of its 8 and its next job needs 4: 2 GPUs are free, the debug job takes them
     jobs = [running("Br", "B", "h100", [("n01", range(8))], start=NOW - 10 * M),

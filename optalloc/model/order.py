@@ -175,13 +175,15 @@ def job_groups(snap: Snapshot, req):
 
 def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarray]:
     """The (a, b) pairs of the links A[i] -> B[i] (lists of index arrays): self-links dropped,
-    and a debug job never behind a longer one; unique, sorted."""
+    and a debug job never behind a longer one of its own priority; unique, sorted."""
     if not A:
         return _EMPTY, _EMPTY
     a, b = np.concatenate(A), np.concatenate(B)
     short = short_jobs(snap)
-    # a debug job may start while a longer job ahead of it waits (the debug allowance): the
-    # contract's cheap grant; inside the target it is still worth less than the jobs ahead
-    keep = (a != b) & ~(short[b] & ~short[a])
+    # a debug job may start while a longer job of its priority ahead of it waits (the debug
+    # allowance): the contract's cheap grant; inside the target it is still worth less than
+    # the jobs ahead. Never one its team declared more important (README, "The contract")
+    prio = snap.job_priority
+    keep = (a != b) & ~(short[b] & ~short[a] & (prio[b] >= prio[a]))
     pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
     return pairs[:, 0], pairs[:, 1]
