@@ -190,3 +190,19 @@ def test_a_floor_does_not_yield_when_the_idle_gpus_of_the_other_type_cannot_hold
     assert not plan.preemptions
     assert set(pending_codes(plan)) == {f"B{i:02d}" for i in range(8)}
     check_plan(snap, plan)
+
+
+def test_a_floor_does_not_yield_when_waiting_work_asks_for_the_other_types_idle_gpus():
+    """Per-type budgets, equal ratios: b200 is idle but C's jobs, confined to b200, wait for
+    it (8 or 2 of them). A's job could not restart there beside C's work (C's floor, or no
+    room for 8), so A's floor does not yield: it keeps h100 by the holding rule. Before, it
+    yielded, A was preempted to the queue for B and its work lost, a floor traded for one."""
+    for nc in (8, 2):
+        jobs = [a_job_on_h100()] + only("B", 8, 1, "h100") + only("C", nc, 1, "b200")
+        cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.6)), tuple(cluster()),
+                     flat_org({"A": 1, "B": 1, "C": 1}), Policy(), tuple(jobs))
+        snap = build_snapshot(cfg, now=10 * H, usage_ratio={})
+        plan = run_epoch(snap)
+        assert by_project_type(snap, plan) == {("A", "h100"): 8, ("C", "b200"): nc}
+        assert not plan.preemptions
+        check_plan(snap, plan)

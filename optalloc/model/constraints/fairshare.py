@@ -44,7 +44,8 @@ def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
 def floor_yield(snap, req) -> np.ndarray:
     """(O, T) in [0, 1]: the share of the GPUs each org node's jobs hold on t that belong to
     running jobs that could move (requirements: a move candidate) to another type whose idle
-    GPUs (up nodes, held by no running job) hold the job's shape. Where two floors on t cannot both be met
+    GPUs (up nodes, held by no running job) hold the job's shape and are more than the work
+    waiting for that type asks. Where two floors on t cannot both be met
     through whole jobs, the one held by work that can restart elsewhere yields: both are
     then met, one of them on the other type (8 h100 + 8 b200, per-type budgets, ratios
     equal: A's movable job kept h100 while B, confined to it, waited below its floor and
@@ -56,9 +57,15 @@ def floor_yield(snap, req) -> np.ndarray:
     busy = np.bincount(req.run_pair_node, weights=req.run_pair_gpus, minlength=len(snap.nodes))
     idle = np.where(snap.node_up, np.maximum(snap.node_gpus - busy, 0), 0).astype(np.int64)
     mj, mt = req.cand_job[req.cand_move], req.cand_type[req.cand_move]
+    # GPUs of t that waiting work asks for (each tier-1 start candidate on every type it may
+    # use): a type whose idle GPUs other work will take has no room for a move
+    cj, ct = req.cand_job, req.cand_type
+    asked = ~req.cand_move & snap.job_tier1[cj, ct]
+    wanted = np.bincount(ct[asked], weights=snap.job_gpus[cj[asked]], minlength=T)
+    spare = np.bincount(snap.node_type, weights=idle, minlength=T) - wanted
     can = np.zeros(len(snap.jobs), bool)
     for t in np.unique(mt):  # the job's shape fits the idle GPUs of t's nodes (shape.fits_nodes)
-        j = mj[mt == t]
+        j = mj[(mt == t) & (snap.job_gpus[mj] <= spare[t] + 1e-9)]
         ok = fits_nodes(req.size[j, t], req.pieces[j, t], req.rem[j, t],
                         idle[(snap.node_type == t) & (idle > 0)])
         can[j[ok]] = True
