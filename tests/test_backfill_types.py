@@ -13,9 +13,10 @@ from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
 from optalloc.plan.place import place
 from optalloc.plan.holdings import got_by_org
-from optalloc.types import Job, Node
+from optalloc.snapshot import build_snapshot
+from optalloc.types import Config, GpuType, Job, Node, Policy
 
-from test_epoch_toy import H, flat_org, gpus_by_project, pending_codes, running, snapshot
+from test_epoch_toy import H, flat_org, gpus_by_project, pending_codes, running
 
 
 def _snap():
@@ -30,8 +31,12 @@ def _snap():
         Job("Aq", "A", 4, min_runtime_s=H, submit_time=0.0, speedup={"h100": 2.0}),
         Job("Bq", "B", 4, min_runtime_s=H, submit_time=0.0, gpu_types=("a100",)),
     ]
-    return snapshot(nodes, flat_org({"A": 1, "B": 1}), jobs, types=("h100", "a100"),
-                    usage={"A": 0.1, "B": 0.5})
+    # per-type budgets (a100 billed at half an h100 GPU): each type's floors stand alone, as
+    # the case needs (pooled, A's lower usage ratio rightly takes the a100 GPUs: both are
+    # below their floors over all types)
+    cfg = Config((GpuType("h100", 1.0), GpuType("a100", 0.5)), tuple(nodes),
+                 flat_org({"A": 1, "B": 1}), Policy(), tuple(jobs))
+    return build_snapshot(cfg, now=10 * H, usage_ratio={"A": 0.1, "B": 0.5})
 
 
 def test_a_job_that_misses_its_best_type_is_ranked_again_by_the_type_it_would_get():

@@ -8,12 +8,14 @@ import numpy as np
 from optalloc.model.build import EpochModel
 
 
-def _holders(em: EpochModel, x: list, k: list) -> list[tuple[int, int, object]]:
+def _holders(em: EpochModel, x: list, k: list, moves: bool = False
+             ) -> list[tuple[int, int, object]]:
     """(job, type, its variable) of every candidate start and every running job's keep; not
-    the moves (a move counts in no share or debug row, as in optalloc's model)."""
+    the moves (a move counts in no debug or fill row, nor in a share row per type, as in
+    optalloc's model) unless `moves` (pooled share rows count them)."""
     req = em.req
     out = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))
-           if not req.cand_move[ci]]
+           if moves or not req.cand_move[ci]]
     return out + [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
 
 
@@ -53,7 +55,8 @@ def debug_rows(em: EpochModel, prob, x: list, k: list, d: list) -> int:
 
 
 def share_rows(em: EpochModel, prob, x: list, k: list, m: list) -> int:
-    """share[o, t]: the tiers met under org node o on type t never exceed its tier-1 GPUs."""
+    """share[o, s]: the tiers met under org node o on share column s (its type, or every type
+    where one budget spans them) never exceed its tier-1 GPUs there."""
     import pulp
 
     snap, req = em.snap, em.req
@@ -62,13 +65,14 @@ def share_rows(em: EpochModel, prob, x: list, k: list, m: list) -> int:
         tiers.setdefault((o, t), []).append(m[r])
     got: dict[tuple[int, int], list] = {key: [] for key in tiers}
     M = snap.org.membership()
-    holders = _holders(em, x, k)
+    col = em.tg.share_col.tolist()
+    holders = _holders(em, x, k, moves=em.tg.pooled)
     for j, t, v in holders:
         if not snap.job_tier1[j, t]:
             continue
         for o in np.flatnonzero(M[:, snap.job_project[j]]).tolist():
-            if (o, t) in got:
-                got[o, t].append(int(snap.job_gpus[j]) * v)
+            if (o, col[t]) in got:
+                got[o, col[t]].append(int(snap.job_gpus[j]) * v)
     # a waiting reservation counts as held on its project's path until its gang starts
     for h in em.res.held:
         if h.due:
@@ -76,8 +80,8 @@ def share_rows(em: EpochModel, prob, x: list, k: list, m: list) -> int:
         g = int(snap.job_gpus[h.job])
         mine = [x[ci] for ci in range(len(x)) if int(req.cand_job[ci]) == h.job]
         for o in np.flatnonzero(M[:, snap.job_project[h.job]]).tolist():
-            if (o, h.type) in got:
-                got[o, h.type] += [g] + [-g * v for v in mine]
+            if (o, col[h.type]) in got:
+                got[o, col[h.type]] += [g] + [-g * v for v in mine]
     for key, ms in tiers.items():
         prob += pulp.lpSum(ms) <= pulp.lpSum(got[key])
     return len(tiers)

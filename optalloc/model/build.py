@@ -117,7 +117,8 @@ class EpochModel:
         self, started: np.ndarray, kept: np.ndarray, got: np.ndarray
     ) -> float:
         """Objective of a concrete plan: `started` (C,) bool candidates placed, `kept` (K,) bool
-        running jobs kept, `got` (O, T) tier-1 GPUs per org node and type. Share tiers met are
+        running jobs kept, `got` (O, T) tier-1 GPUs per org node and type as the share rows count
+        them (optalloc.plan.holdings.got_by_org). Share tiers met are
         filled in order up to their bounds (the best m for that plan); z, u, y carry none."""
         return sum(self.plan_tiers(started, kept, got))
 
@@ -126,8 +127,9 @@ class EpochModel:
         churn); compared lexicographically when the epoch chooses among candidate plans."""
         c = self.lm.c
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
-        floors, targets = met_tiers(self.imp, self.tg.floor, self.tg.target, got,
-                                    yields_of(self.tg))
+        tg = self.tg
+        floors, targets = met_tiers(self.imp, tg.share_floor, tg.share_target,
+                                    tg.share_view(got), yields_of(tg))
         req = self.req
         counted = started & ~req.cand_move  # a move counts in no debug or fill row
         jobs = np.concatenate([req.run_job[kept], req.cand_job[counted]])
@@ -143,7 +145,8 @@ def build_model(
     req = compute_requirements(snap) if req is None else req
     imp = compute_impact(snap) if imp is None else imp
     tg = fair_targets(snap, req)  # pooled across gpu_types when shares are (pooled.py)
-    tg = replace(tg, floor_yield=floor_yield(snap, req))  # floors of work that may move
+    if not tg.pooled:  # floors of work that may move (a pooled row counts a move: no yield)
+        tg = replace(tg, floor_yield=floor_yield(snap, req))
     res = compute_reservations(snap, req, tg)  # phase 2a: the lookahead (reservations.py)
     ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg, res=res)
     for define in DEFINES:

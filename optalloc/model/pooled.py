@@ -131,7 +131,8 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
                  full, np.zeros_like(prot), cap_up, speed, stay)
             if lookahead_on(snap) else np.zeros((0, 0)))
     return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
-                   np.zeros(len(req.cand_job)), horizon, window, free, pooled=True)
+                   np.zeros(len(req.cand_job)), horizon, window, free, pooled=True,
+                   pool_floor=FP[:, 0])
 
 
 def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None,
@@ -158,7 +159,10 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
         short = leaves & (got < want - 0.5)
         if not short.any():
             break
-        leaf_up = np.where(short, np.floor(got + 1e-6), leaf_up)
+        # capped at the whole GPUs routed, each type's remainder by largest fraction: A and B
+        # confined to 8 h100 and routed 4.36 and 3.64 were capped at 4 and 3 each rounded
+        # down, and the GPU lost went to C, which may run anywhere (C 9, B 3)
+        leaf_up = np.where(short, _whole_by_type(X, cap).sum(axis=1), leaf_up)
     return M @ _whole_by_type(X, cap)
 
 

@@ -167,13 +167,18 @@ def _moves(snap: Snapshot, fits: np.ndarray, rj: np.ndarray, rt: np.ndarray):
     return rj[k].astype(np.int64), t.astype(np.int64)
 
 
-def share_tier1(snap: Snapshot, req: Requirements) -> np.ndarray:
+def share_tier1(snap: Snapshot, req: Requirements, pooled: bool = False) -> np.ndarray:
     """(J, T) the (job, type) pairs the share and debug rows count as allocated work:
     snap.job_tier1 without the moves. A move counts in no such row: it is a preemption that
     restarts where GPUs are left, so its own project's tiers never pull a job off its type
     (only another's need displaces it). A pair is a move whatever its column (a keep is on its
     job's own type, a move never is), so one mask serves starts and keeps. Once per
-    Requirements."""
+    Requirements. `pooled`: the share rows of one budget over every type
+    (optalloc.model.pooled), which count a job on whichever type it runs: a move changes
+    nothing there, so it counts (its project keeps what it held; not counted, the move looked
+    like a lost floor and the keep won where the job should restart elsewhere)."""
+    if pooled:
+        return snap.job_tier1
     out = req.__dict__.get("_share_tier1")
     if out is None:
         out = snap.job_tier1

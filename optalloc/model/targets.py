@@ -65,6 +65,36 @@ class Targets:
     # (O, T) the floor tie-break's yield of work that may move (fairshare.floor_yield); empty
     # when not computed
     floor_yield: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    # (O,) pooled floors min(D_o, E_o) (optalloc.model.pooled); empty when per type
+    pool_floor: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    # The share rows' view (optalloc.model.constraints.fairshare): per type, one share column
+    # per gpu_type; pooled, one column for all of them, so a project's floor and target are
+    # met by its whole jobs on whichever types they run (the per-type split of the routing is
+    # fractional: an 8-GPU job on h100 met 2 of a 5-GPU floor routed as 2 h100 + 3 b200).
+    @property
+    def share_col(self) -> np.ndarray:
+        """(T,) the share column of each gpu_type."""
+        T = self.floor.shape[1]
+        return np.zeros(T, np.int64) if self.pooled else np.arange(T)
+
+    @property
+    def share_floor(self) -> np.ndarray:
+        """(O, S) floors of the share rows."""
+        if not self.pooled:
+            return self.floor
+        f = np.minimum(self.pool_floor, self.target.sum(axis=1))[:, None]
+        f[0] = 0.0
+        return f
+
+    @property
+    def share_target(self) -> np.ndarray:
+        """(O, S) targets of the share rows."""
+        return self.target.sum(axis=1, keepdims=True) if self.pooled else self.target
+
+    def share_view(self, got: np.ndarray) -> np.ndarray:
+        """(O, S) of an (O, T) count per org node and type."""
+        return got.sum(axis=1, keepdims=True) if self.pooled else got
 
 
 def horizons(snap: Snapshot) -> tuple[float, float]:

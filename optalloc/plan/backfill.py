@@ -29,39 +29,45 @@ class ShareGain:
         O, T = snap.org.n, len(snap.gpu_types)
         M = snap.org.membership()
         self.anc = [(np.flatnonzero(M[1:, p]) + 1).tolist() for p in range(O)]  # root excluded
-        b = tier_bounds(tg.floor, tg.target)  # (O, T, K+1)
+        b = tier_bounds(tg.share_floor, tg.share_target)  # (O, S, K+1): per type or pooled
+        S = b.shape[1]
+        self.col = tg.share_col.tolist()  # type -> share column
         hi = np.cumsum(b, axis=-1)
         lo = hi - b
         y = yields_of(tg)
-        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, t]).tolist()
-                for t in range(T)]  # per type: (O, K+1)
-        # per (o, t): [(lo, hi, weight), ...] of its non-empty tiers
-        self.tiers = [[[(float(lo[o, t, s]), float(hi[o, t, s]), float(vals[t][o][s]))
-                        for s in range(b.shape[-1]) if b[o, t, s] > 0] for t in range(T)]
+        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, s]).tolist()
+                for s in range(S)]  # per share column: (O, K+1)
+        # per (o, s): [(lo, hi, weight), ...] of its non-empty tiers
+        self.tiers = [[[(float(lo[o, s, k]), float(hi[o, s, k]), float(vals[s][o][k]))
+                        for k in range(b.shape[-1]) if b[o, s, k] > 0] for s in range(S)]
                       for o in range(O)]
-        self.got = np.zeros((O, T)).tolist()
+        self.got = np.zeros((O, S)).tolist()
         # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
         self.short = debug_jobs(snap).tolist()  # fairshare.debug_jobs
         self.allow = debug_allowance(snap).tolist()
         self.dbg_w = (imp.target_weight / 2.0).tolist()
         self.dbg = np.zeros((O, T)).tolist()
-        self.tier1 = share_tier1(snap, em.req)  # a move counts in no share row: no gain
+        # per type a move counts in no share row (no gain); pooled it counts where it runs;
+        # never in a debug row (requirements.share_tier1)
+        self.tier1 = share_tier1(snap, em.req, tg.pooled)
+        self.no_move = share_tier1(snap, em.req)
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
         # gain depends on the job only through its `key` (project, type, GPUs, short), and on
-        # the placements only through its path's tiers of that type: remembered per (top-level
-        # org node, type) until an add there (the backfill re-evaluates many like jobs between
-        # two starts; projects under one top-level node share every other ancestor but root)
+        # the placements only through its path's tiers of that share column: remembered per
+        # (top-level org node, share column) until an add there (the backfill re-evaluates
+        # many like jobs between two starts; projects under one top-level node share every
+        # other ancestor but root)
         size = M.sum(axis=1)
         top = [max(a, key=lambda o: size[o]) if a else p for p, a in enumerate(self.anc)]
-        memos = {(o, t): {} for o in set(top) for t in range(T)}
-        self._memo = [[memos[(top[p], t)] for t in range(T)] for p in range(O)]
+        memos = {(o, s): {} for o in set(top) for s in range(S)}
+        self._memo = [[memos[(top[p], self.col[t])] for t in range(T)] for p in range(O)]
 
     def key(self, j: int, t: int) -> tuple | None:
         """What job j's gain on t depends on (None: unallocated there, no gain)."""
         if not self.tier1[j, t]:
             return None
-        return (self.project[j], t, self.gpus[j], self.short[j])
+        return (self.project[j], t, self.gpus[j], self.short[j] and bool(self.no_move[j, t]))
 
     def gain(self, j: int, t: int) -> float:
         return self.gain_of(self.key(j, t))
@@ -77,9 +83,10 @@ class ShareGain:
 
     def _gain(self, p: int, t: int, g: float, short: bool) -> float:
         out = 0.0
+        s = self.col[t]
         for o in self.anc[p]:
-            cur = self.got[o][t]
-            for lo, hi, w in self.tiers[o][t]:
+            cur = self.got[o][s]
+            for lo, hi, w in self.tiers[o][s]:
                 a, b = max(lo, cur), min(hi, cur + g)
                 if b > a:
                     out += (b - a) * w
@@ -91,9 +98,10 @@ class ShareGain:
         if self.tier1[j, t]:
             self._memo[self.project[j]][t].clear()
             g = sign * self.gpus[j]
+            s = self.col[t]
             for o in self.anc[self.project[j]]:
-                self.got[o][t] += g
-            if self.short[j]:
+                self.got[o][s] += g
+            if self.short[j] and self.no_move[j, t]:
                 self.dbg[self.project[j]][t] += g
 
 
@@ -114,11 +122,12 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
     cj, ct = req.cand_job[order], req.cand_type[order]
     first = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if len(order) else order
     bounds = list(zip(cj[first].tolist(), first.tolist(), first[1:].tolist() + [len(order)]))
-    on = share_tier1(snap, req)[cj, ct]  # a move: no share gain
+    on = share_tier1(snap, req, em.tg.pooled)[cj, ct]  # per type, a move: no share gain
+    short = debug_jobs(snap)[cj] & share_tier1(snap, req)[cj, ct]  # a move: no debug row
     keys = [(p, t, g, s) if o else None  # ShareGain.key
             for p, t, g, s, o in zip(snap.job_project[cj].tolist(), ct.tolist(),
                                      snap.job_gpus[cj].astype(float).tolist(),
-                                     debug_jobs(snap)[cj].tolist(), on.tolist())]
+                                     short.tolist(), on.tolist())]
     cs, ts = order.tolist(), ct.tolist()
     pairs = list(zip(value[order].tolist(), keys))
     by_job = {j: cs[a:b] for j, a, b in bounds}
@@ -145,10 +154,11 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
     snap, req = em.snap, em.req
     cj, ct = req.cand_job, req.cand_type
     value = candidate_values(em.imp, req)
-    on = share_tier1(snap, req)[cj, ct]  # a move: no share gain
+    on = share_tier1(snap, req, em.tg.pooled)[cj, ct]  # per type, a move: no share gain
     T, G = len(snap.gpu_types), int(snap.job_gpus.max(initial=0)) + 1
     proj, typ = np.where(on, snap.job_project[cj], -1), np.where(on, ct, -1)
-    short, gpus = on & debug_jobs(snap)[cj], snap.job_gpus[cj]
+    short = on & debug_jobs(snap)[cj] & share_tier1(snap, req)[cj, ct]  # no debug row: a move
+    gpus = snap.job_gpus[cj]
     # one integer per key: project (-1: unallocated), type (-1 likewise), GPUs, short
     code = (((proj.astype(np.int64) + 1) * (T + 1) + typ + 1) * G + gpus) * 2 + short
     _, one, gid = np.unique(code, return_index=True, return_inverse=True)  # one: a member

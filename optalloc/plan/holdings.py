@@ -36,13 +36,15 @@ def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True
 
 
 def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True,
-               moves: bool = False) -> np.ndarray:
+               moves: bool | None = None) -> np.ndarray:
     """(O, T) tier-1 GPUs per org node and type after the plan, as the share rows count them:
     with `reserved`, a waiting reservation's GPUs count as held by its project's subtree
-    (optalloc.model.constraints.lookahead); without `moves`, a running job the plan moves to
-    another type counts nowhere (optalloc.model.constraints.fairshare). With `moves`: what
-    each holds, for reports and messages."""
+    (optalloc.model.constraints.lookahead); a running job the plan moves to another type
+    counts nowhere per type, on its new type when pooled (requirements.share_tier1; `moves`
+    None). With `moves`: what each holds, for reports and messages."""
     snap = em.snap
+    if moves is None:
+        moves = em.tg.pooled
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
     jobs, types = plan_pairs(em, placed, moves)
@@ -108,8 +110,9 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
 
         sol[em.f] = fill_held(snap, em.fill, jobs, types)[em.f_org]
     if len(em.m):
-        got = got_by_org(em, placed)
-        b = tier_bounds(em.floor, em.target)  # (O, T, K+1)
+        tg = em.tg
+        got = tg.share_view(got_by_org(em, placed))
+        b = tier_bounds(tg.share_floor, tg.share_target)  # (O, S, K+1)
         lo = np.concatenate([np.zeros(b.shape[:-1] + (1,)), np.cumsum(b, -1)[..., :-1]], -1)
         met = np.clip(got[:, :, None] - lo, 0, b)
         sol[em.m] = met[em.m_org, em.m_type, em.m_seg]

@@ -108,36 +108,40 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
     if own and not [k for k in takers if int(snap.job_project[k]) != p]:
         return (f"past its protection; a higher-priority job of project {job.project} takes "
                 f"its place (priority {int(snap.job_priority[own[0]])} > {job.priority})")
-    over = [o for o in path if got[o, t] >= em.target[o, t] - 1e-9]
+    # per type, or over all types where one budget spans them (the share rows' own view)
+    G, F, T = ((got.sum(axis=1), em.floor.sum(axis=1), em.target.sum(axis=1)) if em.tg.pooled
+               else (got[:, t], em.floor[:, t], em.target[:, t]))
+    where = " over all types" if em.tg.pooled else ""
+    over = [o for o in path if G[o] >= T[o] - 1e-9]
     head = (f"past its protection; {share_line(snap, em, got, over[0], t, reserved)}" if over
-            else f"past its protection; project {job.project} holds {got[p, t]:g} of its "
-                 f"{em.target[p, t]:g}-GPU target{reserved_note(reserved, p, t)}")
-    if got[p, t] < em.floor[p, t] - 1e-9:
+            else f"past its protection; project {job.project} holds {G[p]:g} of its "
+                 f"{T[p]:g}-GPU target{where}{reserved_note(reserved, p, t)}")
+    if G[p] < F[p] - 1e-9:
         shape = SHAPE_NAMES[int(em.req.shape[j, t])]
-        head += (f"; it stays below its floor ({got[p, t]:g} of {em.floor[p, t]:g}) because "
+        head += (f"; it stays below its floor ({G[p]:g} of {F[p]:g}{where}) because "
                  f"this {int(snap.job_gpus[j])}-GPU {shape} cannot shrink and its GPUs meet "
-                 + _floor_trade(em, got, j, t, takers))
+                 + _floor_trade(em, G, F, j, takers))
     others = sorted({int(snap.job_project[k]) for k in takers} - {p})
     if others:
         q = others[0]
         more = f" and {len(others) - 1} more" if len(others) > 1 else ""
-        return (f"{head}; its GPUs go to {snap.org.names[q]}{more} ({got[q, t]:g} GPUs after "
-                f"this, floor {em.floor[q, t]:g}, target {em.target[q, t]:g})")
+        return (f"{head}; its GPUs go to {snap.org.names[q]}{more} ({G[q]:g} GPUs{where} after "
+                f"this, floor {F[q]:g}, target {T[q]:g})")
     return f"{head}; other projects' floors and targets need its GPUs"
 
 
-def _floor_trade(em: EpochModel, got: np.ndarray, j: int, t: int, takers: list) -> str:
+def _floor_trade(em: EpochModel, got: np.ndarray, F: np.ndarray, j: int, takers: list) -> str:
     """How the takers' floors compare with the floor the preempted job would have met: more
     floor GPUs, or as many for projects that rank ahead by usage ratio (the floors' tie-break,
-    optalloc.model.objective.impact.tier_weights)."""
+    optalloc.model.objective.impact.tier_weights). got, F: (O,) GPUs held and floors, on the
+    job's type or pooled."""
     snap = em.snap
     p, g = int(snap.job_project[j]), float(snap.job_gpus[j])
-    F = em.floor[:, t]
-    lost = min(got[p, t] + g, F[p]) - min(got[p, t], F[p])
+    lost = min(got[p] + g, F[p]) - min(got[p], F[p])
     gain, ahead, lower = 0.0, [], True
     for q in sorted({int(snap.job_project[k]) for k in takers} - {p}):
         gq = float(sum(snap.job_gpus[k] for k in takers if int(snap.job_project[k]) == q))
-        gain += min(got[q, t], F[q]) - min(got[q, t] - gq, F[q])
+        gain += min(got[q], F[q]) - min(got[q] - gq, F[q])
         ahead.append(f"{snap.org.names[q]} {snap.usage_ratio[q]:.2f}")
         lower &= bool(snap.usage_ratio[q] < snap.usage_ratio[p])
     if gain > lost + 1e-9:

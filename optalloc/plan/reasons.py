@@ -267,8 +267,14 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     path, targets = ctx.targets(p, tuple(t1))
     T = em.target
     # the highest level on its path whose target this job would exceed, per type
-    gl, tl = ctx.lists()  # got and target as nested lists: the same floats, read faster
-    limit = {t: next((o for o in path if gl[o][t] + g > tl[o][t] + 1e-9), None) for t in t1}
+    pooled = em.tg.pooled  # one budget over every type: the share rows count o's GPUs on all
+    if pooled:
+        Gs, Ts, Fs = got.sum(axis=1), T.sum(axis=1), em.floor.sum(axis=1)
+        lim = next((o for o in path if Gs[o] + g > Ts[o] + 1e-9), None)
+        limit = {t: lim for t in t1}
+    else:
+        gl, tl = ctx.lists()  # got and target as nested lists: the same floats, read faster
+        limit = {t: next((o for o in path if gl[o][t] + g > tl[o][t] + 1e-9), None) for t in t1}
     details["targets"] = targets
     room = [t for t in t1 if limit[t] is None]
     if room:
@@ -276,9 +282,11 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         end = ctx.first_end[t]
         prot = (f"{ctx.protected_gpus[t]:g} {tn[t]} GPUs are protected"
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
+        held_of = (f"{Gs[p]:g} of {Ts[p]:g} GPUs over all types" if pooled
+                   else f"{got[p, t]:g} of {T[p, t]:g} {tn[t]} GPUs")
         return ReasonCode.WAITING_FOR_CAPACITY, (
-            f"project {job.project} has room in its fair-share target ({got[p, t]:g} of "
-            f"{T[p, t]:g} {tn[t]} GPUs{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
+            f"project {job.project} has room in its fair-share target ({held_of}"
+            f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
             f"{tn[t]} are not free or preemptible: "
             f"{prot}, "
             + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
@@ -304,12 +312,15 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     # (optalloc.model.pooled) of any type the job may use, which it would hold in their place
     others = (sum(got[0, u] - got[o, u] for u in t1) if em.tg.pooled
               else got[0, t] - got[o, t])
-    if got[o, t] < em.floor[o, t] - 1e-9 or others <= 1e-9:
+    below = Gs[o] < Fs[o] - 1e-9 if pooled else got[o, t] < em.floor[o, t] - 1e-9
+    if below or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
         end = ctx.first_end[t]
         note = reserved_note(ctx.reserved, o, t)
-        where = (f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
-                 f"{em.floor[o, t]:g} GPUs{note})" if got[o, t] < em.floor[o, t] - 1e-9 else
+        where = ((f"{snap.org.names[o]} is below its floor over all types ({Gs[o]:g} of "
+                  f"{Fs[o]:g} GPUs{note})" if pooled else
+                  f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
+                  f"{em.floor[o, t]:g} GPUs{note})") if below else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
         held = ctx.about(_holders_outside, o, t)
         over = ctx.about(_others_over, o, t)

@@ -35,7 +35,9 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     if em.res.held:  # a waiting reservation counts as held (as in the model's share rows)
         got += em.res.holding(snap, jobs)
     # the share tiers as the model values them (a floor held by work that can move yields)
-    floors, targets = met_tiers(em.imp, em.floor, em.target, got, yields_of(em.tg))
+    tg = em.tg
+    floors, targets = met_tiers(em.imp, tg.share_floor, tg.share_target, tg.share_view(got),
+                                yields_of(tg))
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)
     order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())

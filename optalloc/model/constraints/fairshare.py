@@ -122,7 +122,7 @@ def met_value(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray) -> fl
 
 def define_shares(ctx: BuildContext) -> None:
     snap, req, imp, tg, b = ctx.snap, ctx.req, ctx.imp, ctx.tg, ctx.b
-    F, T = tg.floor, tg.target
+    F, T = tg.share_floor, tg.share_target  # (O, S): per type, or pooled over the types
     mo, mt = np.nonzero(T > 0)
     keep = mo > 0
     mo, mt = mo[keep], mt[keep]
@@ -137,11 +137,13 @@ def define_shares(ctx: BuildContext) -> None:
     O, Tn = F.shape
     row_of = np.full((O, Tn), -1)
     row_of[mo, mt] = np.arange(len(mo))
+    row_of = row_of[:, tg.share_col]  # (O, T): the row of each org node's GPUs on each type
     M = snap.org.membership()
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    t1 = share_tier1(snap, req)[jobs, types] if len(jobs) else np.zeros(0, bool)  # no move
+    t1 = (share_tier1(snap, req, tg.pooled)[jobs, types] if len(jobs)
+          else np.zeros(0, bool))  # per type: no move
     anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
     r = row_of[anc, types[e]]
     ok = r >= 0
@@ -153,7 +155,7 @@ def define_shares(ctx: BuildContext) -> None:
     order = np.argsort(rows, kind="stable")
     rows, allc, coef = rows[order], allc[order], coef[order]
     bnd = np.searchsorted(rows, np.arange(len(mo) + 1))
-    names, tnames = snap.org.names, snap.type_names
+    names, tnames = snap.org.names, (("all",) if tg.pooled else snap.type_names)
     for i in range(len(mo)):
         a, z = bnd[i], bnd[i + 1]
         b.add_rows(f"share[{names[mo[i]]},{tnames[mt[i]]}]", 1, np.zeros(z - a), allc[a:z],
