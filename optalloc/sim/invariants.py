@@ -62,7 +62,11 @@ def check_plan(snap: Snapshot, plan: Plan) -> None:
             if job.id in placed and job.id in preempted:
                 if preempted[job.id].code is not ReasonCode.MOVED:
                     fail(f"running job {job.id} is both kept and preempted")
-            if job.id in placed and job.id not in preempted and placed[job.id] != job.placement:
+            # the GPUs it holds (its `allocated` flag follows its tier this epoch: a project
+            # whose share went to 0 keeps its running job as unallocated work)
+            if job.id in placed and job.id not in preempted and (
+                    (placed[job.id].gpu_type, placed[job.id].nodes)
+                    != (job.placement.gpu_type, job.placement.nodes)):
                 fail(f"running job {job.id} changes placement without a Moved preemption")
             if snap.job_protected[k] and _present(snap, job.placement):
                 if job.id in preempted:
