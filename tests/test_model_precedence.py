@@ -1,8 +1,8 @@
 """The `order` pairs (optalloc.model.order.precedence_pairs: a job ahead of another in its
 project's line that fits in its place) computed with one searchsorted per kind of job over all
 groups equal the pairs of the group-by-group loop they replaced (kept here as the reference,
-on the module's own groups and last filter), on random clusters and on the bench's
-instances."""
+on the module's own groups and last filter, with the same fit rules), on random clusters and
+on the bench's instances."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _reference(snap, req) -> tuple[np.ndarray, np.ndarray]:
     grouped = job_groups(snap, req)
     if grouped is None:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    jobs, cls, g, chunk, gpn, pos, group = grouped
+    jobs, cls, g, chunk, gpn, pos, group, npieces = grouped
     A, B = [], []
     order = np.lexsort((pos, group))
     cut = np.r_[0, np.flatnonzero(np.diff(group[order])) + 1, len(order)]
@@ -32,7 +32,7 @@ def _reference(snap, req) -> tuple[np.ndarray, np.ndarray]:
         if hi_ - lo_ < 2:
             continue
         idx = order[lo_:hi_]  # one group, in project order
-        ci, gi, pi, ki, ni = cls[idx], g[idx], pos[idx], chunk[idx], gpn[idx]
+        ci, gi, pi, ki, ni, mi = cls[idx], g[idx], pos[idx], chunk[idx], gpn[idx], npieces[idx]
         for s in np.unique(gi[ci == SMALL]):  # single-node a of size s
             have = np.flatnonzero((ci == SMALL) & (gi == s))
             fits = np.flatnonzero((ci >= 0) & (gi >= s) & (ki >= s))
@@ -42,8 +42,8 @@ def _reference(snap, req) -> tuple[np.ndarray, np.ndarray]:
             _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == WHOLE) & (gi >= s)))
         for s, q in set(zip(gi[ci == PIECES].tolist(), ni[ci == PIECES].tolist())):
             have = np.flatnonzero((ci == PIECES) & (gi == s) & (ni == q))
-            _ref_link(A, B, jobs, idx, pi, have,
-                      np.flatnonzero((ci == PIECES) & (gi >= s) & (ni == q)))
+            room = ((ci == PIECES) & (ni >= q)) | ((ci == WHOLE) & (ki >= q))
+            _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero(room & (mi >= s // q)))
     return linked_pairs(snap, A, B)
 
 

@@ -110,12 +110,15 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     a "fits in b's place" on every candidate type of the pair (the same type set): a
     single-node a no larger than b's per-node chunk (b's GPUs on one node, a whole node, or
     its gpus_per_node), a whole-node gang a no larger than a whole-node gang b, a per-node
-    gang a of b's gpus_per_node with no more pieces."""
+    gang a of q GPUs per node in no more pieces than b has nodes of at least q GPUs (a
+    per-node gang b of >= q per node, or a whole-node gang b's whole nodes: 4 + 4 fits where
+    8 + 8 would go; without that link a priority-1 4 + 4 gang waited behind its project's
+    priority-0 8 + 8 one, which met more of the floor)."""
     snap = ctx_snap
     grouped = job_groups(snap, req)
     if grouped is None:
         return _EMPTY, _EMPTY
-    jobs, cls, g, chunk, gpn, pos, group = grouped
+    jobs, cls, g, chunk, gpn, pos, group, npieces = grouped
     # each job linked to the latest job of its group (project, types) ahead of it that fits in
     # its place, per kind of job ahead: single-node of s GPUs, whole-node gang of s GPUs,
     # per-node gang of s GPUs in pieces of q; one searchsorted over all groups per kind
@@ -137,8 +140,11 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
         link((co == SMALL) & (go == s_), (co >= 0) & (go >= s_) & (ko >= s_))
     for s_ in np.unique(go[co == WHOLE]):  # whole-node gang a of s GPUs
         link((co == WHOLE) & (go == s_), (co == WHOLE) & (go >= s_))
+    po = npieces[order]
     for s_, q in set(zip(go[co == PIECES].tolist(), no[co == PIECES].tolist())):
-        link((co == PIECES) & (go == s_) & (no == q), (co == PIECES) & (go >= s_) & (no == q))
+        # b's nodes of >= q GPUs: a per-node gang's pieces, or a whole-node gang's whole nodes
+        room = ((co == PIECES) & (no >= q)) | ((co == WHOLE) & (ko >= q))
+        link((co == PIECES) & (go == s_) & (no == q), room & (po >= s_ // q))
     return linked_pairs(snap, A, B)
 
 
@@ -146,8 +152,8 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
 def job_groups(snap: Snapshot, req):
     """What precedence_pairs links, for the allocated queued jobs with candidates: (jobs, the
     shape class of each, -1 where it differs by type; GPUs, smallest per-node chunk,
-    gpus_per_node, position in its project's order, group = (project, candidate types)),
-    or None when fewer than two such jobs wait."""
+    gpus_per_node, position in its project's order, group = (project, candidate types),
+    fewest full pieces over its types), or None when fewer than two such jobs wait."""
     cj, ct = req.cand_job, req.cand_type
     if not len(cj):
         return None
@@ -169,8 +175,9 @@ def job_groups(snap: Snapshot, req):
     chunk = np.where(m, req.size[jobs], big).min(axis=1)  # smallest per-node chunk
     key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
     _, group = np.unique(key, axis=0, return_inverse=True)
+    npieces = np.where(m, req.pieces[jobs], big).min(axis=1)
     return (jobs, cls, snap.job_gpus[jobs], chunk, snap.job_gpn[jobs],
-            project_order(snap)[jobs], np.asarray(group).reshape(-1))
+            project_order(snap)[jobs], np.asarray(group).reshape(-1), npieces)
 
 
 def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,7 @@ from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.place import place
 from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.score import placed_score
-from optalloc.plan.victims import swapped_keeps
+from optalloc.plan.victims import priority_swaps, swapped_keeps
 
 
 @dataclass
@@ -45,7 +45,9 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
     """Solution x placed and scored (x None: keep what may stay, start nothing), placed again
     longest hold first when a start of it did not place beside reserved nodes; then, when it
     preempts allocated work whose interchangeable twin that lost less stays, also x with
-    those keeps exchanged, and the better of the two by the scheme's order."""
+    those keeps exchanged, and the better of the two by the scheme's order; then likewise x
+    with running jobs exchanged for waiting higher-priority jobs of their own projects that
+    fit in their place (optalloc.plan.victims.priority_swaps)."""
     t = time.perf_counter()
     placed = place(em, x, backfill=x is not None)
     place_s = time.perf_counter() - t
@@ -63,16 +65,21 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
             out, placed = alt, placed_h
         else:
             by_hold = False
-    x2 = swapped_keeps(em, x, placed.kept) if x is not None else None
-    if x2 is None:
+    if x is None:
         return out
-    t = time.perf_counter()
-    placed2 = place(em, x2, by_hold=by_hold)
-    out.place_s = place_s = place_s + time.perf_counter() - t
-    alt = scored(em, placed2, source, place_s=place_s, **kw)
-    if best_plan([out, alt]) is alt and alt.score > out.score:
-        alt.message = _also(alt.message, "victims that lose less work")
-        return alt
+    for swap, note in ((lambda p: swapped_keeps(em, x, p.kept), "victims that lose less work"),
+                       (lambda p: priority_swaps(em, x, p),
+                        "a higher priority of a project in place of its running job")):
+        x2 = swap(out.placed)
+        if x2 is None:
+            continue
+        t = time.perf_counter()
+        placed2 = place(em, x2, by_hold=by_hold)
+        out.place_s = place_s = place_s + time.perf_counter() - t
+        alt = scored(em, placed2, source, place_s=place_s, **kw)
+        if best_plan([out, alt]) is alt and alt.score > out.score:
+            alt.message = _also(alt.message, note)
+            out, x = alt, x2
     return out
 
 
@@ -92,7 +99,8 @@ def placed_already(em: EpochModel, x, plans: list[Outcome]) -> Outcome | None:
     for o in plans:
         if (o.model_point and np.array_equal(o.placed.started, started)
                 and np.array_equal(o.placed.kept, kept)):
-            return o if swapped_keeps(em, x, kept) is None else None
+            return (o if swapped_keeps(em, x, kept) is None
+                    and priority_swaps(em, x, o.placed) is None else None)
     return None
 
 

@@ -65,3 +65,69 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
             out[em.k[i]], out[em.k[q]] = 1.0, 0.0
             cands.remove(q)
     return out
+
+
+def priority_swaps(em: EpochModel, x: np.ndarray, placed) -> np.ndarray | None:
+    """x with running jobs past their protection exchanged for waiting jobs of their own
+    project with a strictly higher declared priority that fit in their place (on their type,
+    within the GPUs they hold on each node), or None when there are none. The teams' own
+    order ranks declared priority before running (DESIGN.md rule 3), but the work tier values a
+    running job at its project's best Fair-Tree factor (the holding rule against leftovers)
+    and a waiting one at its project's own: in a project not ranked first, a priority-1 job
+    waited while its project's priority-0 job, past its protection, kept the GPUs it needed
+    (the plan's floors and targets unchanged either way). The epoch places this beside the
+    solution and keeps the better by the scheme's order, which ranks the teams' order before
+    the work lost. Waiting jobs in their project's order, each in place of its project's
+    lowest-priority such running job that holds room for it (the one that lost least work
+    first)."""
+    from optalloc.shape import fits_nodes
+
+    snap, req = em.snap, em.req
+    K = len(req.run_job)
+    if not K or not len(em.k) or not len(req.cand_job):
+        return None
+    rj, rt = req.run_job, req.run_type
+    ub = em.lm.ub[em.k]
+    kept = placed.kept
+    ok = (kept & snap.job_tier1[rj, rt] & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
+          & ~snap.job_on_drain[rj])
+    if not ok.any():
+        return None
+    started = np.zeros(len(snap.jobs), bool)
+    started[req.cand_job[placed.started]] = True
+    cj, ct = req.cand_job, req.cand_type
+    waiting = (~req.cand_move & ~snap.job_running[cj] & ~started[cj]
+               & snap.job_tier1[cj, ct])
+    if not waiting.any():
+        return None
+    prio = snap.job_priority
+    proj = snap.job_project
+    # per project: its running jobs that may give way (lowest priority, least lost first)
+    lost = em.imp.lost_s
+    runs: dict = {}
+    for i in sorted(np.flatnonzero(ok).tolist(), key=lambda i: (prio[rj[i]], lost[rj[i]])):
+        runs.setdefault(int(proj[rj[i]]), []).append(i)
+    holds = {i: [len(a.gpus) for a in snap.jobs[rj[i]].placement.nodes] for i in
+             np.flatnonzero(ok).tolist()}
+    from optalloc.model.order import project_order
+
+    pos = project_order(snap)
+    out = None
+    for c in sorted(np.flatnonzero(waiting).tolist(), key=lambda c: (pos[cj[c]], ct[c])):
+        j, t = int(cj[c]), int(ct[c])
+        mine = runs.get(int(proj[j]))
+        if not mine or started[j]:
+            continue
+        for i in mine:
+            if rt[i] != t or prio[rj[i]] >= prio[j]:
+                continue
+            if not fits_nodes(req.size[j, t], req.pieces[j, t], req.rem[j, t], holds[i]):
+                continue
+            if out is None:
+                out = np.array(x, dtype=float, copy=True)
+            out[em.k[i]], out[em.x[c]] = 0.0, 1.0
+            out[em.x[(cj == j) & (np.arange(len(cj)) != c)]] = 0.0
+            mine.remove(i)
+            started[j] = True
+            break
+    return out

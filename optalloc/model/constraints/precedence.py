@@ -4,7 +4,8 @@ ahead of it in line, that could take its place, waits (DESIGN.md section 8, rule
 For queued allocated jobs a and b of one project with the same candidate gpu_types, where a
 is ahead of b in the project's order (priority, then submit) and a fits in b's place (a
 single-node job no larger than b's per-node chunk, a whole-node gang no larger than b's, a
-per-node gang of b's gpus_per_node with no more pieces): a fits wherever b would go, so
+per-node gang of q GPUs per node in no more pieces than b has nodes of >= q GPUs, a per-node
+gang's or a whole-node gang's): a fits wherever b would go, so
 
 Family `order[project]`:  sum_t x[b,t] - sum_t x[a,t] <= 0
 
@@ -12,7 +13,9 @@ Rows link each b to the latest such a of every distinct size <= g_b; the rest fo
 transitivity. A bigger job ahead (a gang that does not fit) does not block smaller ones behind
 it (backfill). Running jobs are ordered by the objective instead: a running job is worth its
 project's best submit score in its priority, so an equal-priority job displaces it only where
-that runs more of the project's higher-priority work (a strictly higher priority may).
+that runs more of the project's higher-priority work (a strictly higher priority may; where
+the holding rule's Fair-Tree factor outweighs it, optalloc.plan.victims.priority_swaps places
+the swap beside the solution and the scheme's order decides).
 """
 
 from __future__ import annotations
