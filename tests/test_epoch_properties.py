@@ -147,11 +147,13 @@ def _check_plan(snap, plan):
             assert moved == (job.id in pre and pre[job.id].code is ReasonCode.MOVED), \
                 f"{job.id}: placed elsewhere exactly when Moved"
             j = snap.job_index[job.id]
-            if moved and not req.displaced[j]:  # a move: past its protection, to another
-                t_old = snap.type_names.index(job.placement.gpu_type)  # type, allocated on both
-                t_new = snap.type_names.index(placed[job.id].gpu_type)
-                assert t_new != t_old and not snap.job_protected[j] and job.resumable
-                assert snap.job_tier1[j, t_old] and snap.job_tier1[j, t_new]
+            if moved and not req.displaced[j]:  # past its protection, resumable; a move off
+                t_old = snap.type_names.index(job.placement.gpu_type)  # an up node: to another
+                t_new = snap.type_names.index(placed[job.id].gpu_type)  # type, allocated on both
+                assert not snap.job_protected[j] and job.resumable
+                if not snap.job_on_drain[j]:  # (one leaving a drain node restarts as queued)
+                    assert t_new != t_old
+                    assert snap.job_tier1[j, t_old] and snap.job_tier1[j, t_new]
     # work conservation + unallocated never displaces allocated demand (single-node jobs):
     # no waiting job fits the free GPUs, and no waiting allocated job fits free + GPUs held by
     # unallocated jobs; except GPUs a reservation holds for a gang that starts before the job
@@ -193,15 +195,19 @@ def _check_plan(snap, plan):
 def test_with_nothing_waiting_no_running_job_is_moved_or_preempted_but_off_a_drain_node(
         snap):
     """A move is worth no more than the keep, and with nothing waiting no floor or target
-    needs a job's GPUs: jobs leave only a drain node (past protection). (A job displaced from
-    a down node restarts, and may take another's GPUs: such snapshots are left out.)"""
+    needs a job's GPUs: jobs leave only a drain node (past protection), or yield to one that
+    restarts after leaving a drain node (it restarts as a queued job would). (A job displaced
+    from a down node restarts, and may take another's GPUs: such snapshots are left out.)"""
     req = compute_requirements(snap)
     assume(not req.displaced.any())
     plan = run_epoch(snap)
     _check_plan(snap, plan)
+    restarted = {x.job_id for x in plan.preemptions if x.code is ReasonCode.MOVED
+                 and snap.job_on_drain[snap.job_index[x.job_id]]}
     for x in plan.preemptions:
         j = snap.job_index[x.job_id]
-        assert req.displaced[j] or snap.job_on_drain[j], (x.job_id, x.code, x.message)
+        assert (req.displaced[j] or snap.job_on_drain[j]
+                or restarted & set(x.needed_by)), (x.job_id, x.code, x.message)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

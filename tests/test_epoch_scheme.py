@@ -6,12 +6,12 @@ project, zero shares, unallocated swaps, per-node gang pieces, floor shortfalls)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
 from optalloc.epoch import run_epoch
-from optalloc.types import Job, NodeState, OrgNode
+from optalloc.types import Job, Node, NodeState, OrgNode
 
 from test_epoch_toy import H, flat_org, nodes_of, pending_codes, preempted, queued, running
 from test_epoch_toy import snapshot
@@ -46,11 +46,28 @@ def _drain_cases() -> list[Case]:
             Job("Q", "B", 4, min_runtime_s=H)]
     return [
         Case("a drain node keeps a protected job, its job past protection and its unallocated "
-             "job leave with PreemptedNodeDrain, and nothing new lands there",
+             "job leave it and restart at once on the free node (Moved), and nothing new "
+             "lands there",
              snapshot(nodes, flat_org({"A": 1, "B": 1}), jobs, now=NOW),
-             {"P": 2, "Q": 4},
-             preempted={"E": ("PreemptedNodeDrain", ()), "U": ("PreemptedNodeDrain", ())},
+             {"P": 2, "Q": 4, "E": 2, "U": 2},
+             preempted={"E": ("Moved", ()), "U": ("Moved", ())},
              pending={}),
+        Case("a job that leaves a drain node keeps its project's place: it restarts on the free "
+             "node before a lower-ranked project's new job",
+             snapshot([Node("n00", "h100", 8, NodeState.DRAIN)] + nodes_of(1, 8, prefix="m"),
+                      flat_org({"A": 1, "B": 1}),
+                      [running("A1", "A", "h100", [("n00", range(8))], start=5 * H,
+                               min_runtime_s=2 * H), Job("B8", "B", 8, min_runtime_s=H)],
+                      now=NOW, usage={"A": 0.0, "B": 2.0}),
+             {"A1": 8}, preempted={"A1": ("Moved", ())}, pending={"B8": "WaitingForCapacity"}),
+        Case("a job that leaves a drain node and is not resumable ends there: it does not restart",
+             snapshot([Node("n00", "h100", 8, NodeState.DRAIN)] + nodes_of(1, 8, prefix="m"),
+                      flat_org({"A": 1, "B": 1}),
+                      [replace(running("A1", "A", "h100", [("n00", range(8))], start=5 * H,
+                                       min_runtime_s=2 * H), resumable=False),
+                       Job("B8", "B", 8, min_runtime_s=H)],
+                      now=NOW, usage={"A": 0.0, "B": 2.0}),
+             {"B8": 8}, preempted={"A1": ("PreemptedNodeDrain", ())}, pending={}),
     ]
 
 
@@ -112,6 +129,29 @@ def _priority_cases() -> list[Case]:
         Case("an equal-priority job submitted earlier never displaces a running one",
              snapshot(nodes_of(1, 8), flat_org({"A": 1}), equal, now=NOW),
              {"A-run": 8}, pending={"A-old": "WaitingForCapacity"}),
+        Case("in a project not ranked first, a running priority-0 job past its protection "
+             "yields to its project's waiting priority-1 job that fits in its place",
+             snapshot(nodes_of(3, 8), OrgNode("root", children=(
+                 OrgNode("P1", share=1, children=(OrgNode("a1", share=3), OrgNode("a2"))),
+                 OrgNode("P2", share=1, children=(OrgNode("b1"),)))), [
+                 running("R0", "a1", "h100", [("n02", range(8))], start=NOW - 30 * M,
+                         min_runtime_s=20 * M),
+                 Job("Q1", "a1", 4, min_runtime_s=20 * M, submit_time=1),
+                 Job("Q5", "a1", 8, min_runtime_s=2 * H, priority=1, submit_time=5),
+                 Job("Q2a2", "a2", 4, min_runtime_s=8 * H, priority=1, submit_time=2),
+                 Job("Q3a2", "a2", 2, min_runtime_s=H, priority=1, submit_time=3),
+                 Job("Q4b1", "b1", 8, gpus_per_node=4, min_runtime_s=2 * H, submit_time=4)],
+                 now=NOW, usage={"P1": 2.0, "a1": 0.3, "a2": 0.0, "P2": 0.0, "b1": 1.0}),
+             {"Q5": 8, "Q1": 4, "Q2a2": 4, "Q4b1": 8},
+             preempted={"R0": ("PreemptedForFairShare", ("Q5",))},
+             pending={"Q3a2": "OverShare"}),
+        Case("a priority-1 per-node gang (4 + 4) starts before its project's priority-0 "
+             "whole-node gang (8 + 8), which would hold more of the floor",
+             snapshot(nodes_of(3, 8), flat_org({"A": 1}),
+                      [Job("Hi", "A", 8, gpus_per_node=4, min_runtime_s=H, priority=1,
+                           submit_time=0.0),
+                       Job("L", "A", 16, min_runtime_s=H, submit_time=1.0)], now=NOW),
+             {"Hi": 8}, pending={"L": "GangDoesNotFit"}),
     ]
 
 
