@@ -66,8 +66,7 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
 def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
     # the bench's 1,024-GPU instance, seed 22: neither a round of the dive nor the other
     # direction certifies (seed 32 until stop 33's order links, priority swaps and restarts off
-    # drain nodes; its LP
-    # rounding is now certified)
+    # drain nodes: its LP rounding is now certified)
     rounds, solves = _spy(monkeypatch)
     plan = epoch.run_epoch(scale_instance("M", 22))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
