@@ -314,3 +314,18 @@ def test_a_debug_job_starts_beyond_its_projects_target_on_capacity_no_share_need
     assert {p.job_id: p.gpus for p in plan.placements} == {"A-run": 8, "B-run": 7, "A-debug": 1}
     assert preempted(plan) == {"B-unal": ("PreemptedUnallocated", ("A-debug",))}
     assert pending_codes(plan) == {"A-long": "OverShare", "B-gang": "WaitingForCapacity"}
+
+
+def test_a_waiting_job_is_not_told_a_restarted_job_is_protected_until_its_old_runs_end():
+    """R's node is down; R restarts on the only other node (A's lower usage ratio). B's job
+    was told "8 h100 GPUs are protected (the first protection ends at t=41400)": R's old
+    run's end. A restart is a new start; no GPU there is held by a protection that ends then."""
+    nodes = [replace(n, state=NodeState.DOWN) if n.name == "n00" else n for n in nodes_of(2, 8)]
+    r = running("R", "A", "h100", [("n00", range(8))], start=9.5 * H, min_runtime_s=2 * H)
+    snap = snapshot(nodes, flat_org({"A": 1, "B": 1}), [r] + queued("B", 1, 8),
+                    usage={"A": 0.0, "B": 1.0})
+    plan = run_epoch(snap)
+    assert preempted(plan) == {"R": ("Moved", ())}
+    assert pending_codes(plan) == {"B00": "WaitingForCapacity"}
+    msg = plan.pending[0].message
+    assert "0 h100 GPUs are protected" in msg and "41400" not in msg

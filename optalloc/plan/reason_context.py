@@ -29,7 +29,11 @@ class ReasonContext:
         nt = np.array([tidx[p.gpu_type] for p in placed.placements.values()], dtype=np.int64)
         self.hold_j = np.concatenate([kj, nj])
         self.hold_t = np.concatenate([kt, nt])
-        prot = snap.job_protected[self.hold_j]
+        # protected after the plan: kept jobs inside their protection (a restart elsewhere,
+        # off a down or drain node or another type, is a new start like the others: its old
+        # run's protection end is no time to wait for)
+        prot = snap.job_protected[self.hold_j] & np.r_[np.ones(len(kj), bool),
+                                                        np.zeros(len(nj), bool)]
         T = len(snap.gpu_types)
         self.protected_gpus = np.bincount(self.hold_t[prot], weights=snap.job_gpus[
             self.hold_j[prot]], minlength=T)
