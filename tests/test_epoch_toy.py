@@ -163,10 +163,11 @@ def cases() -> list[Case]:
                     snapshot(nodes, flat_org({"A": 1}), jobs),
                     {"A": 12}, pending={"Q02": "WaitingForCapacity"}))
     d_old = running("D1", "A", "h100", [("d00", range(4))], start=9 * H)
-    out.append(Case("a drained node's job leaves once its protection has ended",
+    out.append(Case("a drained node's job leaves once its protection has ended and restarts "
+                    "at once on the up node, ahead of its project's queued jobs",
                     snapshot(nodes, flat_org({"A": 1}), [d_old] + queued("A", 3, 4, prefix="Q")),
-                    {"A": 8}, preempted={"D1": ("PreemptedNodeDrain", ())},
-                    pending={"Q02": "WaitingForCapacity"}))
+                    {"A": 8}, preempted={"D1": ("Moved", ())},
+                    pending={"Q01": "WaitingForCapacity", "Q02": "WaitingForCapacity"}))
     nodes = nodes_of(1, 8) + nodes_of(1, 8, gpu_type="b200", prefix="d", state=NodeState.DRAIN)
     jobs = [Job("B1", "A", 4, gpu_types=("b200",), min_runtime_s=H)]
     out.append(Case("a job whose only type is draining says so",
