@@ -329,3 +329,16 @@ def test_a_waiting_job_is_not_told_a_restarted_job_is_protected_until_its_old_ru
     assert pending_codes(plan) == {"B00": "WaitingForCapacity"}
     msg = plan.pending[0].message
     assert "0 h100 GPUs are protected" in msg and "41400" not in msg
+
+
+def test_a_preemption_for_its_own_projects_work_never_claims_a_higher_priority_it_lacks():
+    """A alone: its running priority-2 job R (8 GPUs, past its protection) gives way to its
+    16-GPU job Q of priority 0, which meets more of A's floor. The message said "a
+    higher-priority job of project A takes its place (priority 0 > 2)"; it now says why."""
+    jobs = [running("R", "A", "h100", [("n00", range(8))], start=5 * H, min_runtime_s=H,
+                    priority=2),
+            Job("Q", "A", 16, min_runtime_s=H, submit_time=0.0)]
+    plan = run_epoch(snapshot(nodes_of(2, 8), flat_org({"A": 1}), jobs))
+    for p in plan.preemptions:
+        assert "higher-priority" not in p.message
+        assert "project A's 16-GPU work takes its place (Q)" in p.message

@@ -39,9 +39,12 @@ def preemptions(
     out = []
 
     def takers(pl: Placement | None) -> tuple[str, ...]:
+        """The jobs the plan gives its GPUs to (not itself: a gang leaving a drain node may
+        restart partly on its own GPUs of an up node)."""
         if pl is None:
             return ()
         ids = {owner[(a.node, gi)] for a in pl.nodes for gi in a.gpus if (a.node, gi) in owner}
+        ids.discard(pl.job_id)
         return tuple(sorted(ids))
 
     for j in np.flatnonzero(req.displaced):
@@ -105,9 +108,15 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
     path = [snap.org.index[nm] for nm in snap.org.path(job.project)[1:]]
     takers = [snap.job_index[k] for k in need if k in snap.job_index]
     own = [k for k in takers if int(snap.job_project[k]) == p]
-    if own and not [k for k in takers if int(snap.job_project[k]) != p]:
+    higher = [k for k in own if snap.job_priority[k] > job.priority]
+    if higher and len(own) == len(takers):
         return (f"past its protection; a higher-priority job of project {job.project} takes "
-                f"its place (priority {int(snap.job_priority[own[0]])} > {job.priority})")
+                f"its place (priority {int(snap.job_priority[higher[0]])} > {job.priority})")
+    if own and len(own) == len(takers):  # its project's own work of its priority or below
+        return (f"past its protection; project {job.project}'s "
+                f"{sum(int(snap.job_gpus[k]) for k in own)}-GPU work takes its place "
+                f"({', '.join(snap.jobs[k].id for k in own[:3])}): it meets more of the "
+                "project's floor or target, which come before its own order of jobs")
     # per type, or over all types where one budget spans them (the share rows' own view)
     G, F, T = ((got.sum(axis=1), em.floor.sum(axis=1), em.target.sum(axis=1)) if em.tg.pooled
                else (got[:, t], em.floor[:, t], em.target[:, t]))
