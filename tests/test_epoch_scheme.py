@@ -339,6 +339,8 @@ def test_a_preemption_for_its_own_projects_work_never_claims_a_higher_priority_i
                     priority=2),
             Job("Q", "A", 16, min_runtime_s=H, submit_time=0.0)]
     plan = run_epoch(snapshot(nodes_of(2, 8), flat_org({"A": 1}), jobs))
-    for p in plan.preemptions:
-        assert "higher-priority" not in p.message
-        assert "project A's 16-GPU work takes its place (Q)" in p.message
+    # (floors before the team's order: README, "A team's own order", what is left out)
+    assert [p.job_id for p in plan.preemptions] == ["R"]
+    msg = plan.preemptions[0].message
+    assert "higher-priority" not in msg
+    assert "project A's 16-GPU work takes its place (Q)" in msg
