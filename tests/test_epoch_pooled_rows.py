@@ -134,3 +134,16 @@ def test_pooled_messages_count_a_projects_gpus_over_all_types():
                         {"A": 0.1, "B": 2.0, "C": 2.0})
     msg = {r.job_id: r.message for r in plan.pending}["C00"]
     assert "over all types" in msg
+
+
+def test_pooled_reasons_name_what_the_others_hold_over_all_types():
+    """A and B, sixteen 1-GPU jobs each for either type: 8 + 8. A waiting job is told the
+    others hold 8 of a target of 8 over all types (it said "holds 4 of target 0": one type's
+    share of the routing)."""
+    snap, plan = pooled(cluster(), flat_org({"A": 1, "B": 1}), queued("A", 16, 1) + queued("B", 16, 1))
+    assert {p: sum(v for (q, _), v in by_project_type(snap, plan).items() if q == p)
+            for p in "AB"} == {"A": 8, "B": 8}
+    for r in plan.pending:
+        assert r.code.value == "OverShare"
+        other = "B" if r.job_id.startswith("A") else "A"
+        assert f"{other} (usage ratio 0.00, holds 8 of target 8 over all types)" in r.message

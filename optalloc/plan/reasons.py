@@ -86,13 +86,22 @@ def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
             f"usage ratio {snap.usage_ratio[o]:.2f})")
 
 
+def _view(em: EpochModel, got: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray, str]:
+    """(O,) GPUs held and targets as the share rows count them: of t, or over all types where
+    one budget spans them (optalloc.model.pooled), and the words that say which."""
+    if em.tg.pooled:
+        return got.sum(axis=1), em.target.sum(axis=1), " over all types"
+    return got[:, t], em.target[:, t], ""
+
+
 def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead)."""
     org = snap.org
+    G, T, where = _view(em, got, t)
     sib = [v for v in np.flatnonzero(org.parent == org.parent[o]) if v != o and got[v, t] > 0]
     sib.sort(key=lambda v: float(snap.usage_ratio[v]))
     return ", ".join(f"{org.names[v]} (usage ratio {snap.usage_ratio[v]:.2f}, holds "
-                     f"{got[v, t]:g} of target {em.target[v, t]:g})" for v in sib[:3])
+                     f"{G[v]:g} of target {T[v]:g}{where})" for v in sib[:3])
 
 
 def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
@@ -102,16 +111,18 @@ def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
 
 def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
+    G, T, where = _view(em, got, t)
     leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if got[v, t] > 0]
     leaves.sort(key=lambda v: -got[v, t])
-    return ", ".join(f"{snap.org.names[v]} ({got[v, t]:g} of target {em.target[v, t]:g})"
+    return ", ".join(f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where})"
                      for v in leaves[:3])
 
 
 def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
     """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
     job that meets a floor, or a protected one, cannot shrink to the target)."""
-    return bool((_leaves_outside(snap, o) & (got[:, t] > em.target[:, t] + 1e-9)).any())
+    G, T, _ = _view(em, got, t)
+    return bool((_leaves_outside(snap, o) & (got[:, t] > 0) & (G > T + 1e-9)).any())
 
 
 def pending_reasons(
