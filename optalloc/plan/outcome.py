@@ -19,7 +19,12 @@ from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.place import place
 from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.score import placed_score
-from optalloc.plan.victims import priority_swaps, swapped_keeps
+from optalloc.plan.victims import (
+    priority_swapped_x,
+    priority_swaps,
+    swapped_in_place,
+    swapped_keeps,
+)
 
 
 @dataclass
@@ -67,20 +72,31 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
             by_hold = False
     if x is None:
         return out
-    for swap, note in ((lambda p: swapped_keeps(em, x, p.kept), "victims that lose less work"),
-                       (lambda p: priority_swaps(em, x, p),
-                        "a higher priority of a project in place of its running job")):
-        x2 = swap(out.placed)
-        if x2 is None:
-            continue
-        t = time.perf_counter()
-        placed2 = place(em, x2, by_hold=by_hold)
-        out.place_s = place_s = place_s + time.perf_counter() - t
-        alt = scored(em, placed2, source, place_s=place_s, **kw)
-        if best_plan([out, alt]) is alt and alt.score > out.score:
-            alt.message = _also(alt.message, note)
-            out, x = alt, x2
+    x2 = swapped_keeps(em, x, out.placed.kept)
+    if x2 is not None:
+        out, x, place_s = _better(em, out, x, x2, None, source, by_hold, place_s,
+                                  "victims that lose less work", kw)
+    pairs = priority_swaps(em, out.placed)
+    if pairs:  # exchanged in place: the rest of the plan stands
+        out, x, place_s = _better(em, out, x, priority_swapped_x(em, x, pairs),
+                                  swapped_in_place(em, out.placed, pairs), source, by_hold,
+                                  place_s, "a higher priority of a project in place of its "
+                                  "running job", kw)
     return out
+
+
+def _better(em, out, x, x2, placed2, source, by_hold, place_s, note, kw):
+    """(outcome, solution, placement seconds): x2 placed (or `placed2`, the same plan placed
+    already) and scored beside `out`, the better by the scheme's order."""
+    t = time.perf_counter()
+    if placed2 is None:
+        placed2 = place(em, x2, by_hold=by_hold)
+    out.place_s = place_s = place_s + time.perf_counter() - t
+    alt = scored(em, placed2, source, place_s=place_s, **kw)
+    if best_plan([out, alt]) is alt and alt.score > out.score:
+        alt.message = _also(alt.message, note)
+        return alt, x2, place_s
+    return out, x, place_s
 
 
 def placed_already(em: EpochModel, x, plans: list[Outcome]) -> Outcome | None:
@@ -100,7 +116,7 @@ def placed_already(em: EpochModel, x, plans: list[Outcome]) -> Outcome | None:
         if (o.model_point and np.array_equal(o.placed.started, started)
                 and np.array_equal(o.placed.kept, kept)):
             return (o if swapped_keeps(em, x, kept) is None
-                    and priority_swaps(em, x, o.placed) is None else None)
+                    and not priority_swaps(em, o.placed) else None)
     return None
 
 

@@ -67,67 +67,103 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
     return out
 
 
-def priority_swaps(em: EpochModel, x: np.ndarray, placed) -> np.ndarray | None:
-    """x with running jobs past their protection exchanged for waiting jobs of their own
-    project with a strictly higher declared priority that fit in their place (on their type,
-    within the GPUs they hold on each node), or None when there are none. The teams' own
-    order ranks declared priority before running (DESIGN.md rule 3), but the work tier values a
-    running job at its project's best Fair-Tree factor (the holding rule against leftovers)
-    and a waiting one at its project's own: in a project not ranked first, a priority-1 job
-    waited while its project's priority-0 job, past its protection, kept the GPUs it needed
-    (the plan's floors and targets unchanged either way). The epoch places this beside the
-    solution and keeps the better by the scheme's order, which ranks the teams' order before
-    the work lost. Waiting jobs in their project's order, each in place of its project's
-    lowest-priority such running job that holds room for it (the one that lost least work
-    first)."""
-    from optalloc.shape import fits_nodes
+def priority_swaps(em: EpochModel, placed) -> list[tuple[int, int]]:
+    """(running position i, candidate c) pairs: running jobs past their protection to give
+    way to waiting jobs of their own project with a strictly higher declared priority that
+    take exactly their place (on their type, the GPUs they hold on each node); empty when
+    there are none. The teams' own order ranks declared priority before running (DESIGN.md
+    rule 3), but the work tier values a running job at its project's best Fair-Tree factor
+    (the holding rule against leftovers) and a waiting one at its project's own: in a project
+    not ranked first, a priority-1 job waited while its project's priority-0 job, past its
+    protection, kept the GPUs it needed (the plan's floors and targets unchanged either way).
+    The epoch scores the plan with these exchanges beside the placed one and keeps the better
+    by the scheme's order, which ranks the teams' order before the work lost. Waiting jobs
+    in their project's order, each in place of its project's lowest-priority such running job
+    that holds its shape (the one that lost least work first). A smaller waiting job is left
+    out: the GPUs it would leave are for the placement's backfill, and placing the plan again
+    for them cost the 16,384-GPU bench epoch 0.57 s (142 pairs, 55 of them smaller; README,
+    "How an epoch decides" 3, what is left out)."""
+    from optalloc.model.order import project_order
+    from optalloc.plan.fit import chunks
 
     snap, req = em.snap, em.req
     K = len(req.run_job)
     if not K or not len(em.k) or not len(req.cand_job):
-        return None
+        return []
     rj, rt = req.run_job, req.run_type
     ub = em.lm.ub[em.k]
-    kept = placed.kept
-    ok = (kept & snap.job_tier1[rj, rt] & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
-          & ~snap.job_on_drain[rj])
+    ok = (placed.kept & snap.job_tier1[rj, rt] & (ub > 0) & ~req.run_fixed
+          & ~snap.job_protected[rj] & ~snap.job_on_drain[rj])
     if not ok.any():
-        return None
+        return []
     started = np.zeros(len(snap.jobs), bool)
     started[req.cand_job[placed.started]] = True
     cj, ct = req.cand_job, req.cand_type
-    waiting = (~req.cand_move & ~snap.job_running[cj] & ~started[cj]
-               & snap.job_tier1[cj, ct])
+    prio, proj = snap.job_priority, snap.job_project
+    # only projects with such a running job, and only waiting jobs above its lowest priority
+    low = np.full(snap.org.n, np.iinfo(np.int64).max)
+    np.minimum.at(low, proj[rj[ok]], prio[rj[ok]])
+    waiting = (~req.cand_move & ~snap.job_running[cj] & ~started[cj] & snap.job_tier1[cj, ct]
+               & (prio[cj] > low[proj[cj]]))
     if not waiting.any():
-        return None
-    prio = snap.job_priority
-    proj = snap.job_project
-    # per project: its running jobs that may give way (lowest priority, least lost first)
+        return []
     lost = em.imp.lost_s
-    runs: dict = {}
+    runs: dict = {}  # per project: its running jobs that may give way (lowest priority first)
     for i in sorted(np.flatnonzero(ok).tolist(), key=lambda i: (prio[rj[i]], lost[rj[i]])):
         runs.setdefault(int(proj[rj[i]]), []).append(i)
-    holds = {i: [len(a.gpus) for a in snap.jobs[rj[i]].placement.nodes] for i in
-             np.flatnonzero(ok).tolist()}
-    from optalloc.model.order import project_order
-
+    holds = {i: sorted((len(a.gpus) for a in snap.jobs[rj[i]].placement.nodes), reverse=True)
+             for v in runs.values() for i in v}
     pos = project_order(snap)
-    out = None
+    preds: dict = {}  # the `order` rows: a job starts only if the jobs ahead of it do
+    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
+        preds.setdefault(b, []).append(a)
+    out: list[tuple[int, int]] = []
     for c in sorted(np.flatnonzero(waiting).tolist(), key=lambda c: (pos[cj[c]], ct[c])):
         j, t = int(cj[c]), int(ct[c])
         mine = runs.get(int(proj[j]))
-        if not mine or started[j]:
+        if not mine or started[j] or not all(started[a] for a in preds.get(j, ())):
             continue
         for i in mine:
-            if rt[i] != t or prio[rj[i]] >= prio[j]:
+            if rt[i] != t or prio[rj[i]] >= prio[j] or snap.job_gpus[rj[i]] != snap.job_gpus[j]:
                 continue
-            if not fits_nodes(req.size[j, t], req.pieces[j, t], req.rem[j, t], holds[i]):
+            if sorted(chunks(req, j, t), reverse=True) != holds[i]:
                 continue
-            if out is None:
-                out = np.array(x, dtype=float, copy=True)
-            out[em.k[i]], out[em.x[c]] = 0.0, 1.0
-            out[em.x[(cj == j) & (np.arange(len(cj)) != c)]] = 0.0
+            out.append((i, c))
             mine.remove(i)
             started[j] = True
             break
+    return out
+
+
+def swapped_in_place(em: EpochModel, placed, pairs: list[tuple[int, int]]):
+    """The placed plan with each pair's running job preempted and the waiting job started on
+    exactly its GPUs: the rest of the plan stands, so it is not placed again."""
+    from optalloc.plan.holdings import Placed
+    from optalloc.types import NodeAlloc, Placement
+
+    snap, req = em.snap, em.req
+    kept, started = placed.kept.copy(), placed.started.copy()
+    restored = None if placed.restored is None else placed.restored.copy()
+    placements = dict(placed.placements)
+    for i, c in pairs:
+        r, j, t = int(req.run_job[i]), int(req.cand_job[c]), int(req.cand_type[c])
+        holds = sorted(snap.jobs[r].placement.nodes, key=lambda a: -len(a.gpus))
+        kept[i], started[c] = False, True
+        if restored is not None:
+            restored[i] = False
+        placements[j] = Placement(snap.jobs[j].id, snap.type_names[t],
+                                  tuple(NodeAlloc(a.node, tuple(a.gpus)) for a in holds),
+                                  bool(snap.job_tier1[j, t]))
+    return Placed(started, kept, placements, placed.backfilled, restored, placed.free)
+
+
+def priority_swapped_x(em: EpochModel, x: np.ndarray, pairs: list[tuple[int, int]]
+                       ) -> np.ndarray:
+    """x with the pairs' keeps off and their waiting jobs' starts on (one type each)."""
+    req = em.req
+    out = np.array(x, dtype=float, copy=True)
+    for i, c in pairs:
+        j = req.cand_job[c]
+        out[em.x[req.cand_job == j]] = 0.0
+        out[em.k[i]], out[em.x[c]] = 0.0, 1.0
     return out
