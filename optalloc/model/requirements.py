@@ -115,11 +115,13 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     # any up node at once as a queued job would (rule 5 empties the node; it gives their
     # project's place to no one: before, a project below its floor was requeued while the
     # only free node went, in the same plan, to a lower-ranked project's new job)
-    leaving = _leaving(snap)
+    resumable = np.fromiter((j.resumable for j in snap.jobs), bool, len(snap.jobs))
+    leaving = snap.job_running & snap.job_on_drain & ~snap.job_protected & resumable
     startable = ~snap.job_running | displaced | leaving
     cj, ct = np.nonzero(fits & startable[:, None])
     # moves: allocated running jobs past their protection, on their other allocated types
-    mj, mt = _moves(snap, fits, run_job_a, np.asarray(run_type, dtype=np.int64), leaving)
+    mj, mt = _moves(snap, fits, run_job_a, np.asarray(run_type, dtype=np.int64),
+                    resumable & ~leaving)
     move = np.r_[np.zeros(len(cj), bool), np.ones(len(mj), bool)]
     cj, ct = np.r_[cj, mj], np.r_[ct, mt]
 
@@ -158,25 +160,15 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     )
 
 
-def _leaving(snap: Snapshot) -> np.ndarray:
-    """(J,) bool: resumable running jobs on a drain node past their protection (they leave
-    it this epoch: rule 5; a job that is not resumable ends when stopped)."""
-    out = snap.job_running & snap.job_on_drain & ~snap.job_protected
-    if out.any():
-        out &= np.fromiter((j.resumable for j in snap.jobs), bool, len(snap.jobs))
-    return out
-
-
 def _moves(snap: Snapshot, fits: np.ndarray, rj: np.ndarray, rt: np.ndarray,
-           leaving: np.ndarray):
-    """(jobs, types) of the moves: each resumable running job allocated on its type and past
-    its protection, on every other type where it is allowed, fits the up nodes and is
-    allocated (not one leaving a drain node: it restarts as a queued job would). (A job that
-    is not resumable ends when it is stopped: it cannot move.)"""
+           movable: np.ndarray):
+    """(jobs, types) of the moves: each running job allocated on its type, past its protection
+    and `movable` (J,: resumable, and not leaving a drain node, where it restarts as a queued
+    job would), on every other type where it is allowed, fits the up nodes and is allocated.
+    (A job that is not resumable ends when it is stopped: it cannot move.)"""
     if not len(rj):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    resumable = np.fromiter((snap.jobs[j].resumable for j in rj.tolist()), bool, len(rj))
-    ok = snap.job_tier1[rj, rt] & ~snap.job_protected[rj] & resumable & ~leaving[rj]
+    ok = snap.job_tier1[rj, rt] & ~snap.job_protected[rj] & movable[rj]
     m = fits[rj] & snap.job_tier1[rj] & ok[:, None]
     m[np.arange(len(rj)), rt] = False
     k, t = np.nonzero(m)

@@ -304,9 +304,10 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                 restored[i] = False
                 sg.add(e, int(req.run_type[i]), -1.0)
 
-    grown = [False]  # an eviction freed more GPUs than the job that evicted takes
-
-    def run() -> None:
+    # passes: the first, then (at most REOPEN_PASSES) one more each time an eviction freed
+    # more GPUs than the job that evicted takes, for the jobs that did not fit (`reopen`)
+    for npass in range(REOPEN_PASSES + 1):
+        grown = False
         while heap:
             neg, kind, idx, q = heapq.heappop(heap)
             if kind == 0 and int(req.run_job[idx]) in placements:
@@ -366,14 +367,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     cand_of[j] = c
                     backfilled[j] = True
                     sg.add(j, t)
-                    if freed > snap.job_gpus[j]:
-                        grown[0] = True
+                    grown |= freed > snap.job_gpus[j]
                     break
-
-    run()
-    for _ in range(REOPEN_PASSES):  # the room grew: once more for the jobs that did not fit
-        if not grown[0]:
+        if not grown or npass == REOPEN_PASSES:
             break
-        grown[0] = False
         reopen()
-        run()
