@@ -19,8 +19,7 @@ from optalloc.model.constraints.fairshare import (
     define_debug_allowance,
     define_shares,
     floor_yield,
-    met_tiers,
-    yields_of,
+    share_tiers,
 )
 from optalloc.model.constraints.fill import define_fill, fill_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
@@ -127,9 +126,7 @@ class EpochModel:
         churn); compared lexicographically when the epoch chooses among candidate plans."""
         c = self.lm.c
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
-        tg = self.tg
-        floors, targets = met_tiers(self.imp, tg.share_floor, tg.share_target,
-                                    tg.share_view(got), yields_of(tg))
+        floors, targets = share_tiers(self.imp, self.tg, got)
         req = self.req
         counted = started & ~req.cand_move  # a move counts in no debug or fill row
         jobs = np.concatenate([req.run_job[kept], req.cand_job[counted]])

@@ -36,6 +36,7 @@ model decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -72,13 +73,13 @@ class Targets:
     # per gpu_type; pooled, one column for all of them, so a project's floor and target are
     # met by its whole jobs on whichever types they run (the per-type split of the routing is
     # fractional: an 8-GPU job on h100 met 2 of a 5-GPU floor routed as 2 h100 + 3 b200).
-    @property
+    @cached_property
     def share_col(self) -> np.ndarray:
         """(T,) the share column of each gpu_type."""
         T = self.floor.shape[1]
         return np.zeros(T, np.int64) if self.pooled else np.arange(T)
 
-    @property
+    @cached_property
     def share_floor(self) -> np.ndarray:
         """(O, S) floors of the share rows."""
         if not self.pooled:
@@ -87,7 +88,7 @@ class Targets:
         f[0] = 0.0
         return f
 
-    @property
+    @cached_property
     def share_target(self) -> np.ndarray:
         """(O, S) targets of the share rows."""
         return self.target.sum(axis=1, keepdims=True) if self.pooled else self.target

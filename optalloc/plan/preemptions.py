@@ -20,7 +20,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES
 from optalloc.plan.holdings import Placed, got_by_org
-from optalloc.plan.reasons import reserved_by_org, reserved_note, share_line
+from optalloc.plan.reasons import reserved_by_org, reserved_note, share_line, share_row_view
 from optalloc.types import Placement, Preemption, ReasonCode
 
 
@@ -117,10 +117,7 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
                 f"{sum(int(snap.job_gpus[k]) for k in own)}-GPU work takes its place "
                 f"({', '.join(snap.jobs[k].id for k in own[:3])}): it meets more of the "
                 "project's floor or target, which come before its own order of jobs")
-    # per type, or over all types where one budget spans them (the share rows' own view)
-    G, F, T = ((got.sum(axis=1), em.floor.sum(axis=1), em.target.sum(axis=1)) if em.tg.pooled
-               else (got[:, t], em.floor[:, t], em.target[:, t]))
-    where = " over all types" if em.tg.pooled else ""
+    G, F, T, where = share_row_view(em, got, t)  # per type, or over all types when pooled
     over = [o for o in path if G[o] >= T[o] - 1e-9]
     head = (f"past its protection; {share_line(snap, em, got, over[0], t, reserved)}" if over
             else f"past its protection; project {job.project} holds {G[p]:g} of its "

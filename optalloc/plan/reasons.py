@@ -86,18 +86,20 @@ def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
             f"usage ratio {snap.usage_ratio[o]:.2f})")
 
 
-def _view(em: EpochModel, got: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray, str]:
-    """(O,) GPUs held and targets as the share rows count them: of t, or over all types where
-    one budget spans them (optalloc.model.pooled), and the words that say which."""
-    if em.tg.pooled:
-        return got.sum(axis=1), em.target.sum(axis=1), " over all types"
-    return got[:, t], em.target[:, t], ""
+def share_row_view(em: EpochModel, got: np.ndarray, t: int) -> tuple:
+    """(O,) GPUs held, floors and targets on t's share row, as the model counts them: of t,
+    or over all types where one budget spans them (optalloc.model.pooled), and the words that
+    say which (" over all types" or "")."""
+    tg = em.tg
+    s = int(tg.share_col[t])
+    return (tg.share_view(got)[:, s], tg.share_floor[:, s], tg.share_target[:, s],
+            " over all types" if tg.pooled else "")
 
 
 def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead)."""
     org = snap.org
-    G, T, where = _view(em, got, t)
+    G, _, T, where = share_row_view(em, got, t)
     sib = [v for v in np.flatnonzero(org.parent == org.parent[o]) if v != o and got[v, t] > 0]
     sib.sort(key=lambda v: float(snap.usage_ratio[v]))
     return ", ".join(f"{org.names[v]} (usage ratio {snap.usage_ratio[v]:.2f}, holds "
@@ -111,7 +113,7 @@ def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
 
 def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
     """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
-    G, T, where = _view(em, got, t)
+    G, _, T, where = share_row_view(em, got, t)
     leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if got[v, t] > 0]
     leaves.sort(key=lambda v: -got[v, t])
     return ", ".join(f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where})"
@@ -121,7 +123,7 @@ def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t:
 def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
     """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
     job that meets a floor, or a protected one, cannot shrink to the target)."""
-    G, T, _ = _view(em, got, t)
+    G, _, T, _ = share_row_view(em, got, t)
     return bool((_leaves_outside(snap, o) & (got[:, t] > 0) & (G > T + 1e-9)).any())
 
 
@@ -280,7 +282,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     # the highest level on its path whose target this job would exceed, per type
     pooled = em.tg.pooled  # one budget over every type: the share rows count o's GPUs on all
     if pooled:
-        Gs, Ts, Fs = got.sum(axis=1), T.sum(axis=1), em.floor.sum(axis=1)
+        Gs, Fs, Ts, _ = ctx.once("pooled view", lambda: share_row_view(em, got, t1[0]))
         lim = next((o for o in path if Gs[o] + g > Ts[o] + 1e-9), None)
         limit = {t: lim for t in t1}
     else:

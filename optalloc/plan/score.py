@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel, build_model
-from optalloc.model.constraints.fairshare import met_tiers, yields_of
+from optalloc.model.constraints.fairshare import share_tiers
 from optalloc.model.order import priority_class
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan
@@ -35,9 +35,7 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     if em.res.held:  # a waiting reservation counts as held (as in the model's share rows)
         got += em.res.holding(snap, jobs)
     # the share tiers as the model values them (a floor held by work that can move yields)
-    tg = em.tg
-    floors, targets = met_tiers(em.imp, tg.share_floor, tg.share_target, tg.share_view(got),
-                                yields_of(tg))
+    floors, targets = share_tiers(em.imp, em.tg, got)
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)
     order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())

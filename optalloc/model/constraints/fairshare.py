@@ -109,6 +109,13 @@ def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray,
     return float(v[..., :-1].sum()), float(v[..., -1].sum())
 
 
+def share_tiers(imp, tg, got: np.ndarray) -> tuple:
+    """(floor value, target value) of a plan that gives `got` (O, T) tier-1 GPUs, as the share
+    rows value them: per type, or over all types where one budget spans them, with the floor
+    yield (met_tiers on the targets' share view)."""
+    return met_tiers(imp, tg.share_floor, tg.share_target, tg.share_view(got), yields_of(tg))
+
+
 def floor_columns(m: np.ndarray, m_seg: np.ndarray) -> np.ndarray:
     """The share columns of the floor tier (segments below the target): with their objective
     coefficients, the floor value met_tiers gives a plan."""
