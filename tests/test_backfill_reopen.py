@@ -13,26 +13,8 @@ from collections import Counter
 from optalloc.epoch import run_epoch
 from optalloc.sim.invariants import check_plan
 from optalloc.snapshot import build_snapshot
-from optalloc.types import (
-    Config,
-    GpuType,
-    Job,
-    JobState,
-    Node,
-    NodeAlloc,
-    NodeState,
-    OrgNode,
-    Placement,
-    Policy,
-)
-
-H = 3600.0
-
-
-def _running(jid, project, gpus, node, idx, start, min_runtime_s, gpu_type="h100", **kw):
-    pl = Placement(jid, gpu_type, (NodeAlloc(node, tuple(idx)),))
-    return Job(jid, project, gpus, min_runtime_s=min_runtime_s, state=JobState.RUNNING,
-               start_time=start, placement=pl, **kw)
+from optalloc.types import Config, GpuType, Job, Node, NodeState, OrgNode, Policy
+from tests.test_epoch_toy import H, running
 
 
 def _snapshot():
@@ -40,10 +22,12 @@ def _snapshot():
         Node("b200-0", "b200", 8), Node("b200-1", "b200", 8, NodeState.DOWN),
         Node("b200-2", "b200", 8), Node("b300-0", "b300", 8), Node("b300-1", "b300", 8))
     jobs = (
-        _running("R0", "B", 2, "h100-0", (0, 1), 35640.0, H, priority=1, speedup={"h100": 2.0}),
-        _running("R1", "B", 1, "h100-0", (2,), 18000.0, H, priority=2, speedup={"b200": 3.0}),
-        _running("R2", "B", 4, "h100-0", (3, 4, 5, 6), 18000.0, 600),
-        _running("R4", "A", 8, "b300-0", range(8), 34200.0, 0, gpu_type="b300"),
+        running("R0", "B", "h100", [("h100-0", (0, 1))], 35640.0, H, priority=1,
+                speedup={"h100": 2.0}),
+        running("R1", "B", "h100", [("h100-0", (2,))], 18000.0, H, priority=2,
+                speedup={"b200": 3.0}),
+        running("R2", "B", "h100", [("h100-0", (3, 4, 5, 6))], 18000.0, 600),
+        running("R4", "A", "b300", [("b300-0", range(8))], 34200.0, 0),
         Job("Q5", "A", 1, min_runtime_s=0),
         Job("Q6", "B", 16, gpus_per_node=8, gpu_types=("h100",), min_runtime_s=2 * H,
             priority=2, submit_time=1.0),
