@@ -331,16 +331,17 @@ def test_a_waiting_job_is_not_told_a_restarted_job_is_protected_until_its_old_ru
     assert "0 h100 GPUs are protected" in msg and "41400" not in msg
 
 
-def test_a_preemption_for_its_own_projects_work_never_claims_a_higher_priority_it_lacks():
-    """A alone: its running priority-2 job R (8 GPUs, past its protection) gives way to its
-    16-GPU job Q of priority 0, which meets more of A's floor. The message said "a
-    higher-priority job of project A takes its place (priority 0 > 2)"; it now says why."""
+def test_a_running_job_is_never_preempted_for_its_projects_lower_priority_work():
+    """A alone: its running priority-2 job R (8 GPUs, past its protection) and its queued
+    16-GPU job Q of priority 0, which would meet more of A's floor. The team's order is the
+    team's own (DESIGN.md rule 3): R keeps its GPUs and Q waits, as under greedy. Before, R
+    was preempted for Q (floors came before the team's order inside a project)."""
     jobs = [running("R", "A", "h100", [("n00", range(8))], start=5 * H, min_runtime_s=H,
                     priority=2),
             Job("Q", "A", 16, min_runtime_s=H, submit_time=0.0)]
     plan = run_epoch(snapshot(nodes_of(2, 8), flat_org({"A": 1}), jobs))
-    # (floors before the team's order: README, "A team's own order", what is left out)
-    assert [p.job_id for p in plan.preemptions] == ["R"]
-    msg = plan.preemptions[0].message
-    assert "higher-priority" not in msg
-    assert "project A's 16-GPU work takes its place (Q)" in msg
+    assert not plan.preemptions
+    assert [p.job_id for p in plan.placements] == ["R"]
+    assert pending_codes(plan) == {"Q": "LowerPriorityInProject"}
+    msg = plan.pending[0].message
+    assert "holds 8, 8 of them in 1 of its jobs with a higher priority than 0 (R)" in msg

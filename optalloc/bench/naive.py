@@ -4,7 +4,7 @@ element, one binary per (candidate, node, piece kind).
 It is the *same problem* as optalloc's model (optalloc.model), read from an EpochModel so it
 follows the lead's model: the same candidates, keep bounds (`em.lm.lb/ub` at `em.k`: protected
 jobs stay, unprotected jobs on a drain node leave), share tiers (`em.m` with their bounds),
-order rows (`em.prec_a/prec_b`) and objective coefficients (`em.lm.c` at `em.x`, `em.k`,
+order rows (`em.prec_a/prec_b`, `em.keep_i/keep_c`) and objective coefficients (`em.lm.c` at `em.x`, `em.k`,
 `em.m`, offset included), only written as an assignment model instead of optalloc's
 aggregated packing (u counts per node and size, z reserved whole nodes):
 
@@ -49,7 +49,13 @@ from typing import Callable
 
 import numpy as np
 
-from optalloc.bench.naive_rows import debug_rows, fill_rows, order_rows, share_rows
+from optalloc.bench.naive_rows import (
+    debug_rows,
+    fill_rows,
+    keep_order_rows,
+    order_rows,
+    share_rows,
+)
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, SMALL, WHOLE
 from optalloc.plan.holdings import Placed
@@ -63,7 +69,7 @@ KINDS = ("whole", "piece", "job", "rem")
 #: optalloc's model parts this formulation writes element by element
 KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m", "d", "f"})
 KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share", "debug",
-                            "order", "reserve", "fill"})
+                            "order", "keep_order", "reserve", "fill"})
 
 
 @dataclass
@@ -221,7 +227,8 @@ def build_naive(em: EpochModel, progress: Callable[[dict], None] | None = None) 
     for n, terms in on_node.items():
         prob += pulp.lpSum(a * v for a, v in terms) <= int(snap.node_gpus[n])
         n_cons += 1
-    n_cons += share_rows(em, prob, x, k, m) + order_rows(em, prob, x)
+    n_cons += (share_rows(em, prob, x, k, m) + order_rows(em, prob, x)
+               + keep_order_rows(em, prob, x, k))
     n_cons += debug_rows(em, prob, x, k, d) + fill_rows(em, prob, x, k, f)
     return NaiveModel(prob, x, y, k, m, len(x) + len(y) + len(k) + len(m) + len(d) + len(f),
                       n_cons)

@@ -1,4 +1,4 @@
-"""The naive model's share, debug, fill and order rows, written element by element from an
+"""The naive model's share, debug, fill, order and keep_order rows, written element by element from an
 EpochModel (optalloc.bench.naive: the same problem as optalloc's model)."""
 
 from __future__ import annotations
@@ -100,3 +100,18 @@ def order_rows(em: EpochModel, prob, x: list) -> int:
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         prob += pulp.lpSum(by_job[b]) - pulp.lpSum(by_job[a]) <= 0
     return len(em.prec_a)
+
+
+def keep_order_rows(em: EpochModel, prob, x: list, k: list) -> int:
+    """keep_order: a start of a job below a running one in its project's order, where the
+    running one fits its place, only while the running one runs (kept, or moved)."""
+    import pulp
+
+    req = em.req
+    moves: dict[int, list] = {}
+    for ci in range(len(x)):
+        if req.cand_move[ci]:
+            moves.setdefault(int(req.cand_job[ci]), []).append(x[ci])
+    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
+        prob += x[c] - k[i] - pulp.lpSum(moves.get(int(req.run_job[i]), [])) <= 0
+    return len(em.keep_i)

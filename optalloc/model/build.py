@@ -8,7 +8,7 @@ solution back (which job/type/node/org node each column is).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from optalloc.model.constraints.fairshare import (
 from optalloc.model.constraints.fill import define_fill, fill_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
 from optalloc.model.constraints.lookahead import define_lookahead
-from optalloc.model.constraints.precedence import define_precedence
+from optalloc.model.constraints.precedence import define_keep_order, define_precedence
 from optalloc.model.context import BuildContext
 from optalloc.model.fill import fill_targets
 from optalloc.model.matrix import LinearModel
@@ -48,6 +48,7 @@ DEFINES = (
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
     define_fill,  # f, fill[p] (idle GPUs shared among unallocated work)  -- fill.py
     define_precedence,  # order (a project's own order)                -- precedence.py
+    define_keep_order,  # keep_order (running jobs before their team's lower priorities)
 )
 
 
@@ -85,6 +86,10 @@ class EpochModel:
     prec_a: np.ndarray
     prec_b: np.ndarray
     build_s: float
+    # keep_order rows: candidate keep_c[r] starts only if running job req.run_job[keep_i[r]]
+    # runs (kept, or moved)
+    keep_i: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    keep_c: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def floor(self) -> np.ndarray:
@@ -157,6 +162,6 @@ def build_model(
         cand_class=ctx.cand_class, classes=ctx.classes,
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
         d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type, f=ctx.f, f_org=ctx.f_org, fill=ctx.fill,
-        prec_a=ctx.prec_a, prec_b=ctx.prec_b,
+        prec_a=ctx.prec_a, prec_b=ctx.prec_b, keep_i=ctx.keep_i, keep_c=ctx.keep_c,
         build_s=time.perf_counter() - t0,
     )

@@ -68,3 +68,6 @@ class BuildContext:
     # order rows: job prec_a[i] must start if job prec_b[i] does
     prec_a: np.ndarray = field(default_factory=_empty)
     prec_b: np.ndarray = field(default_factory=_empty)
+    # keep_order rows: candidate keep_c[i] starts only if running job run_job[keep_i[i]] runs
+    keep_i: np.ndarray = field(default_factory=_empty)
+    keep_c: np.ndarray = field(default_factory=_empty)

@@ -108,9 +108,10 @@ class ShareGain:
                 self.dbg[self.project[j]][t] += g
 
 
-def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
+def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict]:
     """Per job with candidates: its candidates, best work value first (stable), their (value,
-    ShareGain key) and their types; and per job its `order` predecessors. Once per model
+    ShareGain key) and their types; per job its `order` predecessors; per candidate the
+    running jobs it starts only beside (`keep_order`, positions in req.run_job). Once per model
     (every placement of its candidate plans reads them, none changes them), as plain Python
     lists (element access into numpy arrays cost more in the backfill), sliced per job from
     one numpy grouping (a Python loop over XL's 67,000 candidates took twice as long)."""
@@ -139,7 +140,11 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict]:
     preds: dict[int, list[int]] = {}  # per job: its `order` predecessors
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         preds.setdefault(b, []).append(a)
-    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds)
+    # per candidate: the running jobs (req.run_job positions) it may start only beside
+    keeps: dict[int, list[int]] = {}
+    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
+        keeps.setdefault(c, []).append(i)
+    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds, keeps)
     return out
 
 
@@ -194,7 +199,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         sg.add(int(req.run_job[i]), int(req.run_type[i]))
     for j, c in cand_of.items():
         sg.add(j, int(req.cand_type[c]))
-    by_job, vk, types_of, preds = candidates_by_job(em)
+    by_job, vk, types_of, preds, keeps = candidates_by_job(em)
     gpus = sg.gpus
     gain_of = sg.gain_of
 
@@ -341,6 +346,9 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
             for c in cands:
                 t = int(req.cand_type[c])
+                if c in keeps and not all(kept[i] or restored[i] or int(req.run_job[i])
+                                          in placements for i in keeps[c]):
+                    continue  # a running job its team ranks above it does not run: keep_order
                 if heap:  # a type with no room left: what the job is worth on the next one
                     cur = (value[c] + sg.gain(j, t)) / gpus[j]
                     if cur < -heap[0][0] - 1e-9:  # another job is worth more per GPU now

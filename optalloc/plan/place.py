@@ -66,6 +66,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
             if cnt > 0:  # the model's pieces of per-node gang class k on node n
                 pick.setdefault(int(k), {})[int(n)] = int(cnt)
     chosen = _order_consistent(em, chosen)
+    chosen = _keeps_consistent(em, chosen, kept)
     if C and req.cand_move.any():  # a kept job never also moves (one-choice; rounding)
         stays = np.zeros(J, bool)
         stays[req.run_job[kept]] = True
@@ -167,6 +168,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
             cand_of[j] = c
 
     _repair_order(em, pool, placements, started, cand_of, others)
+    _repair_keeps(em, pool, placements, started, cand_of, kept)
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
     if backfill:
@@ -203,6 +205,18 @@ def _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes):
     return pl
 
 
+def _repair_keeps(em, pool, placements, started, cand_of, kept) -> None:
+    """A start whose `keep_order` running job neither stays nor was placed elsewhere (its move
+    did not place) gives its GPUs back: it waits."""
+    req = em.req
+    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
+        b = int(req.cand_job[c])
+        if started[c] and not kept[i] and int(req.run_job[i]) not in placements:
+            pool.release(b)
+            del placements[b]
+            started[cand_of.pop(b)] = False
+
+
 def _repair_order(em, pool, placements, started, cand_of, others) -> None:
     """A start whose `order` predecessor could not be placed gives its GPUs back, and the
     predecessor takes them when it fits there (it fits wherever its successor does); repeated
@@ -226,6 +240,22 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> None:
                     started[c] = True
                     cand_of[a] = c
                     break
+
+
+def _keeps_consistent(em: EpochModel, chosen: np.ndarray, kept: np.ndarray) -> np.ndarray:
+    """Drop chosen starts whose `keep_order` running job (one of its project ranked above it,
+    that fits its place) neither stays nor moves (an LP rounded at 0.5 may)."""
+    if not len(em.keep_i) or not chosen.any():
+        return chosen
+    req = em.req
+    moved = np.zeros(len(em.snap.jobs), bool)
+    moved[req.cand_job[chosen & req.cand_move]] = True
+    runs = kept[em.keep_i] | moved[req.run_job[em.keep_i]]
+    bad = em.keep_c[~runs & chosen[em.keep_c]]
+    if len(bad):
+        chosen = chosen.copy()
+        chosen[bad] = False
+    return chosen
 
 
 def _order_consistent(em: EpochModel, chosen: np.ndarray) -> np.ndarray:

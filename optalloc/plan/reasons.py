@@ -315,11 +315,14 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         higher = mine[prio > job.priority].tolist()
         if higher:
             details["held_by"] = [snap.jobs[m].id for m in higher][:10]
+            held = float(snap.job_gpus[higher].sum())
             return ReasonCode.LOWER_PRIORITY_IN_PROJECT, (
-                f"project {job.project}'s {tn[t]} target this epoch ({T[p, t]:g} GPUs) is held "
-                f"by {len(higher)} of its jobs with a higher priority than {job.priority} "
+                f"project {job.project}'s {tn[t]} target this epoch is {T[p, t]:g} GPUs and it "
+                f"holds {got[p, t]:g}, {held:g} of them in {len(higher)} of its jobs with a "
+                f"higher priority than {job.priority} "
                 f"({', '.join(snap.jobs[m].id for m in higher[:3])}"
-                f"{'...' if len(higher) > 3 else ''}); this job needs {g} more"
+                f"{'...' if len(higher) > 3 else ''}), which a job behind them in the team's "
+                f"order does not displace; this job needs {g}"
             ), o == p
     # allocated GPUs held outside o's subtree: of t, or with one budget over every type
     # (optalloc.model.pooled) of any type the job may use, which it would hold in their place

@@ -121,20 +121,35 @@ def priority_swaps(em: EpochModel, placed) -> list[tuple[int, int]]:
     preds: dict = {}  # the `order` rows: a job starts only if the jobs ahead of it do
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         preds.setdefault(b, []).append(a)
+    # the `keep_order` rows: a start only beside the running jobs its team ranks above it,
+    # and those stay while a start that needs them runs
+    keeps: dict = {}
+    needed = set()
+    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
+        keeps.setdefault(c, []).append(i)
+        if placed.started[c]:
+            needed.add(i)
+    kept = placed.kept.copy()
     out: list[tuple[int, int]] = []
     for c in sorted(np.flatnonzero(waiting).tolist(), key=lambda c: (pos[cj[c]], ct[c])):
         j, t = int(cj[c]), int(ct[c])
         mine = runs.get(int(proj[j]))
         if not mine or started[j] or not all(started[a] for a in preds.get(j, ())):
             continue
+        if not all(kept[i] for i in keeps.get(c, ())):
+            continue
         for i in mine:
             if rt[i] != t or prio[rj[i]] >= prio[j] or snap.job_gpus[rj[i]] != snap.job_gpus[j]:
+                continue
+            if i in needed:
                 continue
             if sorted(chunks(req, j, t), reverse=True) != holds[i]:
                 continue
             out.append((i, c))
             mine.remove(i)
             started[j] = True
+            kept[i] = False
+            needed.update(keeps.get(c, ()))
             break
     return out
 

@@ -16,14 +16,21 @@ project's best submit score in its priority, so an equal-priority job displaces 
 that runs more of the project's higher-priority work (a strictly higher priority may; where
 the holding rule's Fair-Tree factor outweighs it, optalloc.plan.victims.priority_swaps places
 the swap beside the solution and the scheme's order decides).
+
+Family `keep_order`:  x[c] - k[i] - sum of i's move columns <= 0, for a running job i past its
+protection and a start c on its type of a job of its project with a strictly lower priority
+and at least as many GPUs, where i fits in that job's place (optalloc.model.order.keep_links):
+a job ranked below a running one never takes its GPUs for more of the project's floor or
+target (before, A's queued 16-GPU priority-0 job preempted its running 8-GPU priority-2 one).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
-from optalloc.model.order import precedence_pairs
+from optalloc.model.order import keep_links, precedence_pairs
 
 
 def define_precedence(ctx: BuildContext) -> None:
@@ -53,3 +60,36 @@ def define_precedence(ctx: BuildContext) -> None:
     b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
                np.r_[np.ones(len(cb)), -np.ones(len(ca))], -np.inf, 0.0)
 
+
+
+def define_keep_order(ctx: BuildContext) -> None:
+    snap, req, b = ctx.snap, ctx.req, ctx.b
+    if not len(req.run_job) or not len(req.cand_job):
+        return
+    lb, ub = keep_bounds(ctx)
+    i, c = keep_links(snap, req, (ub > 0) & (lb < 1) & ~req.run_fixed)
+    ctx.keep_i, ctx.keep_c = i, c
+    if not len(i):
+        return
+    n = len(i)
+    # each running job's move columns (a restart on another type runs it too)
+    mv = np.flatnonzero(req.cand_move)
+    rows, cols, vals = [np.arange(n), np.arange(n)], [ctx.x[c], ctx.k[i]], [np.ones(n), -np.ones(n)]
+    if len(mv):
+        J = len(snap.jobs)
+        pos = np.full(J, -1)
+        pos[req.run_job[i]] = 0  # jobs that have links
+        mj = req.cand_job[mv]
+        sel = mv[pos[mj] >= 0]
+        if len(sel):
+            order = np.argsort(req.cand_job[sel], kind="stable")
+            sj, sx = req.cand_job[sel][order], ctx.x[sel[order]]
+            lo = np.searchsorted(sj, req.run_job[i], "left")
+            hi = np.searchsorted(sj, req.run_job[i], "right")
+            cnt = hi - lo
+            first = np.repeat(lo - np.cumsum(cnt) + cnt, cnt)
+            rows.append(np.repeat(np.arange(n), cnt))
+            cols.append(sx[first + np.arange(int(cnt.sum()))])
+            vals.append(-np.ones(int(cnt.sum())))
+    b.add_rows("keep_order", n, np.concatenate(rows), np.concatenate(cols),
+               np.concatenate(vals), -np.inf, 0.0)

@@ -1,0 +1,90 @@
+"""A team's order holds for running jobs too (DESIGN.md rule 3, the model's `keep_order`
+rows): a job of a project never takes the GPUs of a running job its team ranks above it (a
+strictly higher declared priority, past its protection) for more of the project's floor or
+target, where the running job fits its place. Before, A's queued 16-GPU priority-0 job
+preempted its running 8-GPU priority-2 job (16 floor GPUs against 8); greedy keeps it. Each
+case asserts the whole outcome; the property checks every plan over random snapshots."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from optalloc.epoch import run_epoch
+from optalloc.model.build import build_model
+from optalloc.sim.invariants import check_plan
+from optalloc.sim.policies.greedy import GreedyScheduler
+from optalloc.types import Job
+from tests.test_epoch_properties import instances
+from tests.test_epoch_toy import H, flat_org, nodes_of, pending_codes, queued, running, snapshot
+
+
+def _outcome(plan):
+    return (sorted(p.job_id for p in plan.placements), sorted(p.job_id for p in plan.preemptions),
+            pending_codes(plan))
+
+
+def test_a_running_job_keeps_its_gpus_against_a_larger_lower_priority_job_of_its_project():
+    """3 x 8 GPUs, A (share 2, lowest ratio) runs R (priority 2, 8 GPUs, past its protection)
+    and queues Q (16 GPUs, priority 0); B (share 1) wants 8-GPU jobs. R stays. Q in R's
+    place would meet A's floor (16) and leave B its own (8); with R kept, A's 16 floor GPUs
+    (Q) or B's 8 and A's 8 leave 8 floor GPUs unmet either way, and the lower usage ratio
+    wins the tie: A's Q starts, as under greedy. Before, R was preempted for Q."""
+    r = running("R", "A", "h100", [("n00", range(8))], start=5 * H, priority=2)
+    jobs = [r, Job("Q", "A", 16, min_runtime_s=H)] + queued("B", 2, 8)
+    snap = snapshot(nodes_of(3, 8), flat_org({"A": 2, "B": 1}), jobs, usage={"A": 0.1, "B": 1.0})
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["Q", "R"], [], {"B00": "WaitingForCapacity",
+                                               "B01": "WaitingForCapacity"})
+    greedy = GreedyScheduler().decide(snap)
+    assert sorted(p.job_id for p in greedy.placements) == ["Q", "R"]
+
+
+def test_a_running_per_node_gang_is_not_preempted_for_a_lower_priority_whole_node_gang():
+    """A alone on 2 x 8 GPUs: its running priority-1 gang G (4 + 4, past its protection) and
+    its queued priority-0 16-GPU gang W, which needs both nodes whole. G stays."""
+    g = running("G", "A", "h100", [("n00", range(4)), ("n01", range(4))], start=5 * H,
+                priority=1, gpus_per_node=4)
+    jobs = [g, Job("W", "A", 16, gpus_per_node=8, min_runtime_s=H)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1}), jobs)
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["G"], [], {"W": "LowerPriorityInProject"})
+
+
+def test_a_lower_priority_job_that_fits_beside_the_running_one_still_starts():
+    """A alone on 2 x 8 GPUs: R (priority 2, 8 GPUs) runs and Q (priority 0, 8 GPUs) waits:
+    Q starts on the free node, R is not touched."""
+    r = running("R", "A", "h100", [("n00", range(8))], start=5 * H, priority=2)
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1}), [r, Job("Q", "A", 8, min_runtime_s=H)])
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["Q", "R"], [], {})
+
+
+def test_a_higher_priority_waiting_job_still_takes_a_running_lower_priority_ones_place():
+    """The other direction is the team's order too: A alone on 8 GPUs, its running priority-0
+    job L (8 GPUs, past its protection) and its waiting priority-1 job P of the same size: P
+    takes L's place."""
+    low = running("L", "A", "h100", [("n00", range(8))], start=5 * H, priority=0)
+    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1}),
+                    [low, Job("P", "A", 8, min_runtime_s=H, priority=1)])
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["P"], ["L"], {})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(snap):
+    """Every `keep_order` link of the model holds in the epoch's plan: a start on the linked
+    type only while the running job runs (kept where it is, or moved)."""
+    plan = run_epoch(snap)
+    em = build_model(snap)
+    req = em.req
+    on = {p.job_id: p.gpu_type for p in plan.placements}
+    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
+        b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
+        a = snap.jobs[int(req.run_job[i])]
+        if on.get(b.id) == t:
+            assert a.id in on, f"{b.id} started on {t} while {a.id} was preempted"
