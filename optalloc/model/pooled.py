@@ -47,6 +47,7 @@ from optalloc.model.targets import (
     counted_running,
     horizons,
     lookahead_on,
+    nested_floors,
 )
 from optalloc.model.order import clipped_ratios
 from optalloc.snapshot import Snapshot
@@ -122,8 +123,7 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     ent = (org.entitlement * cap_up[None, :]).sum(axis=1, keepdims=True)  # (O, 1) GPUs
     kappa = (org.entitlement * cap[None, :]).sum(axis=1, keepdims=True) * (window / horizon)
     D = (M @ dp)[:, None]
-    FP = np.floor(np.minimum(D, ent) + 1e-9)
-    FP[0] = 0.0
+    FP = nested_floors(org, D, ent)  # a child's share of its parent's floor (targets.py)
     P = M @ prot
     target = _fit(snap, req, np.array([cap.sum()]), FP, P.sum(axis=1, keepdims=True), D, dp,
                   rho, kappa, full, prot, cap, speed, stay)

@@ -6,7 +6,14 @@ o that may run on t this epoch: running jobs that may stay on their type (a job 
 protection on a drain node leaves, so it is not demand this epoch), and startable jobs split
 across their allowed types in proportion to the project's entitled GPUs there.
 
-Floor F[o,t] = floor(min(D, ent[o,t] * cap_t)): whole GPUs o is entitled to and wants.
+Floor F[o,t]: whole GPUs o is entitled to and wants (`nested_floors`): min(D, ent[o,t] * cap_t)
+at the top level of the tree; below it, a parent's floor shared among its children in
+proportion to their entitlements, each capped by its demand, what a child does not want
+going to its siblings (DESIGN.md rule 2: unused share flows to siblings first), then rounded
+down. Each child on its own, min(D, ent * cap), left a sibling's unused share to the parent's
+floor alone: a program of two projects of which one had work met its floor with its
+project's 8-GPU job (4) but only 2 of that project's, where a one-project program's job met 4
+and 4, and took a contested node from the better-ranked program.
 
 Target T[o,t], by hierarchical water-filling top-down (Fair Tree, rule 1 and 2 of DESIGN.md
 section 8): a parent's target A is split among its children c so that
@@ -233,6 +240,41 @@ def capacities(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, np.ndarra
     return cap_up, cap_up + held
 
 
+def nested_floors(org, D: np.ndarray, E: np.ndarray) -> np.ndarray:
+    """(O, T) whole-GPU floors from demand D and entitled GPUs E (O, T): min(D, E) at the top
+    level; each inner node's (real) floor shared among its children in proportion to E,
+    capped at D (water-filling: a child that wants less leaves the rest to its siblings);
+    rounded down; 0 at the root."""
+    F = np.minimum(D, E).astype(float)
+    F[0] = 0.0
+    for o, ch in org.families():
+        if o == 0:
+            continue
+        for t in range(F.shape[1]):
+            F[ch, t] = _share_capped(F[o, t], D[ch, t], E[ch, t])
+    return np.floor(F + 1e-9)
+
+
+def _share_capped(total: float, cap: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """min(cap, lam * weight) with the largest lam whose sum is at most `total`."""
+    if total >= cap.sum() - 1e-12:
+        return cap.astype(float)
+    out = np.zeros(len(cap))
+    w = np.where(weight > 0, weight, 0.0)
+    live = w > 0
+    left = float(total)
+    while live.any():  # children whose cap binds at the current level take it, then the rest
+        lam = left / w[live].sum()
+        hit = live & (cap <= lam * w + 1e-12)
+        if not hit.any():
+            out[live] = lam * w[live]
+            break
+        out[hit] = cap[hit]
+        left -= float(cap[hit].sum())
+        live &= ~hit
+    return out
+
+
 def lookahead_on(snap: Snapshot) -> bool:
     """Whether the lookahead runs: only it reads the targets without protections
     (`Targets.unprotected`), so they are not computed otherwise."""
@@ -246,9 +288,7 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     leaf, prot_leaf, share = _demand(snap, req, cap_up)
     M = org.membership().astype(float)
     D, P = M @ leaf, M @ prot_leaf
-    ent_gpus = org.entitlement * cap_up[None, :]
-    F = np.floor(np.minimum(D, ent_gpus) + 1e-9)
-    F[0] = 0.0
+    F = nested_floors(org, D, org.entitlement * cap_up[None, :])
     window, horizon = horizons(snap)
     r = clipped_ratios(snap)
     rho = r * (1.0 - horizon / window)
