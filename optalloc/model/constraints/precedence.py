@@ -68,6 +68,10 @@ def define_keep_order(ctx: BuildContext) -> None:
         return
     lb, ub = keep_bounds(ctx)
     i, c = keep_links(snap, req, (ub > 0) & (lb < 1) & ~req.run_fixed)
+    forced = ctx.res.forced if ctx.res is not None and len(ctx.res.forced) else None
+    if forced is not None and len(i):  # a due reservation's gang starts: the lookahead's call
+        keep = np.asarray(forced)[c] <= 0
+        i, c = i[keep], c[keep]
     ctx.keep_i, ctx.keep_c = i, c
     if not len(i):
         return
