@@ -127,9 +127,14 @@ CASES = [
     # (name, snapshot, GPUs per project after the plan, running jobs preempted,
     #  new starts: job -> ((node, GPUs), ...); None: not pinned)
     ("toy", _toy, {"A": 40, "B": 30, "C": 20, "D": 10}, set(), None),
-    ("contract", _contract, {"A": 16, "B": 12, "C": 12}, {"unal", "drn"},
-     {"gang": (("h2", tuple(range(8))), ("h3", tuple(range(8)))),
-      "drn": (("b0", tuple(range(8))),), "any": (("h0", (4, 5, 6, 7)),)}),
+    # C, a project under the root (ratio 0.4), ranks above P (1.2): its h100 floor takes B's
+    # "old" (past its protection; B's ratio 2.0) where drn restarts, and fast gets b0 (P's
+    # floor is met by A and B). Until stop 34 C's path weighed half of B's (one floor row
+    # against two) and B kept "old"
+    ("contract", _contract, {"A": 16, "B": 6, "C": 16}, {"unal", "drn", "old"},
+     {"gang": (("h1", tuple(range(8))), ("h2", tuple(range(8)))),
+      "drn": (("h3", tuple(range(8))),), "fast": (("b0", tuple(range(8))),),
+      "small": (("h0", (4, 5)),)}),
     ("remainder", _remainder, {"A": 24, "B": 8}, set(),
      {"gang": (("n1", tuple(range(8))), ("n2", tuple(range(8))), ("n0", (4, 5, 6, 7))),
       "small": (("n3", (6, 7)),)}),
@@ -159,9 +164,9 @@ def test_the_contract_instance_keeps_protected_jobs_and_drains_the_drain_node():
     em, res, plan = _naive(snap)
     placed = {p.job_id: p for p in plan.placements}
     assert placed["prot"] == snap.jobs[snap.job_index["prot"]].placement  # protected: kept as is
-    # past its protection on a drain node: it leaves, and restarts at once on b0 (running, it
-    # comes before C's queued job of its priority: a started job keeps its place)
-    assert placed["drn"].node_names == ("b0",)
+    # past its protection on a drain node: it leaves, and restarts at once on h100, where C's
+    # floor takes B's job past its protection (C ranks above P), and C's b200-only job gets b0
+    assert placed["drn"].gpu_type == "h100" and placed["fast"].node_names == ("b0",)
     assert {p.job_id: p.code.value for p in plan.preemptions}["drn"] == "Moved"
     new = [p for p in plan.placements if not snap.jobs[snap.job_index[p.job_id]].running]
     assert all(n != "b1" for p in new for n in p.node_names)  # nothing starts on a drain node

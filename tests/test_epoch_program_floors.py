@@ -127,3 +127,17 @@ def test_nested_floors_share_a_parents_floor_among_the_children_that_want_it():
     assert floors({"x": 8, "y": 0, "z": 0}, ent) == {"P": 8, "x": 8, "y": 0, "z": 0}
     assert floors({"x": 1, "y": 8, "z": 8}, ent) == {"P": 8, "x": 1, "y": 2, "z": 4}
     assert floors({"x": 1, "y": 1, "z": 1}, ent) == {"P": 3, "x": 1, "y": 1, "z": 1}
+
+
+def test_a_project_under_the_root_weighs_as_much_as_a_programs_project():
+    """X, a project directly under the root (ratio 0.2), and P2's only project b1 (0.8) want
+    one 8-GPU node: X ranks first, so X's job runs, as under greedy; the other way round b1's.
+    Before, b1's GPUs counted at P2 and at b1 (two floor and target rows) where X's counted
+    once, and b1's job ran whatever the ratios. A shallow project's rows now weigh what the
+    levels it lacks would (impact.tier_weights)."""
+    org = OrgNode("root", children=(OrgNode("X"), OrgNode("P2", children=(OrgNode("b1"),))))
+    jobs = queued("X", 1, 8) + queued("b1", 1, 8)
+    for ux, up, want in ((0.2, 0.8, ["X00"]), (0.8, 0.2, ["b100"])):
+        got, pre, greedy = _decide(nodes_of(1, 8), org, jobs, {"X": ux, "P2": up, "b1": up})
+        assert (got, pre) == (want, [])
+        assert greedy == want

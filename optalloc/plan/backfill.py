@@ -48,7 +48,7 @@ class ShareGain:
         # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
         self.short = debug_jobs(snap).tolist()  # fairshare.debug_jobs
         self.allow = debug_allowance(snap).tolist()
-        self.dbg_w = (imp.target_weight / 2.0).tolist()
+        self.dbg_w = imp.debug_weight.tolist()
         self.dbg = np.zeros((O, T)).tolist()
         # per type a move counts in no share row (no gain); pooled it counts where it runs;
         # never in a debug row (requirements.share_tier1)

@@ -84,7 +84,8 @@ def tier_values(imp, org_idx: np.ndarray, yields: np.ndarray | None = None) -> n
     floor_yield is `yields` (n,), if given)."""
     seg = np.asarray(imp.floor_weight)[np.asarray(org_idx, dtype=np.int64)]
     if yields is not None and len(yields):
-        seg = seg - np.asarray(yields)[:, None] * np.asarray(imp.floor_unit)[None, :]
+        seg = seg - np.asarray(yields)[:, None] * np.asarray(imp.floor_unit)[
+            np.asarray(org_idx, dtype=np.int64)]
     return np.concatenate([seg, imp.target_weight[org_idx][:, None]], axis=1)
 
 
@@ -104,7 +105,7 @@ def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray,
     met = np.clip(got[1:, :, None] - lo, 0, bounds)
     vals = np.repeat(tier_values(imp, np.arange(1, O))[:, None, :], T, axis=1)
     if yields is not None:
-        vals[..., :-1] -= yields[1:, :, None] * np.asarray(imp.floor_unit)[None, None, :]
+        vals[..., :-1] -= yields[1:, :, None] * np.asarray(imp.floor_unit)[1:, None, :]
     v = met * vals
     return float(v[..., :-1].sum()), float(v[..., -1].sum())
 
@@ -226,7 +227,7 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     row_of = np.cumsum(ok) - 1
     keep = ok[inv]
     n = int(ok.sum())
-    w = imp.target_weight[keys[ok, 0]] / 2.0
+    w = imp.debug_weight[keys[ok, 0]]
     ctx.d = b.add_vars("d", n, 0, A[keys[ok, 0], keys[ok, 1]], w)
     ctx.d_org, ctx.d_type = keys[ok, 0], keys[ok, 1]
     rows = np.concatenate([np.arange(n), row_of[inv[keep]]])
@@ -242,4 +243,4 @@ def debug_value(imp, snap, jobs: np.ndarray, types: np.ndarray) -> float:
     sel = short[jobs] & snap.job_tier1[jobs, types] if len(jobs) else np.zeros(0, bool)
     held = np.zeros_like(A)
     np.add.at(held, (snap.job_project[jobs[sel]], types[sel]), snap.job_gpus[jobs[sel]])
-    return float((np.minimum(held, A) * (imp.target_weight[:, None] / 2.0)).sum())
+    return float((np.minimum(held, A) * imp.debug_weight[:, None]).sum())

@@ -77,14 +77,27 @@ class Impact:
     target_weight: np.ndarray  # (O,) W_T per org node (0 at the root)
     floor_weight: np.ndarray  # (O, K) omega_k per floor segment of each org node (tie-break)
     fill_weight: float = 0.0  # W_F per unallocated GPU within its project's fill target
-    # (K,) what a floor GPU held by work that may move elsewhere yields of omega_k (the floor
-    # tie-break's unit, fairshare.floor_yield): FLOOR_TIE * omega_k
-    floor_unit: np.ndarray = field(default_factory=lambda: np.zeros(K_SEGMENTS))
+    # (O, K) what a floor GPU held by work that may move elsewhere yields of omega_k (the
+    # floor tie-break's unit, fairshare.floor_yield): FLOOR_TIE * omega_k, times the row's
+    # path share (tier_weights)
+    floor_unit: np.ndarray = field(default_factory=lambda: np.zeros((0, K_SEGMENTS)))
+    # (O,) per debug GPU beyond its project's target: half a deepest project's target GPU at
+    # that depth (W_T(leaf) / 2 before the path balance of tier_weights)
+    debug_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
-def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     """(target weight per org node (O,), floor segment weights per org node (O, K), the
-    tie-break's unit per segment (K,): FLOOR_TIE * omega).
+    tie-break's unit per org node and segment (O, K): FLOOR_TIE * omega, the debug weight per
+    org node (O,)).
+
+    A GPU of a project counts in the share rows of every node on its path, so every project's
+    path weighs the same: a project at depth d < D (directly under the root beside programs
+    of projects) has the floor and target weights of the levels it lacks, its floor row
+    (D - d + 1) omega and its target row W_leaf (2^(D-d+1) - 1). Summed over unequal paths, a
+    worse-ranked program's one project (its floor met at the program and at the project) took
+    a contested node from a better-ranked project under the root (DESIGN.md rule 1). Trees
+    whose projects all sit at one depth are unchanged.
 
     A floor GPU of org node o is worth omega * (1 + eps_o), eps_o = FLOOR_TIE * f(o), f(o) =
     1 / (1 + usage ratio of o) in (0, 1]: when two floors cannot both be met (a gang of an
@@ -97,7 +110,10 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     depth = snap.org.depth
     D = int(depth.max(initial=1))
     w_leaf = FOOTPRINT * V_MAX
-    wt = np.where(depth > 0, w_leaf * 2.0 ** (D - depth), 0.0)
+    level = np.where(depth > 0, w_leaf * 2.0 ** (D - depth), 0.0)
+    short = np.asarray(snap.org.is_leaf) & (depth > 0) & (depth < D)  # a shallow project
+    wt = np.where(short, w_leaf * (2.0 ** (D - depth + 1) - 1.0), level)
+    share = np.where(short, D - depth + 1.0, 1.0)  # its floor row stands for the missing ones
     path_total = w_leaf * (2.0**D - 1.0)  # a GPU's target weight summed over its path
     # a floor GPU outweighs what a small job blocks: up to two whole nodes of a gang
     g_max = float(snap.node_gpus.max(initial=1))
@@ -107,7 +123,8 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     cap = float(np.where(snap.node_up, snap.node_gpus, 0).sum())
     tie = 0.5 / ((cap + 1.0) * max(D, 1) + 1.0)
     eps = np.where(depth > 0, tie / (1.0 + ratio), 0.0)
-    return wt, omega[None, :] * (1.0 + eps[:, None]), omega * tie
+    return (wt, omega[None, :] * (1.0 + eps[:, None]) * share[:, None],
+            (omega * tie)[None, :] * share[:, None], level / 2.0)
 
 
 def lost_work(snap: Snapshot) -> np.ndarray:
@@ -139,12 +156,12 @@ def _rank_scores(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
 def compute_impact(snap: Snapshot) -> Impact:
     J, T = snap.job_allowed.shape
     order = order_score(snap)
-    wt, omega, unit = tier_weights(snap)
+    wt, omega, unit, dbg = tier_weights(snap)
     lost = lost_work(snap)
     if J == 0:
         z = np.zeros(0)
         return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega, 0.0,
-                      unit)
+                      unit, dbg)
     srel = snap.relative_speed()
     srel_min = float(srel[srel > 0].min(initial=1.0))
     g_max = float(snap.node_gpus.max(initial=1))
@@ -165,7 +182,7 @@ def compute_impact(snap: Snapshot) -> Impact:
     own = np.where(run, value[np.arange(J), np.maximum(snap.job_run_type, 0)], 0.0)
     horizon = max(float(snap.policy.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
-    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit)
+    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit, dbg)
 
 
 def candidate_values(imp: Impact, req) -> np.ndarray:
