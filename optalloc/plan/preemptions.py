@@ -82,6 +82,9 @@ def preemptions(
                        f"busy ({sum(p.gpus for p in new)} GPUs where it ran "
                        f"{snap.jobs[j].gpus})")
             else:
+                # name the allocated takers only (an unallocated one beside them fills the
+                # rest of the GPUs it left)
+                need = tuple(k for k in need if started[k].allocated)
                 msg = ("unallocated work yields to allocated demand" if need else
                        "unallocated work yields to allocated demand that needs its node")
         else:

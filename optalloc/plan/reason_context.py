@@ -63,14 +63,25 @@ class ReasonContext:
         return self.once("lists", lambda: (self.got.tolist(), self.em.target.tolist()))
 
     def own_holders(self, p: int, t: int) -> tuple[np.ndarray, np.ndarray]:
-        """(jobs of project p holding GPUs of t after the plan, their priorities), in hold
-        order, once per epoch."""
+        """(allocated jobs of project p holding GPUs of t after the plan, their priorities), in
+        hold order, once per epoch."""
         def make():
             snap = self.em.snap
-            mine = self.hold_j[(self.hold_t == t) & (snap.job_project[self.hold_j] == p)]
+            # allocated holders only: unallocated work holds none of the project's share
+            mine = self.hold_j[(self.hold_t == t) & (snap.job_project[self.hold_j] == p)
+                               & snap.job_tier1[self.hold_j, self.hold_t]]
             return mine, snap.job_priority[mine]
 
         return self.once(("own", p, t), make)
+
+    def unallocated_gpus(self, t: int) -> float:
+        """GPUs of t that unallocated work holds after the plan, once per epoch."""
+        def make():
+            snap = self.em.snap
+            low = (self.hold_t == t) & ~snap.job_tier1[self.hold_j, self.hold_t]
+            return float(snap.job_gpus[self.hold_j[low]].sum())
+
+        return self.once(("unallocated", t), make)
 
     def fill(self) -> tuple[np.ndarray, np.ndarray]:
         """((O,) each project's fill target of idle GPUs for unallocated work, (O,) the GPUs of
@@ -81,6 +92,30 @@ class ReasonContext:
             return (self.em.fill if len(self.em.fill) else np.zeros(snap.org.n)), held
 
         return self.once("fill", make)
+
+    def fill_ahead(self, p: int) -> str:
+        """Why project p's share of the idle GPUs is below one GPU, as far as it is true:
+        projects ahead of it in the Fair-Tree order share them, running unallocated work of
+        others holds them (new unallocated work never displaces it), or both. Once per epoch
+        per project."""
+        def make():
+            fill, held = self.fill()
+            snap, order = self.em.snap, self.em.imp.order
+            leaf = np.asarray(snap.org.is_leaf) & (np.arange(len(fill)) != p)
+            ahead = bool((leaf & (order > order[p]) & (fill > 0)).any())
+            holds = bool((leaf & (held > 0)).any())
+            if ahead and holds:
+                return (" (projects ahead of it in that order share them, and running "
+                        "unallocated work of others holds some: new unallocated work never "
+                        "displaces it)")
+            if ahead:
+                return " (projects ahead of it in that order want them all)"
+            if holds:
+                return (" (running unallocated work of others holds them: new unallocated "
+                        "work never displaces it)")
+            return ""
+
+        return self.once(("fill ahead", p), make)
 
     def targets(self, p: int, types: tuple) -> tuple[list[int], dict]:
         """(project p's path below the root, its details["targets"] on `types`), once per

@@ -267,7 +267,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"its project has no share of {'/'.join(tn[t] for t in types)}")
         fill, held = ctx.fill()
         p = int(snap.job_project[j])
-        ahead = " (projects ahead of it in that order want them all)" if fill[p] < 1 else ""
+        ahead = ctx.fill_ahead(p) if fill[p] < 1 else ""
         share = (f"; the idle GPUs are shared among the projects' unallocated work in the "
                  f"Fair-Tree order: {job.project}'s share is {fill[p]:g} GPUs{ahead}, it runs "
                  f"{held[p]:g}") if fill.sum() > 0 else ""
@@ -345,6 +345,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             "are protected"
             + (f" (the first protection ends at {format_time(end)})" if end is not None else "")
             + f", {fr[tn[t]]['free_gpus']} free"
+            + (f", {low:g} run unallocated work (it yields to allocated work that fits)"
+               if (low := ctx.unallocated_gpus(t)) > 0 else "")
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
                else f"; the rest are held by {held}: past a target with whole jobs, which "
                     "cannot shrink to it" if held else "")
