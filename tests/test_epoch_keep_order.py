@@ -1,7 +1,7 @@
 """A team's order holds for running jobs too (DESIGN.md rule 3, the model's `keep_order`
 rows): a job of a project never takes the GPUs of a running job its team ranks above it (a
 strictly higher declared priority, past its protection) for more of the project's floor or
-target, where the running job fits its place. Before, A's queued 16-GPU priority-0 job
+target, alone or with others. Before, A's queued 16-GPU priority-0 job
 preempted its running 8-GPU priority-2 job (16 floor GPUs against 8); greedy keeps it. Each
 case asserts the whole outcome; the property checks every plan over random snapshots."""
 
@@ -72,6 +72,32 @@ def test_a_higher_priority_waiting_job_still_takes_a_running_lower_priority_ones
     plan = run_epoch(snap)
     check_plan(snap, plan)
     assert _outcome(plan) == (["P"], ["L"], {})
+
+
+def test_several_smaller_lower_priority_jobs_do_not_take_a_running_jobs_place_together():
+    """A alone on 8 GPUs: R (priority 2, 6 GPUs, past its protection) runs, Q0 and Q1
+    (priority 0, 4 GPUs each) wait. Q0 and Q1 would meet 8 of A's floor where R meets 6; R
+    stays, as under greedy (found by a hand-written case after the first keep_order rows,
+    which linked only a job at least as large as the running one)."""
+    r = running("R", "A", "h100", [("n00", range(6))], start=5 * H, priority=2)
+    jobs = [r, Job("Q0", "A", 4, min_runtime_s=H, submit_time=0.0),
+            Job("Q1", "A", 4, min_runtime_s=H, submit_time=1.0)]
+    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1}), jobs)
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["R"], [], {"Q0": "LowerPriorityInProject",
+                                          "Q1": "LowerPriorityInProject"})
+
+
+def test_a_running_gang_keeps_its_nodes_against_two_lower_priority_whole_node_jobs():
+    g = running("G", "A", "h100", [("n00", range(4)), ("n01", range(4))], start=5 * H,
+                priority=2, gpus_per_node=4)
+    jobs = [g, Job("Q0", "A", 8, min_runtime_s=H, submit_time=0.0),
+            Job("Q1", "A", 8, min_runtime_s=H, submit_time=1.0)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1}), jobs)
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan)[:2] == (["G"], [])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

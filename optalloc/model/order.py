@@ -199,13 +199,14 @@ def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarr
 def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(i, c) pairs: running job req.run_job[i] (allocated on its type, past its protection,
     free to stay: `free`) and start candidate c on that type of a job b of its project with a
-    strictly lower declared priority and at least as many GPUs, where i fits in b's place (a
-    single-node i no larger than b's per-node chunk, a whole-node gang i no larger than a
-    whole-node gang b, a per-node gang i of q GPUs per node in no more pieces than b has nodes
-    of >= q GPUs): b may start there only while i runs (kept, or moved). The team's order is
-    the team's own (DESIGN.md rule 3): a job of its project ranked below it never takes a
-    running job's GPUs for more of the project's floor (A alone on 2 x 8 GPUs: its queued
-    16-GPU priority-0 job preempted its running 8-GPU priority-2 job; greedy keeps it)."""
+    strictly lower declared priority: b may start there only while i runs (kept, or moved).
+    The team's order is the team's own (DESIGN.md rule 3): a job of its project ranked below
+    it never takes a running job's GPUs for more of the project's floor or target (A alone
+    on 2 x 8 GPUs: its queued 16-GPU priority-0 job preempted its running 8-GPU priority-2
+    job; A alone on 8 GPUs: its two queued 4-GPU priority-0 jobs preempted its running 6-GPU
+    priority-2 job; greedy keeps both). Whatever the sizes: several smaller jobs take a
+    larger one's place together. Where i is preempted for another project, b starts on that
+    type next epoch, after i in its team's order (i restarts only on another type now)."""
     rj, rt = req.run_job, req.run_type
     if not len(rj) or not len(req.cand_job):
         return _EMPTY, _EMPTY
@@ -215,7 +216,7 @@ def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.nd
     I, Cc = np.flatnonzero(ok_i), np.flatnonzero(ok_c)
     if not len(I) or not len(Cc):
         return _EMPTY, _EMPTY
-    proj, prio, g = snap.job_project, snap.job_priority, snap.job_gpus
+    proj, prio = snap.job_project, snap.job_priority
     # pair within (project, type): sort both sides by that key, broadcast per key
     T = len(snap.gpu_types)
     key_i = proj[rj[I]] * T + rt[I]
@@ -232,15 +233,7 @@ def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.nd
     out_i, out_c = [], []
     for a0, a1, b0, b1 in zip(si.tolist(), ei.tolist(), sc.tolist(), ec.tolist()):
         ii, cc = I[a0:a1], Cc[b0:b1]
-        a, b, t = rj[ii][:, None], cj[cc][None, :], ct[cc][None, :]
-        sa, za, pa = req.shape[a, t], req.size[a, t], g[a]
-        sb, zb, pb = req.shape[b, t], req.size[b, t], req.pieces[b, t]
-        fits = np.where(sa == SMALL, zb >= pa,
-                        np.where(sa == WHOLE, (sb == WHOLE) & (g[b] >= pa),
-                                 ((sb == PIECES) | (sb == WHOLE)) & (zb >= za)
-                                 & (pb >= pa // np.maximum(za, 1))))
-        m = fits & (prio[a] > prio[b]) & (g[b] >= pa)
-        r, c = np.nonzero(m)
+        r, c = np.nonzero(prio[rj[ii]][:, None] > prio[cj[cc]][None, :])
         out_i.append(ii[r])
         out_c.append(cc[c])
     return np.concatenate(out_i), np.concatenate(out_c)

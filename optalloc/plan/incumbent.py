@@ -12,9 +12,9 @@ from optalloc.plan.ranked import greedy_pass
 
 def greedy_placed(em: EpochModel) -> Placed | None:
     """The ranked pass of the published greedy system as a Placed, or None when one of its
-    placements has no counterpart in the model, or it starts a job below a running job of
-    its project that it preempted, where the model's `keep_order` rows forbid that (then it
-    is not a candidate)."""
+    placements has no counterpart in the model (then it is not a candidate). A plan that
+    breaks a row (an `order` or `keep_order` row: it started a job below one of its project
+    that it preempted) is scored but not eligible (optalloc.plan.outcome.best_plan)."""
     snap, req = em.snap, em.req
     res = greedy_pass(snap)
     C, K, J = len(req.cand_job), len(req.run_job), len(snap.jobs)
@@ -36,10 +36,6 @@ def greedy_placed(em: EpochModel) -> Placed | None:
             return None
         started[c] = True
         placements[j] = pl
-    if len(em.keep_i):  # a start below a running job of its team that greedy preempted
-        runs = kept[em.keep_i] | np.isin(req.run_job[em.keep_i], list(placements))
-        if (started[em.keep_c] & ~runs).any():
-            return None
     fm = res.free
     free = np.where(fm.accepts, fm.free, 0)
     return Placed(started, kept, placements, np.zeros(J, bool),
