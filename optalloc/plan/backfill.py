@@ -294,6 +294,16 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             heap.append(e)
     heapq.heapify(heap)
 
+    held_back: dict[int, set] = {}  # per running position: jobs its keep_order rows held back
+
+    def release(i: int) -> None:
+        """Running job req.run_job[i] runs again (restored, or moved): the jobs below it in its
+        team's order that it held back are offered again."""
+        for e in held_back.pop(i, ()):
+            if e not in placements:
+                state[e] = 1
+                heapq.heappush(heap, (-prio(1, e), 1, e, -1))
+
     def evicted_back(jobs: list[int]) -> None:
         for e in jobs:
             if e in placements:  # a start of this epoch: undo it, it may start elsewhere
@@ -338,6 +348,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     restored[idx] = True
                     state[int(req.run_job[idx])] = stays[int(req.run_job[idx])] = 2
                     sg.add(int(req.run_job[idx]), int(req.run_type[idx]))
+                    if held_back:
+                        release(int(idx))
                 continue
             j = idx
             if any(a not in placements for a in preds.get(j, ())):
@@ -346,9 +358,13 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
             for c in cands:
                 t = int(req.cand_type[c])
-                if c in keeps and not all(kept[i] or restored[i] or int(req.run_job[i])
-                                          in placements for i in keeps[c]):
-                    continue  # a running job its team ranks above it does not run: keep_order
+                if c in keeps:
+                    down = [i for i in keeps[c] if not (kept[i] or restored[i]
+                                                        or int(req.run_job[i]) in placements)]
+                    if down:  # a running job its team ranks above it does not run (keep_order):
+                        for i in down:  # offered again if that job is restored or moves
+                            held_back.setdefault(i, set()).add(j)
+                        continue
                 if heap:  # a type with no room left: what the job is worth on the next one
                     cur = (value[c] + sg.gain(j, t)) / gpus[j]
                     if cur < -heap[0][0] - 1e-9:  # another job is worth more per GPU now
@@ -376,6 +392,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     backfilled[j] = True
                     sg.add(j, t)
                     grown |= freed > snap.job_gpus[j]
+                    if held_back and j in run_of_job:  # a running job's move: it runs
+                        release(run_of_job[j])
                     break
         if not grown or npass == REOPEN_PASSES:
             break
