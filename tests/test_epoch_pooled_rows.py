@@ -147,3 +147,21 @@ def test_pooled_reasons_name_what_the_others_hold_over_all_types():
         assert r.code.value == "OverShare"
         other = "B" if r.job_id.startswith("A") else "A"
         assert f"{other} (usage ratio 0.00, holds 8 of target 8 over all types)" in r.message
+
+
+def test_a_better_ranked_programs_confined_project_is_routed_before_a_worse_ranked_programs():
+    """Programs P1 {a1, a2} and P2 {b1}, one budget over 8 h100 + 8 b200; a1 and b1 may run
+    only on h100, a2 anywhere. P2 ranks first (or the ratios tie): b1 gets all of h100 and a2
+    b200, each program its floor of 8. Before, the routing's max-min went project by project:
+    a1 (half of P1's target) and b1 (all of P2's) split h100 2 : 6, b1 was capped at 6 and P1
+    got 10 (b1's pending reason said OverShare); greedy gives 8 and 8. Now the routing holds
+    each program's share first (pooled.route's levels), then its projects'."""
+    org = OrgNode("root", children=(
+        OrgNode("P1", children=(OrgNode("a1"), OrgNode("a2"))),
+        OrgNode("P2", children=(OrgNode("b1"),))))
+    jobs = (queued("a1", 8, 2, gpu_types=("h100",)) + queued("b1", 8, 2, gpu_types=("h100",))
+            + queued("a2", 8, 2))
+    for r1, r2 in ((0.8, 0.2), (0.5, 0.5)):
+        usage = {"P1": r1, "a1": r1, "a2": r1, "P2": r2, "b1": r2}
+        snap, plan = pooled(cluster(), org, jobs, usage)
+        assert by_project_type(snap, plan) == {("a2", "b200"): 8, ("b1", "h100"): 8}

@@ -154,7 +154,7 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
             upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
             pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
-        X = route(want, full, prot, cap, speed, stay)
+        X = route(want, full, prot, cap, speed, stay, groups=_subtrees(org))
         got = X.sum(axis=1)
         short = leaves & (got < want - 0.5)
         if not short.any():
@@ -166,8 +166,22 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
     return M @ _whole_by_type(X, cap)
 
 
+def _subtrees(org) -> list[np.ndarray]:
+    """Per level of inner nodes below the root, top-down: (nodes, O) bool, the leaves under
+    each inner node of that level (route's max-min goes level by level)."""
+    M = org.membership()
+    inner = ~np.asarray(org.is_leaf)
+    out = []
+    for d in range(1, int(org.depth.max(initial=0))):
+        sel = np.flatnonzero(inner & (org.depth == d))
+        if len(sel):
+            out.append(M[sel] & np.asarray(org.is_leaf)[None, :])
+    return out
+
+
 def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
-          speed: np.ndarray | None = None, stay: np.ndarray | None = None) -> np.ndarray:
+          speed: np.ndarray | None = None, stay: np.ndarray | None = None,
+          groups: list[np.ndarray] | None = None) -> np.ndarray:
     """(O, T) GPUs of each leaf's pooled target `want` (O,) placed on types, max-min: every
     leaf gets at least z * want with the largest z, then the most GPUs in all, then the most
     running work left where it runs (`stay` (O, T): GPUs of running jobs past their
@@ -179,9 +193,14 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
     each type within its capacity. Equal shares route as well onto one type as another, so
     without the speed step a project whose jobs run 3x faster on h100 could be routed onto
     a100 and one indifferent to the type onto h100: the targets' floors then hold each
-    there, above anything the work tier can pay."""
+    there, above anything the work tier can pay. `groups` (route's levels of inner nodes,
+    `_subtrees`): before the leaves, each level's subtrees get at least z_d times what their
+    leaves want, the largest z_d, held, top-down: the Fair Tree's subtrees come before the
+    projects inside them. Leaf by leaf alone, a better-ranked program's only project confined
+    to h100 got 2/3 of its target there beside a worse-ranked program's project, whose
+    sibling could run on b200 and met that program's floor (greedy: 8 and 8)."""
     from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix, vstack
+    from scipy.sparse import coo_matrix, hstack, vstack
 
     O, T = full.shape
     lo_all = np.minimum(prot, full)
@@ -195,6 +214,11 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
     n, L = len(p), len(leaves)
     w = want[leaves]
     top = np.maximum(w, np.bincount(li, weights=lo, minlength=L))
+    if groups:  # a leaf may take what its program wants: the program's sum is held below
+        for G in groups:
+            gw = G[:, leaves].astype(float) @ w
+            under = G[:, leaves]  # (nodes, L)
+            top = np.maximum(top, (under * gw[:, None]).max(axis=0, initial=0.0))
     types = np.unique(t)
     ti = np.searchsorted(types, t)
     st = np.minimum(stay[p, t], hi) if stay is not None else np.zeros(n)
@@ -224,6 +248,34 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
         A = vstack([A, coo_matrix(-c[None, :])]).tocsr()
         b = np.concatenate([b, [-(value - 1e-6 * max(1.0, abs(value)))]])
 
+    for G in groups or ():  # subtrees' sums within what their leaves want
+        gw = G[:, leaves].astype(float) @ w
+        gi, pk = np.nonzero(G[:, p])
+        A = vstack([A, coo_matrix((np.ones(len(gi)), (gi, pk)), shape=(len(gw), N))]).tocsr()
+        b = np.concatenate([b, np.maximum(gw, G[:, leaves].astype(float) @ np.bincount(
+            li, weights=lo, minlength=L))])
+    for G in groups or ():  # level by level: subtrees' sums >= z_d * what their leaves want
+        gw = G[:, leaves].astype(float) @ w  # (nodes,) what each subtree's leaves want
+        use = np.flatnonzero(gw > 0)
+        if not len(use):
+            continue
+        gi, pk = np.nonzero(G[use][:, p])  # (node, pair) pairs: the pair's leaf is under it
+        k_g = len(use)
+        # -(pairs under the node) + want z_d <= 0, z_d a new column at the end
+        A = hstack([A, coo_matrix((A.shape[0], 1))]).tocsr()
+        new = coo_matrix((np.concatenate([-np.ones(len(gi)), gw[use]]),
+                          (np.concatenate([gi, np.arange(k_g)]),
+                           np.concatenate([pk, np.full(k_g, N)]))), shape=(k_g, N + 1))
+        A = vstack([A, new]).tocsr()
+        b = np.concatenate([b, np.zeros(k_g)])
+        bounds = np.concatenate([bounds, [[0.0, 1.0]]])
+        N += 1
+        c = np.zeros(N)
+        c[-1] = -1.0
+        r = best(c)
+        if r is None:
+            break
+        bounds[-1] = [max(0.0, float(r.x[-1]) - 1e-7), 1.0]
     c = np.zeros(N)
     c[n] = -1.0
     r = best(c)
@@ -231,13 +283,14 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
         X[p, t] = lo
         return X
     bounds[n] = [max(0.0, float(r.x[n]) - 1e-7), 1.0]
-    gpus = np.concatenate([np.ones(n), np.zeros(1 + m)])
+    extra = N - (n + 1 + m)  # the levels' z_d columns, held
+    gpus = np.concatenate([np.ones(n), np.zeros(1 + m + extra)])
     s = speed[p, t] if speed is not None else np.ones(n)
     stages = [gpus]  # the most GPUs at that z; then running work stays; then speed
     if m:
-        stages.append(np.concatenate([np.zeros(n + 1), np.ones(m)]))
+        stages.append(np.concatenate([np.zeros(n + 1), np.ones(m), np.zeros(extra)]))
     if np.ptp(s) > 1e-9:
-        stages.append(np.concatenate([s, np.zeros(1 + m)]))
+        stages.append(np.concatenate([s, np.zeros(1 + m + extra)]))
     for goal in stages:
         r2 = best(-goal)
         if r2 is None:
