@@ -100,6 +100,25 @@ def test_a_running_gang_keeps_its_nodes_against_two_lower_priority_whole_node_jo
     assert _outcome(plan)[:2] == (["G"], [])
 
 
+def test_a_lower_priority_job_does_not_move_onto_a_running_higher_priority_jobs_gpus():
+    """8 h100 + 8 b200, one budget over both: A runs R (priority 2, 4 h100 GPUs) and L
+    (priority 0, 8 b200 GPUs), both past their protection; B wants b200. L is preempted for
+    B, as under greedy. Before, L moved onto h100 and R was preempted for it (a move was no
+    start the keep_order rows linked)."""
+    from tests.test_epoch_toy import queued
+
+    nodes = nodes_of(1, 8, "h100") + nodes_of(1, 8, "b200", prefix="m")
+    r = running("R", "A", "h100", [("n00", range(4))], start=5 * H, priority=2)
+    low = running("L", "A", "b200", [("m00", range(8))], start=5 * H, priority=0)
+    snap = snapshot(nodes, flat_org({"A": 1, "B": 1}), [r, low] + queued("B", 1, 8, gpu_types=("b200",)),
+                    usage={"A": 0.5, "B": 0.5}, types=("h100", "b200"))
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert sorted((p.job_id, p.gpu_type) for p in plan.placements) == [("B00", "b200"),
+                                                                       ("R", "h100")]
+    assert [p.job_id for p in plan.preemptions] == ["L"]
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(snap):

@@ -141,3 +141,26 @@ def test_a_project_under_the_root_weighs_as_much_as_a_programs_project():
         got, pre, greedy = _decide(nodes_of(1, 8), org, jobs, {"X": ux, "P2": up, "b1": up})
         assert (got, pre) == (want, [])
         assert greedy == want
+
+
+def test_a_floor_tie_goes_to_the_better_ranked_subtree_whatever_its_projects_ratios():
+    """Equal floors on one contested node: the tie-break follows the Fair-Tree order level by
+    level (order.tree_position), not the sum of the ratios on each path. X (0.2) under the
+    root against P2 (0.25) whose b1 has 0.0: X's job runs; X (0.3) against P2 (0.2) whose b1
+    has 1.0: b1's; P1 (0.2) {a1: 1.0} against P2 (0.25) {b1: 0.0}: a1's. As greedy each time.
+    Before, 1 / (1 + ratio) summed over each path decided the other way (found by a
+    hand-written case)."""
+    shallow = OrgNode("root", children=(OrgNode("X"), OrgNode("P2", children=(OrgNode("b1"),))))
+    deep = OrgNode("root", children=(OrgNode("P1", children=(OrgNode("a1"),)),
+                                     OrgNode("P2", children=(OrgNode("b1"),))))
+    cases = [
+        (shallow, queued("X", 1, 8) + queued("b1", 1, 8), {"X": 0.2, "P2": 0.25, "b1": 0.0},
+         ["X00"]),
+        (shallow, queued("X", 1, 8) + queued("b1", 1, 8), {"X": 0.3, "P2": 0.2, "b1": 1.0},
+         ["b100"]),
+        (deep, queued("a1", 1, 8) + queued("b1", 1, 8),
+         {"P1": 0.2, "a1": 1.0, "P2": 0.25, "b1": 0.0}, ["a100"]),
+    ]
+    for org, jobs, usage, want in cases:
+        got, pre, greedy = _decide(nodes_of(1, 8), org, jobs, usage)
+        assert (got, pre, greedy) == (want, [], want)

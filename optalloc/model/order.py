@@ -52,6 +52,36 @@ def _fair_tree_rank(snap: Snapshot) -> np.ndarray:
     return rank
 
 
+def tree_position(snap: Snapshot) -> np.ndarray:
+    """(O,) every org node's place in the Fair-Tree order as a score in [0, 1], 1 first: the
+    nodes ranked by their path's usage ratios from the top (lower first), so a subtree's
+    nodes come after its parent and all ahead of a worse-ranked sibling subtree's (the
+    floors' tie-break: a subtree's rank comes before anything inside it); equal paths share
+    a score. The root scores 0."""
+    return snap.derived(_tree_position)
+
+
+def _tree_position(snap: Snapshot) -> np.ndarray:
+    org = snap.org
+    ratio = clipped_ratios(snap)
+    keys = {}
+    for v in range(1, org.n):
+        path, u = [], v
+        while org.parent[u] >= 0:
+            path.append(float(ratio[u]))
+            u = int(org.parent[u])
+        keys[v] = tuple(reversed(path))
+    # equal ratios all the way down score the same: a tie stays a tie (the work tier decides
+    # it: equal shares and ratios, B's 16-GPU gang starts where A's eight 1-GPU jobs leave 8
+    # GPUs idle), never broken by name
+    ranks = {k: r for r, k in enumerate(sorted(set(keys.values())))}
+    out = np.zeros(org.n)
+    n = max(len(ranks) - 1, 1)
+    for v, k in keys.items():
+        out[v] = 1.0 - ranks[k] / n
+    return out
+
+
 def order_score(snap: Snapshot) -> np.ndarray:
     """(O,) a leaf's Fair-Tree position as a score in [0, 1]: 1 for the best-ranked project,
     0 for the worst (a single project scores 1)."""
@@ -199,7 +229,8 @@ def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarr
 def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(i, c) pairs: running job req.run_job[i] (allocated on its type, past its protection,
     free to stay: `free`) and start candidate c on that type of a job b of its project with a
-    strictly lower declared priority: b may start there only while i runs (kept, or moved).
+    strictly lower declared priority (a queued job's start, or a running job's move onto t):
+    b may start there only while i runs (kept, or moved).
     The team's order is the team's own (DESIGN.md rule 3): a job of its project ranked below
     it never takes a running job's GPUs for more of the project's floor or target (A alone
     on 2 x 8 GPUs: its queued 16-GPU priority-0 job preempted its running 8-GPU priority-2
@@ -212,7 +243,7 @@ def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.nd
         return _EMPTY, _EMPTY
     ok_i = free & snap.job_tier1[rj, rt]
     cj, ct = req.cand_job, req.cand_type
-    ok_c = ~req.cand_move & snap.job_tier1[cj, ct]
+    ok_c = snap.job_tier1[cj, ct]  # a queued job's start, or a running job's move onto t
     I, Cc = np.flatnonzero(ok_i), np.flatnonzero(ok_c)
     if not len(I) or not len(Cc):
         return _EMPTY, _EMPTY

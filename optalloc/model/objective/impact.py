@@ -49,7 +49,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optalloc.model.order import clipped_ratios, order_score, priority_class, project_order
+from optalloc.model.order import (
+    order_score,
+    priority_class,
+    project_order,
+    tree_position,
+)
 from optalloc.snapshot import Snapshot
 
 ALPHA = 0.5  # Fair-Tree order of the project, for GPUs beyond the targets
@@ -99,10 +104,14 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     a contested node from a better-ranked project under the root (DESIGN.md rule 1). Trees
     whose projects all sit at one depth are unchanged.
 
-    A floor GPU of org node o is worth omega * (1 + eps_o), eps_o = FLOOR_TIE * f(o), f(o) =
-    1 / (1 + usage ratio of o) in (0, 1]: when two floors cannot both be met (a gang of an
-    over-share project past its protection sits on an under-share project's floor), the
-    lower-ratio one wins, as in the scheme's order; FLOOR_TIE * (capacity + 1) * depth < 1/2,
+    A floor GPU of org node o is worth omega * (1 + eps_o), eps_o = FLOOR_TIE * f(o), f(o) in
+    [1/2, 1] o's place in the Fair-Tree order (order.tree_position: every node of a better-ranked
+    subtree above every node of a worse-ranked one): when two floors cannot both be met (a
+    gang of an over-share project past its protection sits on an under-share project's
+    floor), the one the scheme's order ranks first wins. With f = 1 / (1 + ratio) the
+    tie-break summed each level's ratio over a GPU's path, so a project of low ratio under a
+    slightly worse-ranked program won a tie against a better-ranked program's (found by a
+    hand-written case; DESIGN.md rule 1). FLOOR_TIE * (capacity + 1) * depth < 1/2,
     so the tie-break summed over every floor GPU of a plan stays below one floor GPU and the
     number of floor GPUs met always comes first. A floor GPU on t held by running work that
     could restart on another type yields up to one unit (optalloc.model.constraints.fairshare
@@ -119,10 +128,10 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     g_max = float(snap.node_gpus.max(initial=1))
     omega_last = max(FOOTPRINT, 2.0 * g_max) * (path_total + V_MAX)
     omega = omega_last * 2.0 ** (K_SEGMENTS - 1 - np.arange(K_SEGMENTS))
-    ratio = clipped_ratios(snap)
     cap = float(np.where(snap.node_up, snap.node_gpus, 0).sum())
     tie = 0.5 / ((cap + 1.0) * max(D, 1) + 1.0)
-    eps = np.where(depth > 0, tie / (1.0 + ratio), 0.0)
+    # in [tie/2, tie]: a floor whose work may move yields (up to one tie) below every other's
+    eps = np.where(depth > 0, tie * (0.5 + 0.5 * tree_position(snap)), 0.0)
     return (wt, omega[None, :] * (1.0 + eps[:, None]) * share[:, None],
             (omega * tie)[None, :] * share[:, None], level / 2.0)
 
