@@ -4,8 +4,8 @@ element, one binary per (candidate, node, piece kind).
 It is the *same problem* as optalloc's model (optalloc.model), read from an EpochModel so it
 follows the lead's model: the same candidates, keep bounds (`em.lm.lb/ub` at `em.k`: protected
 jobs stay, unprotected jobs on a drain node leave), share tiers (`em.m` with their bounds),
-order rows (`em.prec_a/prec_b`, `em.keep_i/keep_c`) and objective coefficients (`em.lm.c` at `em.x`, `em.k`,
-`em.m`, offset included), only written as an assignment model instead of optalloc's
+order rows (`em.prec_a/prec_b`, `em.keep_i/keep_c`) and objective coefficients (`em.lm.c` at
+`em.x`, `em.k`, `em.m`, offset included), only written as an assignment model instead of optalloc's
 aggregated packing (u counts per node and size, z reserved whole nodes):
 
     x[c]       in {0,1}  candidate c = (job j, type t) starts         objective c[em.x[c]]

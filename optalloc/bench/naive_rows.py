@@ -1,5 +1,5 @@
-"""The naive model's share, debug, fill, order and keep_order rows, written element by element from an
-EpochModel (optalloc.bench.naive: the same problem as optalloc's model)."""
+"""The naive model's share, debug, fill, order and keep_order rows, written element by element
+from an EpochModel (optalloc.bench.naive: the same problem as optalloc's model)."""
 
 from __future__ import annotations
 
@@ -103,8 +103,8 @@ def order_rows(em: EpochModel, prob, x: list) -> int:
 
 
 def keep_order_rows(em: EpochModel, prob, x: list, k: list) -> int:
-    """keep_order: a start of a job below a running one in its project's order, where the
-    running one fits its place, only while the running one runs (kept, or moved)."""
+    """keep_order: a start (or a move) on a running job's type of a job of its project with a
+    lower priority, only while the running one runs (kept, or moved)."""
     import pulp
 
     req = em.req

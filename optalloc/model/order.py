@@ -35,17 +35,23 @@ def fair_tree_rank(snap: Snapshot) -> np.ndarray:
     return snap.derived(_fair_tree_rank)
 
 
+def _path_keys(org, nodes, key) -> dict:
+    """{v: (key(u) for each u on v's path from the top level down to v)} for `nodes`: the
+    Fair-Tree order compares these level by level."""
+    out = {}
+    for v in nodes:
+        path, u = [], int(v)
+        while org.parent[u] >= 0:
+            path.append(key(u))
+            u = int(org.parent[u])
+        out[int(v)] = tuple(reversed(path))
+    return out
+
+
 def _fair_tree_rank(snap: Snapshot) -> np.ndarray:
     org = snap.org
     ratio = np.nan_to_num(np.asarray(snap.usage_ratio, dtype=float), nan=np.inf)
-    key = {}
-    for v in np.flatnonzero(org.is_leaf):
-        path = []
-        u = int(v)
-        while org.parent[u] >= 0:
-            path.append((float(ratio[u]), org.names[u]))
-            u = int(org.parent[u])
-        key[int(v)] = tuple(reversed(path))
+    key = _path_keys(org, np.flatnonzero(org.is_leaf), lambda u: (float(ratio[u]), org.names[u]))
     rank = np.full(org.n, -1, dtype=np.int64)
     for r, v in enumerate(sorted(key, key=key.__getitem__)):
         rank[v] = r
@@ -64,13 +70,7 @@ def tree_position(snap: Snapshot) -> np.ndarray:
 def _tree_position(snap: Snapshot) -> np.ndarray:
     org = snap.org
     ratio = clipped_ratios(snap)
-    keys = {}
-    for v in range(1, org.n):
-        path, u = [], v
-        while org.parent[u] >= 0:
-            path.append(float(ratio[u]))
-            u = int(org.parent[u])
-        keys[v] = tuple(reversed(path))
+    keys = _path_keys(org, range(1, org.n), lambda u: float(ratio[u]))
     # equal ratios all the way down score the same: a tie stays a tie (the work tier decides
     # it: equal shares and ratios, B's 16-GPU gang starts where A's eight 1-GPU jobs leave 8
     # GPUs idle), never broken by name
@@ -255,8 +255,8 @@ def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.nd
     common = np.intersect1d(key_i, key_c)
     if not len(common):
         return _EMPTY, _EMPTY
-    I, key_i = I[np.isin(key_i, common)], key_i[np.isin(key_i, common)]
-    Cc, key_c = Cc[np.isin(key_c, common)], key_c[np.isin(key_c, common)]
+    in_i, in_c = np.isin(key_i, common), np.isin(key_c, common)
+    I, key_i, Cc, key_c = I[in_i], key_i[in_i], Cc[in_c], key_c[in_c]
     oi, oc = np.argsort(key_i, kind="stable"), np.argsort(key_c, kind="stable")
     I, key_i, Cc, key_c = I[oi], key_i[oi], Cc[oc], key_c[oc]
     si, sc = np.searchsorted(key_i, common), np.searchsorted(key_c, common)

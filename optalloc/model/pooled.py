@@ -144,6 +144,7 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
     M = org.membership().astype(float)
     leaves = org.is_leaf
     leaf_up = np.where(leaves, dp, 0.0)
+    groups = _subtrees(org)
     for _ in range(PASSES + 1):
         upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
         pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
@@ -154,7 +155,7 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
             upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
             pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
-        X = route(want, full, prot, cap, speed, stay, groups=_subtrees(org))
+        X = route(want, full, prot, cap, speed, stay, groups=groups)
         got = X.sum(axis=1)
         short = leaves & (got < want - 0.5)
         if not short.any():
@@ -194,7 +195,8 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
     without the speed step a project whose jobs run 3x faster on h100 could be routed onto
     a100 and one indifferent to the type onto h100: the targets' floors then hold each
     there, above anything the work tier can pay. `groups` (route's levels of inner nodes,
-    `_subtrees`): before the leaves, each level's subtrees get at least z_d times what their
+    `_subtrees`): a leaf may take up to what its subtree wants (each subtree's sum stays
+    within it), and before the leaves, each level's subtrees get at least z_d times what their
     leaves want, the largest z_d, held, top-down: the Fair Tree's subtrees come before the
     projects inside them. Leaf by leaf alone, a better-ranked program's only project confined
     to h100 got 2/3 of its target there beside a worse-ranked program's project, whose
@@ -213,12 +215,13 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
     li = np.searchsorted(leaves, p)
     n, L = len(p), len(leaves)
     w = want[leaves]
-    top = np.maximum(w, np.bincount(li, weights=lo, minlength=L))
-    if groups:  # a leaf may take what its program wants: the program's sum is held below
-        for G in groups:
-            gw = G[:, leaves].astype(float) @ w
-            under = G[:, leaves]  # (nodes, L)
-            top = np.maximum(top, (under * gw[:, None]).max(axis=0, initial=0.0))
+    held = np.bincount(li, weights=lo, minlength=L)  # protected GPUs per leaf
+    top = np.maximum(w, held)
+    # per level: (the leaves under each node (nodes, L), what they want (nodes,)); a leaf may
+    # take what its subtree wants, the subtree's sum within it (rows below)
+    levels = [(G[:, leaves], G[:, leaves].astype(float) @ w) for G in groups or ()]
+    for under, gw in levels:
+        top = np.maximum(top, (under * gw[:, None]).max(axis=0, initial=0.0))
     types = np.unique(t)
     ti = np.searchsorted(types, t)
     st = np.minimum(stay[p, t], hi) if stay is not None else np.zeros(n)
@@ -248,18 +251,15 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
         A = vstack([A, coo_matrix(-c[None, :])]).tocsr()
         b = np.concatenate([b, [-(value - 1e-6 * max(1.0, abs(value)))]])
 
-    for G in groups or ():  # subtrees' sums within what their leaves want
-        gw = G[:, leaves].astype(float) @ w
-        gi, pk = np.nonzero(G[:, p])
+    for under, gw in levels:  # subtrees' sums within what their leaves want
+        gi, pk = np.nonzero(under[:, li])  # (node, pair): the pair's leaf is under the node
         A = vstack([A, coo_matrix((np.ones(len(gi)), (gi, pk)), shape=(len(gw), N))]).tocsr()
-        b = np.concatenate([b, np.maximum(gw, G[:, leaves].astype(float) @ np.bincount(
-            li, weights=lo, minlength=L))])
-    for G in groups or ():  # level by level: subtrees' sums >= z_d * what their leaves want
-        gw = G[:, leaves].astype(float) @ w  # (nodes,) what each subtree's leaves want
+        b = np.concatenate([b, np.maximum(gw, under.astype(float) @ held)])
+    for under, gw in levels:  # level by level: subtrees' sums >= z_d * what their leaves want
         use = np.flatnonzero(gw > 0)
         if not len(use):
             continue
-        gi, pk = np.nonzero(G[use][:, p])  # (node, pair) pairs: the pair's leaf is under it
+        gi, pk = np.nonzero(under[use][:, li])
         k_g = len(use)
         # -(pairs under the node) + want z_d <= 0, z_d a new column at the end
         A = hstack([A, coo_matrix((A.shape[0], 1))]).tocsr()

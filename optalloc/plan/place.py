@@ -243,8 +243,8 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> None:
 
 
 def _keeps_consistent(em: EpochModel, chosen: np.ndarray, kept: np.ndarray) -> np.ndarray:
-    """Drop chosen starts whose `keep_order` running job (one of its project ranked above it,
-    that fits its place) neither stays nor moves (an LP rounded at 0.5 may)."""
+    """Drop chosen starts whose `keep_order` running job (one of its project with a higher
+    priority, on the start's type) neither stays nor moves (an LP rounded at 0.5 may)."""
     if not len(em.keep_i) or not chosen.any():
         return chosen
     req = em.req

@@ -18,10 +18,11 @@ the holding rule's Fair-Tree factor outweighs it, optalloc.plan.victims.priority
 the swap beside the solution and the scheme's order decides).
 
 Family `keep_order`:  x[c] - k[i] - sum of i's move columns <= 0, for a running job i past its
-protection and a start c on its type of a job of its project with a strictly lower priority
-and at least as many GPUs, where i fits in that job's place (optalloc.model.order.keep_links):
-a job ranked below a running one never takes its GPUs for more of the project's floor or
-target (before, A's queued 16-GPU priority-0 job preempted its running 8-GPU priority-2 one).
+protection and a start c on its type (a queued job's, or a running job's move) of a job of its
+project with a strictly lower priority, whatever the sizes (optalloc.model.order.keep_links;
+not a due reservation's gang): a job ranked below a running one never takes its GPUs for
+more of the project's floor or target (before, A's queued 16-GPU priority-0 job preempted
+its running 8-GPU priority-2 one).
 """
 
 from __future__ import annotations
@@ -40,26 +41,28 @@ def define_precedence(ctx: BuildContext) -> None:
     ctx.prec_a, ctx.prec_b = a, bb
     if not len(a):
         return
-    cj = req.cand_job
-    ok = snap.job_tier1[cj, req.cand_type]
-    # each job's tier-1 start columns, contiguous in `xs` from start[j] to end[j]
-    sel = np.flatnonzero(ok)
-    order = np.argsort(cj[sel], kind="stable")
-    sj, xs = cj[sel][order], ctx.x[sel[order]]
-    J = np.arange(len(snap.jobs))
-    start, end = np.searchsorted(sj, J, "left"), np.searchsorted(sj, J, "right")
-
-    def columns(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(row, column) of every start column of jobs[r], row r."""
-        n = end[jobs] - start[jobs]
-        first = np.repeat(start[jobs] - np.cumsum(n) + n, n)
-        return np.repeat(np.arange(len(jobs)), n), xs[first + np.arange(int(n.sum()))]
-
+    columns = _columns_by_job(req, ctx.x, snap.job_tier1[req.cand_job, req.cand_type])
     rb, cb = columns(bb)
     ra, ca = columns(a)
     b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
                np.r_[np.ones(len(cb)), -np.ones(len(ca))], -np.inf, 0.0)
 
+
+def _columns_by_job(req, x: np.ndarray, ok: np.ndarray):
+    """A function of jobs (n,) giving (row r, column) for every x column of jobs[r] among the
+    candidates `ok` (C,) bool: the columns grouped by job once, sliced per call."""
+    cj = req.cand_job
+    sel = np.flatnonzero(ok)
+    order = np.argsort(cj[sel], kind="stable")
+    sj, xs = cj[sel][order], x[sel[order]]
+
+    def columns(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = np.searchsorted(sj, jobs, "left")
+        n = np.searchsorted(sj, jobs, "right") - start
+        first = np.repeat(start - np.cumsum(n) + n, n)
+        return np.repeat(np.arange(len(jobs)), n), xs[first + np.arange(int(n.sum()))]
+
+    return columns
 
 
 def define_keep_order(ctx: BuildContext) -> None:
@@ -77,23 +80,7 @@ def define_keep_order(ctx: BuildContext) -> None:
         return
     n = len(i)
     # each running job's move columns (a restart on another type runs it too)
-    mv = np.flatnonzero(req.cand_move)
-    rows, cols, vals = [np.arange(n), np.arange(n)], [ctx.x[c], ctx.k[i]], [np.ones(n), -np.ones(n)]
-    if len(mv):
-        J = len(snap.jobs)
-        pos = np.full(J, -1)
-        pos[req.run_job[i]] = 0  # jobs that have links
-        mj = req.cand_job[mv]
-        sel = mv[pos[mj] >= 0]
-        if len(sel):
-            order = np.argsort(req.cand_job[sel], kind="stable")
-            sj, sx = req.cand_job[sel][order], ctx.x[sel[order]]
-            lo = np.searchsorted(sj, req.run_job[i], "left")
-            hi = np.searchsorted(sj, req.run_job[i], "right")
-            cnt = hi - lo
-            first = np.repeat(lo - np.cumsum(cnt) + cnt, cnt)
-            rows.append(np.repeat(np.arange(n), cnt))
-            cols.append(sx[first + np.arange(int(cnt.sum()))])
-            vals.append(-np.ones(int(cnt.sum())))
-    b.add_rows("keep_order", n, np.concatenate(rows), np.concatenate(cols),
-               np.concatenate(vals), -np.inf, 0.0)
+    rm, cm = _columns_by_job(req, ctx.x, req.cand_move)(req.run_job[i])
+    b.add_rows("keep_order", n, np.concatenate([np.arange(n), np.arange(n), rm]),
+               np.concatenate([ctx.x[c], ctx.k[i], cm]),
+               np.concatenate([np.ones(n), -np.ones(n + len(rm))]), -np.inf, 0.0)
