@@ -64,78 +64,81 @@ COLUMNS
     x8 obj 0.00012600000000000003
     x8 r0 1.0
     x8 r10 -1.0
-    x9 obj 6.300459375000001
-    x9 r11 4.0
-    x9 r16 -4.0
-    x9 r18 -4.0
-    x10 obj 12.600131250000002
-    x10 r0 1.0
-    x10 r12 8.0
-    x10 r16 -8.0
-    x10 r18 -8.0
-    x11 obj 0.05092709297839506
-    x11 r13 4.0
-    x12 obj 15.00015625
-    x12 r1 1.0
-    x12 r20 -8.0
-    x13 r4 -1.0
-    x13 r11 8.0
+    x9 obj 12.600000000000001
+    x9 r0 1.0
+    x9 r7 -1.0
+    x10 obj 6.300459375000001
+    x10 r11 4.0
+    x10 r16 -4.0
+    x10 r18 -4.0
+    x11 obj 12.600131250000002
+    x11 r0 1.0
+    x11 r12 8.0
+    x11 r16 -8.0
+    x11 r18 -8.0
+    x12 obj 0.05092709297839506
+    x12 r13 4.0
+    x13 obj 15.00015625
+    x13 r1 1.0
+    x13 r20 -8.0
     x14 r4 -1.0
-    x14 r12 8.0
+    x14 r11 8.0
     x15 r4 -1.0
-    x15 r13 8.0
+    x15 r12 8.0
     x16 r4 -1.0
-    x16 r14 8.0
-    x17 r5 1.0
-    x17 r11 2.0
-    x18 r6 1.0
-    x18 r11 4.0
-    x19 r7 1.0
-    x19 r11 8.0
-    x20 r5 1.0
-    x20 r12 2.0
-    x21 r6 1.0
-    x21 r12 4.0
-    x22 r7 1.0
-    x22 r12 8.0
-    x23 r5 1.0
-    x23 r13 2.0
-    x24 r6 1.0
-    x24 r13 4.0
-    x25 r7 1.0
-    x25 r13 8.0
-    x26 r5 1.0
-    x26 r14 2.0
-    x27 r6 1.0
-    x27 r14 4.0
-    x28 r7 1.0
-    x28 r14 8.0
-    x29 r8 1.0
-    x29 r15 2.0
-    x30 r9 1.0
-    x30 r15 4.0
-    x31 r10 1.0
-    x31 r15 8.0
-    x32 obj 391.95783132530124
-    x32 r16 1.0
-    x33 obj 15.0
+    x16 r13 8.0
+    x17 r4 -1.0
+    x17 r14 8.0
+    x18 r5 1.0
+    x18 r11 2.0
+    x19 r6 1.0
+    x19 r11 4.0
+    x20 r7 1.0
+    x20 r11 8.0
+    x21 r5 1.0
+    x21 r12 2.0
+    x22 r6 1.0
+    x22 r12 4.0
+    x23 r7 1.0
+    x23 r12 8.0
+    x24 r5 1.0
+    x24 r13 2.0
+    x25 r6 1.0
+    x25 r13 4.0
+    x26 r7 1.0
+    x26 r13 8.0
+    x27 r5 1.0
+    x27 r14 2.0
+    x28 r6 1.0
+    x28 r14 4.0
+    x29 r7 1.0
+    x29 r14 8.0
+    x30 r8 1.0
+    x30 r15 2.0
+    x31 r9 1.0
+    x31 r15 4.0
+    x32 r10 1.0
+    x32 r15 8.0
+    x33 obj 391.95783132530124
     x33 r16 1.0
-    x34 obj 391.566265060241
-    x34 r17 1.0
-    x35 obj 7.5
+    x34 obj 15.0
+    x34 r16 1.0
+    x35 obj 391.566265060241
     x35 r17 1.0
-    x36 obj 391.17469879518075
-    x36 r18 1.0
-    x37 obj 784.698795180723
-    x37 r19 1.0
+    x36 obj 7.5
+    x36 r17 1.0
+    x37 obj 391.17469879518075
+    x37 r18 1.0
     x38 obj 784.698795180723
-    x38 r20 1.0
-    x39 obj 22.5
+    x38 r19 1.0
+    x39 obj 784.698795180723
     x39 r20 1.0
-    x40 obj 3.75
-    x40 r21 1.0
+    x40 obj 22.5
+    x40 r20 1.0
     x41 obj 3.75
-    x41 r22 1.0
+    x41 r21 1.0
+    x42 obj 3.75
+    x42 r22 1.0
     MARKER 'MARKER' 'INTEND'
 RHS
     rhs r0 1.0
@@ -157,37 +160,38 @@ BOUNDS
  UP bnd x6 1.0
  UP bnd x7 1.0
  UP bnd x8 1.0
- FX bnd x9 1.0
- UP bnd x10 1.0
+ UP bnd x9 1.0
+ FX bnd x10 1.0
  UP bnd x11 1.0
- FX bnd x12 0.0
- UP bnd x13 1.0
+ UP bnd x12 1.0
+ FX bnd x13 0.0
  UP bnd x14 1.0
  UP bnd x15 1.0
  UP bnd x16 1.0
- UP bnd x17 4.0
- UP bnd x18 2.0
- UP bnd x19 1.0
- UP bnd x20 4.0
- UP bnd x21 2.0
- UP bnd x22 1.0
- UP bnd x23 4.0
- UP bnd x24 2.0
- UP bnd x25 1.0
- UP bnd x26 4.0
- UP bnd x27 2.0
- UP bnd x28 1.0
- UP bnd x29 4.0
- UP bnd x30 2.0
- UP bnd x31 1.0
- UP bnd x32 21.0
- UP bnd x33 2.0
- UP bnd x34 10.0
- UP bnd x35 3.0
- UP bnd x36 10.0
- UP bnd x37 9.0
- UP bnd x38 2.0
- UP bnd x39 5.0
- UP bnd x40 3.0
- UP bnd x41 1.0
+ UP bnd x17 1.0
+ UP bnd x18 4.0
+ UP bnd x19 2.0
+ UP bnd x20 1.0
+ UP bnd x21 4.0
+ UP bnd x22 2.0
+ UP bnd x23 1.0
+ UP bnd x24 4.0
+ UP bnd x25 2.0
+ UP bnd x26 1.0
+ UP bnd x27 4.0
+ UP bnd x28 2.0
+ UP bnd x29 1.0
+ UP bnd x30 4.0
+ UP bnd x31 2.0
+ UP bnd x32 1.0
+ UP bnd x33 21.0
+ UP bnd x34 2.0
+ UP bnd x35 10.0
+ UP bnd x36 3.0
+ UP bnd x37 10.0
+ UP bnd x38 9.0
+ UP bnd x39 2.0
+ UP bnd x40 5.0
+ UP bnd x41 3.0
+ UP bnd x42 1.0
 ENDATA

@@ -107,8 +107,13 @@ def test_a_gang_below_its_target_starts_on_the_nodes_its_own_project_frees():
     new = {p.job_id: [a.node for a in p.nodes] for p in plan.placements if p.job_id == "G"}
     assert new == {"G": ["n130", "n131"]}
     assert sorted(p.job_id for p in plan.preemptions) == ["ap", "au"]  # A's own, not C's floor
+    # ap restarts at once on the 4 GPUs of n132 beside C's job (rule 6), au waits
+    assert {p.job_id: p.code.value for p in plan.preemptions} == {
+        "ap": "Moved", "au": "PreemptedUnallocated"}
+    ap = next(p for p in plan.placements if p.job_id == "ap")
+    assert [(a.node, a.gpus) for a in ap.nodes] == [("n132", (4, 5, 6, 7))]
     assert plan.pending == ()
-    assert len(plan.placements) == len(snap.jobs) - 2  # every other running job stays
+    assert len(plan.placements) == len(snap.jobs) - 1  # every other running job stays
     assert plan.report.status == "optimal" and plan.report.gap <= EXACT_GAP
 
 

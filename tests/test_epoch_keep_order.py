@@ -123,13 +123,16 @@ def test_a_lower_priority_job_does_not_move_onto_a_running_higher_priority_jobs_
 @given(instances())
 def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(snap):
     """Every `keep_order` link of the model holds in the epoch's plan: a start on the linked
-    type only while the running job runs (kept where it is, or moved)."""
+    type only while the running job runs (kept where it is, or moved); a start is a queued
+    job's, or a running job's move or restart (not its keep: a placement other than its own)."""
     plan = run_epoch(snap)
     em = build_model(snap)
     req = em.req
     on = {p.job_id: p.gpu_type for p in plan.placements}
+    new = {p.job_id for p in plan.placements
+           if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
     for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
         b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
         a = snap.jobs[int(req.run_job[i])]
-        if on.get(b.id) == t:
+        if on.get(b.id) == t and b.id in new:
             assert a.id in on, f"{b.id} started on {t} while {a.id} was preempted"

@@ -14,6 +14,7 @@ from optalloc.model.build import build_model
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.outcome import placed_already, scored
 from optalloc.plan.holdings import as_solution
+from optalloc.types import EXACT_GAP
 
 
 def _digest(plan) -> tuple:
@@ -40,7 +41,8 @@ def test_the_mip_solution_that_is_the_lps_rounding_is_not_placed_again(monkeypat
     placed = _placements(monkeypatch)
     plan = epoch.run_epoch(snap)
     assert placed == ["lp-rounded"]  # the MIP ran, its solution was not placed
-    assert plan.report.status == "optimal" and plan.report.gap <= 1e-9
+    # within the exact gap (HiGHS stops inside it: 3.2e-7 since restarts on a job's own type)
+    assert plan.report.status == "optimal" and plan.report.gap <= EXACT_GAP
     assert plan.report.source == "lp-rounded"
     assert "the mip solution is the same plan" in plan.report.message
 

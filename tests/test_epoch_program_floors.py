@@ -84,7 +84,9 @@ def test_the_programs_order_comes_before_its_projects_own_ratios():
 def test_a_project_below_its_floor_still_takes_its_siblings_gpus_past_their_protection():
     """2 x 8 GPUs, P1 {a1, a2} and P2 {b1}: a1 runs two 4-GPU jobs past their protection
     (all of P1's 8), b1 a protected 8-GPU job; a2 (floor 4) waits with a 4-GPU job. Inside
-    P1 the floors are met through the targets: one of a1's jobs gives way to a2's."""
+    P1 the floors are met through the targets: one of a1's jobs gives way to a2's (either:
+    both lose the same work, 300 s of restart, and the model ranks running jobs of one
+    priority alike)."""
     jobs = [running("A0", "a1", "h100", [("n00", range(4))], start=5 * H, submit_time=0.0),
             running("A1", "a1", "h100", [("n00", range(4, 8))], start=6 * H, submit_time=1.0),
             running("B0", "b1", "h100", [("n01", range(8))], start=9.5 * H, min_runtime_s=4 * H),
@@ -93,8 +95,10 @@ def test_a_project_below_its_floor_still_takes_its_siblings_gpus_past_their_prot
                     usage={"P1": 0.5, "a1": 0.5, "a2": 0.5, "P2": 0.5, "b1": 0.5})
     plan = run_epoch(snap)
     check_plan(snap, plan)
-    assert sorted(p.job_id for p in plan.placements) == ["A0", "B0", "a200"]
-    assert [p.job_id for p in plan.preemptions] == ["A1"]  # the one that lost least work
+    (gone,) = [p.job_id for p in plan.preemptions]
+    assert gone in ("A0", "A1")
+    assert sorted(p.job_id for p in plan.placements) == sorted(
+        {"A0", "A1", "B0", "a200"} - {gone})
     assert pending_codes(plan) == {}
 
 

@@ -48,7 +48,9 @@ def test_jobs_on_down_nodes_are_displaced_and_may_start_elsewhere():
     req = compute_requirements(snapshot(nodes, flat_org({"A": 1}), jobs))
     assert req.displaced.tolist() == [True, False]
     assert req.run_job.tolist() == [1]
-    assert req.cand_job.tolist() == [0]
+    # "gone" starts again as a queued job would; "stay" (past its protection) may restart
+    assert req.cand_job[~req.cand_restart].tolist() == [0]
+    assert req.cand_job[req.cand_restart].tolist() == [1]
 
 
 def test_constraint_families_are_named_by_domain():

@@ -12,10 +12,11 @@ def _holders(em: EpochModel, x: list, k: list, moves: bool = False
              ) -> list[tuple[int, int, object]]:
     """(job, type, its variable) of every candidate start and every running job's keep; not
     the moves (a move counts in no debug or fill row, nor in a share row per type, as in
-    optalloc's model) unless `moves` (pooled share rows count them)."""
+    optalloc's model) unless `moves` (pooled share rows count them); never a restart on its
+    own type (no row counts it)."""
     req = em.req
     out = [(int(req.cand_job[ci]), int(req.cand_type[ci]), x[ci]) for ci in range(len(x))
-           if moves or not req.cand_move[ci]]
+           if (moves or not req.cand_move[ci]) and not req.cand_restart[ci]]
     return out + [(int(req.run_job[i]), int(req.run_type[i]), k[i]) for i in range(len(k))]
 
 
@@ -110,7 +111,7 @@ def keep_order_rows(em: EpochModel, prob, x: list, k: list) -> int:
     req = em.req
     moves: dict[int, list] = {}
     for ci in range(len(x)):
-        if req.cand_move[ci]:
+        if req.cand_move[ci] or req.cand_restart[ci]:
             moves.setdefault(int(req.cand_job[ci]), []).append(x[ci])
     for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
         prob += x[c] - k[i] - pulp.lpSum(moves.get(int(req.run_job[i]), [])) <= 0

@@ -133,7 +133,7 @@ class EpochModel:
         work = float(c[self.x][started].sum() + c[self.k][kept].sum()) + self.lm.obj_offset
         floors, targets = share_tiers(self.imp, self.tg, got)
         req = self.req
-        counted = started & ~req.cand_move  # a move counts in no debug or fill row
+        counted = started & ~req.cand_move & ~req.cand_restart  # counts in no debug or fill row
         jobs = np.concatenate([req.run_job[kept], req.cand_job[counted]])
         types = np.concatenate([req.run_type[kept], req.cand_type[counted]])
         work += fill_value(self.imp, self.snap, self.fill, jobs, types)

@@ -187,8 +187,8 @@ def job_groups(snap: Snapshot, req):
     cj, ct = req.cand_job, req.cand_type
     if not len(cj):
         return None
-    # queued, or displaced from a down node (queued again); not a running job's move
-    ok = snap.job_tier1[cj, ct] & ~req.cand_move
+    # queued, or displaced from a down node (queued again); not a running job's move or restart
+    ok = snap.job_tier1[cj, ct] & ~(req.cand_move | req.cand_restart)
     J, T = snap.job_allowed.shape
     mask = np.zeros((J, T), dtype=bool)
     mask[cj[ok], ct[ok]] = True

@@ -92,7 +92,7 @@ def _leaf_demand(snap: Snapshot, req: Requirements):
     # a move's pair counts only for a job counted on its own type (not a drain leaver)
     counted = np.zeros(len(snap.jobs), bool)
     counted[rj[keep]] = True
-    ok &= ~req.cand_move | counted[cj]
+    ok &= (~req.cand_move | counted[cj]) & ~req.cand_restart  # a restart: its keep's pair
     pairs = np.unique(np.stack([cj[ok], ct[ok]]), axis=1) if ok.any() else np.zeros((2, 0), int)
     # running jobs on their own type, then each waiting job on every type it may use (a
     # running one past its protection on every other type it may move to)

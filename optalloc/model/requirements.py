@@ -47,6 +47,7 @@ class Requirements:
     cand_job: np.ndarray  # (C,) job index
     cand_type: np.ndarray  # (C,) type index
     cand_move: np.ndarray  # (C,) bool: a running job's restart on another type (after the rest)
+    cand_restart: np.ndarray  # (C,) bool: a running job's restart on other GPUs of its own type
     # ---- running jobs
     run_job: np.ndarray  # (K,) job index of running jobs that may be kept
     run_type: np.ndarray  # (K,) their current type
@@ -120,10 +121,16 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     startable = ~snap.job_running | displaced | leaving
     cj, ct = np.nonzero(fits & startable[:, None])
     # moves: allocated running jobs past their protection, on their other allocated types
-    mj, mt = _moves(snap, fits, run_job_a, np.asarray(run_type, dtype=np.int64),
-                    resumable & ~leaving)
-    move = np.r_[np.zeros(len(cj), bool), np.ones(len(mj), bool)]
-    cj, ct = np.r_[cj, mj], np.r_[ct, mt]
+    run_type_a = np.asarray(run_type, dtype=np.int64)
+    mj, mt = _moves(snap, fits, run_job_a, run_type_a, resumable & ~leaving)
+    # restarts: the same jobs on other GPUs of their own type (rule 6: a job its GPUs are
+    # taken from restarts at once where GPUs of its type are left, as a queued job would)
+    rs = (_movable(snap, run_job_a, run_type_a, resumable & ~leaving)
+          & fits[run_job_a, run_type_a]) if len(run_job_a) else np.zeros(0, bool)
+    sj, st = run_job_a[rs], run_type_a[rs]
+    move = np.r_[np.zeros(len(cj), bool), np.ones(len(mj), bool), np.zeros(len(sj), bool)]
+    restart = np.r_[np.zeros(len(cj) + len(mj), bool), np.ones(len(sj), bool)]
+    cj, ct = np.r_[cj, mj, sj], np.r_[ct, mt, st]
 
     # why a job has no candidate: an allowed type has capacity only on drain/down nodes (a
     # down node comes back: the job is not impossible, it waits for it)
@@ -149,6 +156,7 @@ def compute_requirements(snap: Snapshot) -> Requirements:
         cand_job=cj.astype(np.int64),
         cand_type=ct.astype(np.int64),
         cand_move=move,
+        cand_restart=restart,
         run_job=run_job_a,
         run_type=np.asarray(run_type, dtype=np.int64),
         run_fixed=snap.job_protected[run_job_a] if len(run_job_a) else np.zeros(0, bool),
@@ -168,11 +176,34 @@ def _moves(snap: Snapshot, fits: np.ndarray, rj: np.ndarray, rt: np.ndarray,
     (A job that is not resumable ends when it is stopped: it cannot move.)"""
     if not len(rj):
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    ok = snap.job_tier1[rj, rt] & ~snap.job_protected[rj] & movable[rj]
-    m = fits[rj] & snap.job_tier1[rj] & ok[:, None]
+    m = fits[rj] & snap.job_tier1[rj] & _movable(snap, rj, rt, movable)[:, None]
     m[np.arange(len(rj)), rt] = False
     k, t = np.nonzero(m)
     return rj[k].astype(np.int64), t.astype(np.int64)
+
+
+def _movable(snap: Snapshot, rj: np.ndarray, rt: np.ndarray, movable: np.ndarray) -> np.ndarray:
+    """(K,) running jobs that may restart elsewhere: allocated on their type, past their
+    protection and `movable` (J,)."""
+    return snap.job_tier1[rj, rt] & ~snap.job_protected[rj] & movable[rj]
+
+
+def runs_elsewhere(req: Requirements) -> np.ndarray:
+    """(C,) the candidates that restart a running job (a move or a restart): the job runs,
+    it is not queued, and it never also stays."""
+    return req.cand_move | req.cand_restart
+
+
+def cand_counted(snap: Snapshot, req: Requirements, pooled: bool = False) -> np.ndarray:
+    """(C,) the candidates the share rows count (`pooled`: those of one budget over every
+    type), and, without `pooled`, the debug rows: share_tier1 of each candidate's pair, not
+    a restart on its own type. A restart is a preemption whose job starts again at once on
+    GPUs of its type that nobody else takes: counted, its project would lose nothing by it,
+    and the model would restart allocated work to pack unallocated work, which yields to it
+    (DESIGN.md rule 4); uncounted, a job restarts only where it would be preempted anyway."""
+    if not len(req.cand_job):
+        return np.zeros(0, bool)
+    return share_tier1(snap, req, pooled)[req.cand_job, req.cand_type] & ~req.cand_restart
 
 
 def share_tier1(snap: Snapshot, req: Requirements, pooled: bool = False) -> np.ndarray:
@@ -184,7 +215,8 @@ def share_tier1(snap: Snapshot, req: Requirements, pooled: bool = False) -> np.n
     Requirements. `pooled`: the share rows of one budget over every type
     (optalloc.model.pooled), which count a job on whichever type it runs: a move changes
     nothing there, so it counts (its project keeps what it held; not counted, the move looked
-    like a lost floor and the keep won where the job should restart elsewhere)."""
+    like a lost floor and the keep won where the job should restart elsewhere). A restart on
+    its own type is the keep's pair: the rows leave it out by column (cand_counted)."""
     if pooled:
         return snap.job_tier1
     out = req.__dict__.get("_share_tier1")

@@ -48,7 +48,7 @@ from functools import cached_property
 import numpy as np
 
 from optalloc.model.order import clipped_ratios, project_order
-from optalloc.model.requirements import Requirements
+from optalloc.model.requirements import Requirements, runs_elsewhere
 from optalloc.snapshot import Snapshot
 from optalloc.types import UsageMode
 
@@ -130,8 +130,9 @@ def _demand(snap: Snapshot, req: Requirements, cap_up: np.ndarray):
     pr = keep & snap.job_protected[rj]
     np.add.at(prot, (snap.job_project[rj[pr]], rt[pr]), snap.job_gpus[rj[pr]])
     cj, ct = req.cand_job, req.cand_type
-    # a running job counts on its own type only (a move's type is no demand of its own here)
-    ok = snap.job_tier1[cj, ct] & ~req.cand_move if len(cj) else np.zeros(0, bool)
+    # a running job counts on its own type only, once (a move's type is no demand of its own
+    # here, its restart on its own type no second one)
+    ok = snap.job_tier1[cj, ct] & ~runs_elsewhere(req) if len(cj) else np.zeros(0, bool)
     w = np.where(ok, snap.org.entitlement[snap.job_project[cj], ct] * cap_up[ct], 0.0)
     tot = np.bincount(cj, weights=w, minlength=len(snap.jobs))
     share = np.divide(w, tot[cj], out=np.zeros_like(w), where=tot[cj] > 0)

@@ -7,105 +7,16 @@ import heapq
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.constraints.fairshare import (
-    debug_allowance,
-    debug_jobs,
-    tier_bounds,
-    tier_values,
-    yields_of,
-)
+from optalloc.model.constraints.fairshare import debug_jobs
 from optalloc.model.objective.impact import candidate_values
-from optalloc.model.requirements import share_tier1
+from optalloc.model.requirements import cand_counted
 from optalloc.plan.fit import alloc, chunks, hold_of, nodes_for
+from optalloc.plan.share_gain import ShareGain
+
+__all__ = ["ShareGain", "candidates_by_job", "restore_and_backfill", "value_groups"]
 
 
 REOPEN_PASSES = 3  # passes after one whose evictions freed more room than they took
-
-
-class ShareGain:
-    """Marginal share-tier objective (floor, then target) of adding a job's GPUs to its
-    project's path, as placements fill the tiers (optalloc.model.constraints.fairshare).
-    Plain Python on short paths: called for every heap entry of the backfill."""
-
-    def __init__(self, em: EpochModel):
-        snap, imp, tg = em.snap, em.imp, em.tg
-        O, T = snap.org.n, len(snap.gpu_types)
-        M = snap.org.membership()
-        self.anc = [(np.flatnonzero(M[1:, p]) + 1).tolist() for p in range(O)]  # root excluded
-        b = tier_bounds(tg.share_floor, tg.share_target)  # (O, S, K+1): per type or pooled
-        S = b.shape[1]
-        self.col = tg.share_col.tolist()  # type -> share column
-        hi = np.cumsum(b, axis=-1)
-        lo = hi - b
-        y = yields_of(tg)
-        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, s]).tolist()
-                for s in range(S)]  # per share column: (O, K+1)
-        # per (o, s): [(lo, hi, weight), ...] of its non-empty tiers
-        self.tiers = [[[(float(lo[o, s, k]), float(hi[o, s, k]), float(vals[s][o][k]))
-                        for k in range(b.shape[-1]) if b[o, s, k] > 0] for s in range(S)]
-                      for o in range(O)]
-        self.got = np.zeros((O, S)).tolist()
-        # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
-        self.short = debug_jobs(snap).tolist()  # fairshare.debug_jobs
-        self.allow = debug_allowance(snap).tolist()
-        self.dbg_w = imp.debug_weight.tolist()
-        self.dbg = np.zeros((O, T)).tolist()
-        # per type a move counts in no share row (no gain); pooled it counts where it runs;
-        # never in a debug row (requirements.share_tier1)
-        self.tier1 = share_tier1(snap, em.req, tg.pooled)
-        self.no_move = share_tier1(snap, em.req)
-        self.project = snap.job_project.tolist()
-        self.gpus = snap.job_gpus.astype(float).tolist()
-        # gain depends on the job only through its `key` (project, type, GPUs, short), and on
-        # the placements only through its path's tiers of that share column: remembered per
-        # (top-level org node, share column) until an add there (the backfill re-evaluates
-        # many like jobs between two starts; projects under one top-level node share every
-        # other ancestor but root)
-        size = M.sum(axis=1)
-        top = [max(a, key=lambda o: size[o]) if a else p for p, a in enumerate(self.anc)]
-        memos = {(o, s): {} for o in set(top) for s in range(S)}
-        self._memo = [[memos[(top[p], self.col[t])] for t in range(T)] for p in range(O)]
-
-    def key(self, j: int, t: int) -> tuple | None:
-        """What job j's gain on t depends on (None: unallocated there, no gain)."""
-        if not self.tier1[j, t]:
-            return None
-        return (self.project[j], t, self.gpus[j], self.short[j] and bool(self.no_move[j, t]))
-
-    def gain(self, j: int, t: int) -> float:
-        return self.gain_of(self.key(j, t))
-
-    def gain_of(self, key: tuple | None) -> float:
-        if key is None:
-            return 0.0
-        memo = self._memo[key[0]][key[1]]
-        out = memo.get(key)
-        if out is None:
-            out = memo[key] = self._gain(*key)
-        return out
-
-    def _gain(self, p: int, t: int, g: float, short: bool) -> float:
-        out = 0.0
-        s = self.col[t]
-        for o in self.anc[p]:
-            cur = self.got[o][s]
-            for lo, hi, w in self.tiers[o][s]:
-                a, b = max(lo, cur), min(hi, cur + g)
-                if b > a:
-                    out += (b - a) * w
-        if short:
-            out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
-        return out
-
-    def add(self, j: int, t: int, sign: float = 1.0) -> None:
-        if self.tier1[j, t]:
-            self._memo[self.project[j]][t].clear()
-            g = sign * self.gpus[j]
-            s = self.col[t]
-            for o in self.anc[self.project[j]]:
-                self.got[o][s] += g
-            if self.short[j] and self.no_move[j, t]:
-                self.dbg[self.project[j]][t] += g
 
 
 def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict]:
@@ -126,8 +37,10 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict]:
     cj, ct = req.cand_job[order], req.cand_type[order]
     first = np.flatnonzero(np.r_[True, cj[1:] != cj[:-1]]) if len(order) else order
     bounds = list(zip(cj[first].tolist(), first.tolist(), first[1:].tolist() + [len(order)]))
-    on = share_tier1(snap, req, em.tg.pooled)[cj, ct]  # per type, a move: no share gain
-    short = debug_jobs(snap)[cj] & share_tier1(snap, req)[cj, ct]  # a move: no debug row
+    # per type, a move: no share gain; a restart: none (requirements.cand_counted); and
+    # neither in a debug row
+    on = cand_counted(snap, req, em.tg.pooled)[order]
+    short = debug_jobs(snap)[cj] & cand_counted(snap, req)[order]
     keys = [(p, t, g, s) if o else None  # ShareGain.key
             for p, t, g, s, o in zip(snap.job_project[cj].tolist(), ct.tolist(),
                                      snap.job_gpus[cj].astype(float).tolist(),
@@ -162,10 +75,10 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
     snap, req = em.snap, em.req
     cj, ct = req.cand_job, req.cand_type
     value = candidate_values(em.imp, req)
-    on = share_tier1(snap, req, em.tg.pooled)[cj, ct]  # per type, a move: no share gain
+    on = cand_counted(snap, req, em.tg.pooled)  # per type, a move: no share gain; a restart none
     T, G = len(snap.gpu_types), int(snap.job_gpus.max(initial=0)) + 1
     proj, typ = np.where(on, snap.job_project[cj], -1), np.where(on, ct, -1)
-    short = on & debug_jobs(snap)[cj] & share_tier1(snap, req)[cj, ct]  # no debug row: a move
+    short = on & debug_jobs(snap)[cj] & cand_counted(snap, req)  # no debug row: a move
     gpus = snap.job_gpus[cj]
     # one integer per key: project (-1: unallocated), type (-1 likewise), GPUs, short
     code = (((proj.astype(np.int64) + 1) * (T + 1) + typ + 1) * G + gpus) * 2 + short
@@ -197,11 +110,16 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     sg = ShareGain(em)
     for i in np.flatnonzero(kept):
         sg.add(int(req.run_job[i]), int(req.run_type[i]))
+    restart = req.cand_restart.tolist()  # a restart on its own type: in no share row
     for j, c in cand_of.items():
-        sg.add(j, int(req.cand_type[c]))
+        if not restart[c]:
+            sg.add(j, int(req.cand_type[c]))
     by_job, vk, types_of, preds, keeps = candidates_by_job(em)
     gpus = sg.gpus
     gain_of = sg.gain_of
+
+    def gain_c(j: int, c: int) -> float:
+        return 0.0 if restart[c] else sg.gain(j, int(req.cand_type[c]))
 
     def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)
         if kind == 0:
@@ -311,7 +229,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                 c = cand_of.pop(e)
                 started[c] = False
                 backfilled[e] = False
-                sg.add(e, int(req.cand_type[c]), -1.0)
+                if not restart[c]:
+                    sg.add(e, int(req.cand_type[c]), -1.0)
                 heapq.heappush(heap, (-prio(1, e), 1, e, -1))
             else:  # a running job: preempted after all (it does not move now either)
                 i = run_of_job[e]
@@ -355,7 +274,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             if any(a not in placements for a in preds.get(j, ())):
                 continue  # its project's job ahead of it waits: the order rows forbid this start
             may_evict = not pool.evictable[j]
-            cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.gain(j, int(req.cand_type[c]))))
+            cands = sorted(by_job[j], key=lambda c: -(value[c] + gain_c(j, c)))
             for c in cands:
                 t = int(req.cand_type[c])
                 if c in keeps:
@@ -366,7 +285,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                             held_back.setdefault(i, set()).add(j)
                         continue
                 if heap:  # a type with no room left: what the job is worth on the next one
-                    cur = (value[c] + sg.gain(j, t)) / gpus[j]
+                    cur = (value[c] + gain_c(j, c)) / gpus[j]
                     if cur < -heap[0][0] - 1e-9:  # another job is worth more per GPU now
                         heapq.heappush(heap, (-cur, 1, j, -1))
                         state[j] = 1
@@ -390,7 +309,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     started[c] = True
                     cand_of[j] = c
                     backfilled[j] = True
-                    sg.add(j, t)
+                    if not restart[c]:
+                        sg.add(j, t)
                     grown |= freed > snap.job_gpus[j]
                     if held_back and j in run_of_job:  # a running job's move: it runs
                         release(run_of_job[j])

@@ -25,12 +25,20 @@ class Placed:
     free: np.ndarray | None = None  # (N,) free GPUs per node after the plan (0 on drain/down)
 
 
-def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True
+def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True, restarts: bool | None = None
                ) -> tuple[np.ndarray, np.ndarray]:
     """(jobs, types) the plan runs: the running jobs it keeps, then the candidates it starts
-    (without `moves`: not the running jobs it moves, which no share row counts)."""
+    (without `moves`: not the running jobs it moves to another type, which no share row per
+    type counts; without `restarts`, None: as `moves`, not those it restarts on their own
+    type, which no share row counts)."""
     req = em.req
-    c = np.flatnonzero(placed.started if moves else placed.started & ~req.cand_move)
+    restarts = moves if restarts is None else restarts
+    on = placed.started
+    if not moves:
+        on = on & ~req.cand_move
+    if not restarts:
+        on = on & ~req.cand_restart
+    c = np.flatnonzero(on)
     return (np.concatenate([req.run_job[placed.kept], req.cand_job[c]]),
             np.concatenate([req.run_type[placed.kept], req.cand_type[c]]))
 
@@ -40,14 +48,16 @@ def got_by_org(em: EpochModel, placed: Placed, reserved: bool = True,
     """(O, T) tier-1 GPUs per org node and type after the plan, as the share rows count them:
     with `reserved`, a waiting reservation's GPUs count as held by its project's subtree
     (optalloc.model.constraints.lookahead); a running job the plan moves to another type
-    counts nowhere per type, on its new type when pooled (requirements.share_tier1; `moves`
-    None). With `moves`: what each holds, for reports and messages."""
+    counts nowhere per type, on its new type when pooled, and one it restarts on its own
+    type nowhere (requirements.cand_counted; `moves` None). With `moves`: what each holds,
+    for reports and messages."""
     snap = em.snap
+    restarts = None
     if moves is None:
-        moves = em.tg.pooled
+        moves, restarts = em.tg.pooled, False
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
-    jobs, types = plan_pairs(em, placed, moves)
+    jobs, types = plan_pairs(em, placed, moves, restarts)
     if len(jobs):
         t1 = snap.job_tier1[jobs, types]
         np.add.at(leaf, (snap.job_project[jobs[t1]], types[t1]), snap.job_gpus[jobs[t1]])

@@ -25,7 +25,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.objective.impact import candidate_values
-from optalloc.model.requirements import PIECES, SMALL, WHOLE
+from optalloc.model.requirements import PIECES, SMALL, WHOLE, runs_elsewhere
 from optalloc.plan.backfill import candidates_by_job, restore_and_backfill, value_groups
 from optalloc.plan.due_gangs import start_due_gangs
 from optalloc.plan.fit import alloc, chunks, nodes_for
@@ -67,10 +67,11 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
                 pick.setdefault(int(k), {})[int(n)] = int(cnt)
     chosen = _order_consistent(em, chosen)
     chosen = _keeps_consistent(em, chosen, kept)
-    if C and req.cand_move.any():  # a kept job never also moves (one-choice; rounding)
+    elsewhere = runs_elsewhere(req)
+    if C and elsewhere.any():  # a kept job never also moves or restarts (one-choice; rounding)
         stays = np.zeros(J, bool)
         stays[req.run_job[kept]] = True
-        chosen &= ~(req.cand_move & stays[req.cand_job])
+        chosen &= ~(elsewhere & stays[req.cand_job])
     pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
     run_nodes = _running_holds(em)
     run_of_job = {int(j): i for i, j in enumerate(req.run_job)}
@@ -97,10 +98,13 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
     # follow the model's own nodes per hold bucket)
     hold = np.where(shape != PIECES, em.res.hold, 0.0) if by_hold else np.zeros(C)
     # whole-node gangs (largest first), then per-node gang pieces, then single-node jobs
-    # (largest first), each where the model put it; allocated work first within a shape
+    # (largest first), each where the model put it; allocated work first within a shape;
+    # restarts on their own type last (where its GPUs are still free, a job stays instead)
+    restart = req.cand_restart
     order = sorted(
         ch.tolist(),
         key=lambda c: (
+            bool(restart[c]),
             {WHOLE: 0, PIECES: 1, SMALL: 2}[int(shape[c])],
             -float(hold[c]),
             not tier1[c],
@@ -131,6 +135,8 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
     for c in order:
         j = int(req.cand_job[c])
         if j in placements:  # the one-choice row makes this impossible for integral x
+            continue
+        if restart[c] and _stays_instead(pool, run_nodes, run_of_job[j], j, kept):
             continue
         # allocated work goes where the model put it even when running unallocated work that
         # the model preempted still sits there (the advisory keep yields to the model's plan)
@@ -242,6 +248,17 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> None:
                     break
 
 
+def _stays_instead(pool: NodePool, run_nodes, i: int, j: int, kept: np.ndarray) -> bool:
+    """A restart on its own type whose GPUs nobody took: the job stays where it is (the same
+    GPUs, no work lost) and counts as kept."""
+    if not all(pool.is_free(n, g) for n, g in run_nodes[i]):
+        return False
+    for n, g in run_nodes[i]:
+        pool.hold(n, g, j)
+    kept[i] = True
+    return True
+
+
 def _keeps_consistent(em: EpochModel, chosen: np.ndarray, kept: np.ndarray) -> np.ndarray:
     """Drop chosen starts whose `keep_order` running job (one of its project with a higher
     priority, on the start's type) neither stays nor moves (an LP rounded at 0.5 may)."""
@@ -249,7 +266,7 @@ def _keeps_consistent(em: EpochModel, chosen: np.ndarray, kept: np.ndarray) -> n
         return chosen
     req = em.req
     moved = np.zeros(len(em.snap.jobs), bool)
-    moved[req.cand_job[chosen & req.cand_move]] = True
+    moved[req.cand_job[chosen & runs_elsewhere(req)]] = True
     runs = kept[em.keep_i] | moved[req.run_job[em.keep_i]]
     bad = em.keep_c[~runs & chosen[em.keep_c]]
     if len(bad):

@@ -4,7 +4,8 @@ running job the plan does not keep.
   PreemptedNodeDrain      its node is draining (past its protection, or unallocated) or down
   Moved                   its node is down and it restarts elsewhere, or it is past its
                           protection and restarts on another gpu_type in place of waiting
-                          (then the reason it leaves its type follows)
+                          (then the reason it leaves its type follows), or on other GPUs
+                          of its own type (then the jobs its GPUs go to)
   PreemptedUnallocated    unallocated work yields to allocated demand, or to unallocated work
                           that keeps more GPUs busy
   PreemptedForFairShare   past its protection: a floor below, a target exceeded on its path,
@@ -92,7 +93,17 @@ def preemptions(
             msg = _fair_share_message(em, got, j, t, need, reserved)
         if need:
             msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
-        if j in placed.placements:  # a move: it restarts on another type at once
+        if j in placed.placements and placed.placements[j].gpu_type == job.placement.gpu_type:
+            # a restart on its own type: its project holds the same, the GPUs where it ran
+            # go to the jobs named (a gang that needs them whole, or a job ranked above it)
+            new = placed.placements[j]
+            code = ReasonCode.MOVED
+            msg = (f"restarts at once on other {new.gpu_type} GPUs "
+                   f"({', '.join(new.node_names)}): " + (
+                       f"the plan gives the GPUs where it ran to {', '.join(need[:5])}"
+                       f"{'...' if len(need) > 5 else ''}" if need else
+                       "the GPUs where it ran are not free to it"))
+        elif j in placed.placements:  # a move: it restarts on another type at once
             new = placed.placements[j]
             code = ReasonCode.MOVED
             msg = (f"restarts on {new.gpu_type} ({', '.join(new.node_names)}) in place of "

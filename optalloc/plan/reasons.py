@@ -373,7 +373,7 @@ def floor_violations(em: EpochModel, got: np.ndarray,
     snap = em.snap
     req = em.req
     if placed is not None and not em.tg.pooled and req.cand_move.any():
-        j = req.cand_job[placed.started & req.cand_move]
+        j = req.cand_job[placed.started & req.cand_move]  # (a restart counts where it runs)
         off = np.zeros_like(got)
         np.add.at(off, (snap.job_project[j], snap.job_run_type[j]), snap.job_gpus[j])
         got = got + snap.org.membership().astype(float) @ off

@@ -19,6 +19,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.order import priority_class
+from optalloc.model.requirements import runs_elsewhere
 
 MIN_LOST_S = 60.0  # a swap must save more than this much work per GPU
 
@@ -35,7 +36,7 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
     ub = em.lm.ub[em.k]
     alloc = snap.job_tier1[rj, rt]
     movable = alloc & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
-    mv = req.cand_move & (x[em.x] > 0.5)  # moved to another type: not preempted to a queue
+    mv = runs_elsewhere(req) & (x[em.x] > 0.5)  # moved or restarted: not preempted to a queue
     gone = np.flatnonzero(movable & ~kept & ~np.isin(rj, req.cand_job[mv]))
     if not len(gone):
         return None

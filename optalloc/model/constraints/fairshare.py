@@ -26,7 +26,7 @@ from optalloc.contract import short_jobs  # noqa: F401  (the plan and the bench 
 from optalloc.model.constraints.lookahead import share_holding_terms
 from optalloc.model.context import BuildContext
 from optalloc.model.objective.impact import K_SEGMENTS
-from optalloc.model.requirements import share_tier1
+from optalloc.model.requirements import cand_counted, runs_elsewhere, share_tier1
 from optalloc.shape import fits_nodes
 
 
@@ -60,7 +60,7 @@ def floor_yield(snap, req) -> np.ndarray:
     # GPUs of t that waiting work asks for (each tier-1 start candidate on every type it may
     # use): a type whose idle GPUs other work will take has no room for a move
     cj, ct = req.cand_job, req.cand_type
-    asked = ~req.cand_move & snap.job_tier1[cj, ct]
+    asked = ~runs_elsewhere(req) & snap.job_tier1[cj, ct]
     wanted = np.bincount(ct[asked], weights=snap.job_gpus[cj[asked]], minlength=T)
     spare = np.bincount(snap.node_type, weights=idle, minlength=T) - wanted
     can = np.zeros(len(snap.jobs), bool)
@@ -150,8 +150,8 @@ def define_shares(ctx: BuildContext) -> None:
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    t1 = (share_tier1(snap, req, tg.pooled)[jobs, types] if len(jobs)
-          else np.zeros(0, bool))  # per type: no move
+    t1 = np.concatenate([cand_counted(snap, req, tg.pooled),  # per type: no move; no restart
+                         share_tier1(snap, req, tg.pooled)[req.run_job, req.run_type]])
     anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
     r = row_of[anc, types[e]]
     ok = r >= 0
@@ -214,7 +214,8 @@ def define_debug_allowance(ctx: BuildContext) -> None:
     jobs = np.concatenate([req.cand_job, req.run_job])
     types = np.concatenate([req.cand_type, req.run_type])
     cols = np.concatenate([ctx.x, ctx.k])
-    sel = short[jobs] & share_tier1(snap, req)[jobs, types] if len(jobs) else np.zeros(0, bool)
+    sel = short[jobs] & np.concatenate([cand_counted(snap, req),
+                                        share_tier1(snap, req)[req.run_job, req.run_type]])
     if not sel.any():
         return
     jobs, types, cols = jobs[sel], types[sel], cols[sel]

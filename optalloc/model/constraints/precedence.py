@@ -32,6 +32,7 @@ import numpy as np
 from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
 from optalloc.model.order import keep_links, precedence_pairs
+from optalloc.model.requirements import runs_elsewhere
 
 
 def define_precedence(ctx: BuildContext) -> None:
@@ -80,7 +81,7 @@ def define_keep_order(ctx: BuildContext) -> None:
         return
     n = len(i)
     # each running job's move columns (a restart on another type runs it too)
-    rm, cm = _columns_by_job(req, ctx.x, req.cand_move)(req.run_job[i])
+    rm, cm = _columns_by_job(req, ctx.x, runs_elsewhere(req))(req.run_job[i])
     b.add_rows("keep_order", n, np.concatenate([np.arange(n), np.arange(n), rm]),
                np.concatenate([ctx.x[c], ctx.k[i], cm]),
                np.concatenate([np.ones(n), -np.ones(n + len(rm))]), -np.inf, 0.0)

@@ -1,0 +1,103 @@
+"""The share-tier gain of a start as the backfill fills the tiers (ShareGain): what each job's
+GPUs add to the floors and targets on its project's path, and to its project's debug
+allowance, given what the plan holds so far."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fairshare import (
+    debug_allowance,
+    debug_jobs,
+    tier_bounds,
+    tier_values,
+    yields_of,
+)
+from optalloc.model.requirements import share_tier1
+
+
+class ShareGain:
+    """Marginal share-tier objective (floor, then target) of adding a job's GPUs to its
+    project's path, as placements fill the tiers (optalloc.model.constraints.fairshare).
+    Plain Python on short paths: called for every heap entry of the backfill."""
+
+    def __init__(self, em: EpochModel):
+        snap, imp, tg = em.snap, em.imp, em.tg
+        O, T = snap.org.n, len(snap.gpu_types)
+        M = snap.org.membership()
+        self.anc = [(np.flatnonzero(M[1:, p]) + 1).tolist() for p in range(O)]  # root excluded
+        b = tier_bounds(tg.share_floor, tg.share_target)  # (O, S, K+1): per type or pooled
+        S = b.shape[1]
+        self.col = tg.share_col.tolist()  # type -> share column
+        hi = np.cumsum(b, axis=-1)
+        lo = hi - b
+        y = yields_of(tg)
+        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, s]).tolist()
+                for s in range(S)]  # per share column: (O, K+1)
+        # per (o, s): [(lo, hi, weight), ...] of its non-empty tiers
+        self.tiers = [[[(float(lo[o, s, k]), float(hi[o, s, k]), float(vals[s][o][k]))
+                        for k in range(b.shape[-1]) if b[o, s, k] > 0] for s in range(S)]
+                      for o in range(O)]
+        self.got = np.zeros((O, S)).tolist()
+        # the debug allowance (optalloc.model.constraints.fairshare.define_debug_allowance)
+        self.short = debug_jobs(snap).tolist()  # fairshare.debug_jobs
+        self.allow = debug_allowance(snap).tolist()
+        self.dbg_w = imp.debug_weight.tolist()
+        self.dbg = np.zeros((O, T)).tolist()
+        # per type a move counts in no share row (no gain); pooled it counts where it runs;
+        # never in a debug row (requirements.share_tier1)
+        self.tier1 = share_tier1(snap, em.req, tg.pooled)
+        self.no_move = share_tier1(snap, em.req)
+        self.project = snap.job_project.tolist()
+        self.gpus = snap.job_gpus.astype(float).tolist()
+        # gain depends on the job only through its `key` (project, type, GPUs, short), and on
+        # the placements only through its path's tiers of that share column: remembered per
+        # (top-level org node, share column) until an add there (the backfill re-evaluates
+        # many like jobs between two starts; projects under one top-level node share every
+        # other ancestor but root)
+        size = M.sum(axis=1)
+        top = [max(a, key=lambda o: size[o]) if a else p for p, a in enumerate(self.anc)]
+        memos = {(o, s): {} for o in set(top) for s in range(S)}
+        self._memo = [[memos[(top[p], self.col[t])] for t in range(T)] for p in range(O)]
+
+    def key(self, j: int, t: int) -> tuple | None:
+        """What job j's gain on t depends on (None: unallocated there, no gain)."""
+        if not self.tier1[j, t]:
+            return None
+        return (self.project[j], t, self.gpus[j], self.short[j] and bool(self.no_move[j, t]))
+
+    def gain(self, j: int, t: int) -> float:
+        return self.gain_of(self.key(j, t))
+
+    def gain_of(self, key: tuple | None) -> float:
+        if key is None:
+            return 0.0
+        memo = self._memo[key[0]][key[1]]
+        out = memo.get(key)
+        if out is None:
+            out = memo[key] = self._gain(*key)
+        return out
+
+    def _gain(self, p: int, t: int, g: float, short: bool) -> float:
+        out = 0.0
+        s = self.col[t]
+        for o in self.anc[p]:
+            cur = self.got[o][s]
+            for lo, hi, w in self.tiers[o][s]:
+                a, b = max(lo, cur), min(hi, cur + g)
+                if b > a:
+                    out += (b - a) * w
+        if short:
+            out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
+        return out
+
+    def add(self, j: int, t: int, sign: float = 1.0) -> None:
+        if self.tier1[j, t]:
+            self._memo[self.project[j]][t].clear()
+            g = sign * self.gpus[j]
+            s = self.col[t]
+            for o in self.anc[self.project[j]]:
+                self.got[o][s] += g
+            if self.short[j] and self.no_move[j, t]:
+                self.dbg[self.project[j]][t] += g
