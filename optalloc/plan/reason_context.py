@@ -42,6 +42,16 @@ class ReasonContext:
             ends[self.hold_t == t]).any() else None for t in range(T)]
         self._targets: dict = {}
         self._memo: dict = {}
+        # per waiting job, per type: the running job of its project with a higher priority
+        # that the plan preempts to the queue (not kept, moved or restarted), whose `keep_order`
+        # rows hold the job back on that type this epoch (the first such, in link order)
+        self.behind: dict[int, dict[int, int]] = {}
+        if len(em.keep_i):
+            runs = placed.kept[em.keep_i] | np.isin(req.run_job[em.keep_i],
+                                                   list(placed.placements))
+            for i, c in zip(em.keep_i[~runs].tolist(), em.keep_c[~runs].tolist()):
+                self.behind.setdefault(int(req.cand_job[c]), {}).setdefault(
+                    int(req.cand_type[c]), int(req.run_job[i]))
 
     def once(self, key, make):
         """make(), once per epoch per key: what reads only the plan and the model (a line
