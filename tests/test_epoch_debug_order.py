@@ -61,6 +61,21 @@ def test_a_larger_debug_job_does_not_pass_a_higher_priority_job_of_its_project()
         assert pending_codes(plan) == {"Dbg": "LowerPriorityInProject"}
 
 
+def test_a_debug_job_between_two_jobs_never_lets_a_lower_priority_job_pass_the_first():
+    """A alone on 2 x 4 GPUs; its queue: Hi (1 GPU, priority 2), D (1 GPU, priority 2, a
+    10-minute debug job), Hi3 (3 GPUs, priority 2), Lo (4 GPUs, priority 0). Hi, D and Hi3
+    run; Lo waits. Before, Lo's order link went to D (the latest 1-GPU job ahead of it), D's
+    to Hi was dropped (a debug job may pass a longer job of its priority), and Lo ran while
+    Hi waited (found by a helper's random search at stop 35, seeds 560 and 822)."""
+    jobs = [Job("Hi", "A", 1, min_runtime_s=8 * H, priority=2, submit_time=360.0),
+            Job("Lo", "A", 4, min_runtime_s=H, priority=0, submit_time=1380.0),
+            Job("Hi3", "A", 3, min_runtime_s=H, priority=2, submit_time=1740.0),
+            Job("D", "A", 1, min_runtime_s=10 * M, priority=2, submit_time=900.0)]
+    plan = run_epoch(snapshot(nodes_of(2, 4), flat_org({"A": 1}), jobs, now=NOW))
+    assert _started(plan) == {"Hi", "D", "Hi3"}
+    assert pending_codes(plan) == {"Lo": "LowerPriorityInProject"}
+
+
 def test_a_debug_job_still_uses_free_gpus_beyond_its_projects_target():
     # A holds 6 of its 8 and its next job needs 4: 2 GPUs are free, the debug job takes them
     jobs = [running("Br", "B", "h100", [("n01", range(8))], start=NOW - 10 * M),

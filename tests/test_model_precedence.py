@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from optalloc.contract import short_jobs
 from optalloc.bench.instances import scale_instance
 from optalloc.model.order import job_groups, linked_pairs, precedence_pairs
 from optalloc.model.requirements import compute_requirements
@@ -25,6 +26,7 @@ def _reference(snap, req) -> tuple[np.ndarray, np.ndarray]:
     if grouped is None:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     jobs, cls, g, chunk, gpn, pos, group, npieces = grouped
+    short = short_jobs(snap)
     A, B = [], []
     order = np.lexsort((pos, group))
     cut = np.r_[0, np.flatnonzero(np.diff(group[order])) + 1, len(order)]
@@ -36,23 +38,27 @@ def _reference(snap, req) -> tuple[np.ndarray, np.ndarray]:
         for s in np.unique(gi[ci == SMALL]):  # single-node a of size s
             have = np.flatnonzero((ci == SMALL) & (gi == s))
             fits = np.flatnonzero((ci >= 0) & (gi >= s) & (ki >= s))
-            _ref_link(A, B, jobs, idx, pi, have, fits)
+            _ref_link(A, B, jobs, idx, pi, have, fits, short)
         for s in np.unique(gi[ci == WHOLE]):  # whole-node gang a of s GPUs
             have = np.flatnonzero((ci == WHOLE) & (gi == s))
-            _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == WHOLE) & (gi >= s)))
+            _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero((ci == WHOLE) & (gi >= s)),
+                      short)
         for s, q in set(zip(gi[ci == PIECES].tolist(), ni[ci == PIECES].tolist())):
             have = np.flatnonzero((ci == PIECES) & (gi == s) & (ni == q))
             room = ((ci == PIECES) & (ni >= q)) | ((ci == WHOLE) & (ki >= q))
-            _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero(room & (mi >= s // q)))
+            _ref_link(A, B, jobs, idx, pi, have, np.flatnonzero(room & (mi >= s // q)), short)
     return linked_pairs(snap, A, B)
 
 
-def _ref_link(A: list, B: list, jobs, idx, pi, have, cand) -> None:
-    """Link each job in `cand` to the latest job of `have` ahead of it."""
+def _ref_link(A: list, B: list, jobs, idx, pi, have, cand, short=None) -> None:
+    """Link each job in `cand` to the latest job of `have` ahead of it, and (stop 35) to the
+    latest one of them that is not a debug job (`short`, per job index)."""
     k = np.searchsorted(pi[have], pi[cand], side="left") - 1
     sel = k >= 0
     A.append(jobs[idx[have[k[sel]]]])
     B.append(jobs[idx[cand[sel]]])
+    if short is not None and short[jobs[idx[have]]].any():
+        _ref_link(A, B, jobs, idx, pi, have[~short[jobs[idx[have]]]], cand)
 
 
 def _same(snap) -> int:

@@ -155,9 +155,19 @@ def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort((pos, group))  # by group, then the project's order
     gk = group[order] * (int(pos.max()) + 1) + pos[order]  # ascending
     co, go, ko, no = cls[order], g[order], chunk[order], gpn[order]
+    short = short_jobs(snap)[jobs[order]]
     A, B = [], []
 
     def link(have: np.ndarray, fits: np.ndarray) -> None:
+        _link(have, fits)
+        if (have & short).any():
+            # and to the latest such job ahead that is not a debug job: a debug job's own
+            # link to a longer job of its priority ahead of it is dropped (linked_pairs), and
+            # the chain through it with it (A's priority-0 4-GPU job ran while its priority-2
+            # 1-GPU job waited, linked only to a priority-2 debug job between them)
+            _link(have & ~short, fits)
+
+    def _link(have: np.ndarray, fits: np.ndarray) -> None:
         h, f = np.flatnonzero(have), np.flatnonzero(fits)
         k = np.searchsorted(gk[h], gk[f], side="left") - 1
         ok_ = k >= 0
