@@ -213,14 +213,18 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     heapq.heapify(heap)
 
     held_back: dict[int, set] = {}  # per running position: jobs its keep_order rows held back
+    behind: dict[int, set] = {}  # per waiting job: the jobs its `order` rows held back
+
+    def offer(jobs) -> None:
+        for e in jobs:
+            if e not in placements:
+                state[e] = 1
+                heapq.heappush(heap, (-prio(1, e), 1, e, -1))
 
     def release(i: int) -> None:
         """Running job req.run_job[i] runs again (restored, or moved): the jobs below it in its
         team's order that it held back are offered again."""
-        for e in held_back.pop(i, ()):
-            if e not in placements:
-                state[e] = 1
-                heapq.heappush(heap, (-prio(1, e), 1, e, -1))
+        offer(held_back.pop(i, ()))
 
     def evicted_back(jobs: list[int]) -> None:
         for e in jobs:
@@ -271,8 +275,11 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                         release(int(idx))
                 continue
             j = idx
-            if any(a not in placements for a in preds.get(j, ())):
-                continue  # its project's job ahead of it waits: the order rows forbid this start
+            ahead = [a for a in preds.get(j, ()) if a not in placements]
+            if ahead:  # its project's job ahead of it waits: the order rows forbid this start;
+                for a in ahead:  # offered again once that one starts
+                    behind.setdefault(a, set()).add(j)
+                continue
             may_evict = not pool.evictable[j]
             cands = sorted(by_job[j], key=lambda c: -(value[c] + gain_c(j, c)))
             for c in cands:
@@ -314,6 +321,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     grown |= freed > snap.job_gpus[j]
                     if held_back and j in run_of_job:  # a running job's move: it runs
                         release(run_of_job[j])
+                    if behind:
+                        offer(behind.pop(j, ()))
                     break
         if not grown or npass == REOPEN_PASSES:
             break
