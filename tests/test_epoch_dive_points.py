@@ -8,7 +8,7 @@ placing the last point first (stop 21's order) sent that epoch on to the whole M
 from __future__ import annotations
 
 import optalloc.epoch as epoch
-from optalloc.bench.instances import SCALES, make_instance, scale_instance
+from optalloc.bench.instances import scale_instance
 
 from test_epoch_lp_point_first import _counting_runs
 
@@ -29,7 +29,7 @@ def _spy(monkeypatch) -> tuple[list, list]:
 
 def test_the_first_dive_round_that_certifies_ends_the_epoch_before_any_mip(monkeypatch):
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(scale_instance("M", 4))
+    plan = epoch.run_epoch(scale_instance("M", 7))  # seed 4 until stop 35 (now lp-rounded)
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005
     assert rep.source == "lp-dive" and "after 1 round," in rep.message
@@ -38,12 +38,12 @@ def test_the_first_dive_round_that_certifies_ends_the_epoch_before_any_mip(monke
 
 
 def test_a_later_round_certifies_when_the_first_does_not(monkeypatch):
-    # make_instance M seed 20: the LP's own point does not round to a certified plan, the
-    # dive's third round does (0.22% from the bound). (Seed 2 was this case until a debug
-    # job's precedence link from its project's higher-priority jobs was kept: 2,171 more
-    # order rows at XL; seed 2 now ends in the MIP around the best plan, 0.40%.)
+    # the bench's 1,024-GPU instance, seed 6: the LP's own point does not round to a
+    # certified plan, the dive's second round does. (make_instance M seed 20 until stop 35;
+    # seed 2 until a debug job's precedence link from its project's higher-priority jobs was
+    # kept: 2,171 more order rows at XL.)
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(make_instance(seed=20, **SCALES["M"]))
+    plan = epoch.run_epoch(scale_instance("M", 6))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
     assert 1 <= len(rounds) <= epoch.DIVE_ROUNDS and set(rounds) == {1}
@@ -56,7 +56,7 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
     # the LP with every start its optimum left fractional forbidden rounds to 0.45%, where
     # the epoch went on to the whole MIP (6.7 s)
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(scale_instance("M", 10))
+    plan = epoch.run_epoch(scale_instance("M", 37))  # seed 10 until stop 35
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
     assert "every start it left fractional forbidden" in rep.message
@@ -64,11 +64,11 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
 
 
 def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
-    # the bench's 1,024-GPU instance, seed 22: neither a round of the dive nor the other
-    # direction certifies (seed 32 until stop 33's order links, priority swaps and restarts off
-    # drain nodes: its LP rounding is now certified)
+    # the bench's 1,024-GPU instance, seed 32: neither a round of the dive nor the other
+    # direction certifies (seed 22 until stop 35's restarts: its LP rounding is now
+    # certified; seed 32 was this case until stop 33, again since stop 35)
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(scale_instance("M", 22))
+    plan = epoch.run_epoch(scale_instance("M", 32))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
     assert len(rounds) <= epoch.DIVE_ROUNDS and solves  # RINS, then the MIP
     assert plan.report.source in ("mip", "mip-neighborhood")

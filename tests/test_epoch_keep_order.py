@@ -157,3 +157,29 @@ def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
     assert r.message == ("B_run of project B (priority 1 > 0) lost its h100 GPUs this epoch "
                          "and waits; the team's order starts it first, and this 1-GPU job "
                          "after it (2 h100 GPUs are free)")
+
+
+def test_a_lower_priority_job_never_takes_the_type_its_displaced_teammate_could_move_to():
+    """h0 (8 h100): A's protected 7-GPU job RA and B's priority-1 1-GPU job R (past its
+    protection); a0 (8 a100) empty. A queues QA (1 GPU, h100 only), B its priority-0 8-GPU
+    job Lo (any type). Before, R gave way on h100 to QA and was requeued while Lo took the
+    a100 node R could move to (found by a helper's random search, seed 101). Now Lo starts on
+    a100 only while R runs: with B first in the Fair-Tree order (ratio 0.2 against 1.0) R
+    stays and Lo starts beside it, as under greedy; with the ratios tied, the same."""
+    from optalloc.types import Node
+
+    nodes = [Node("h0", "h100", 8), Node("a0", "a100", 8)]
+    jobs = [running("RA", "A", "h100", [("h0", range(7))], start=9.5 * H),
+            Job("QA", "A", 1, min_runtime_s=H, submit_time=0.0, gpu_types=("h100",)),
+            running("R", "B", "h100", [("h0", [7])], start=7 * H, priority=1),
+            Job("Lo", "B", 8, min_runtime_s=H, priority=0, submit_time=0.0)]
+    for usage in ({"A": 1.0, "B": 0.2}, {"A": 0.5, "B": 0.5}):
+        snap = snapshot(nodes, flat_org({"A": 1, "B": 1}), jobs, usage=usage,
+                        types=("h100", "a100"))
+        plan = run_epoch(snap)
+        check_plan(snap, plan)
+        assert _outcome(plan) == (["Lo", "R", "RA"], [], {"QA": "WaitingForCapacity"}), usage
+    greedy = GreedyScheduler().decide(snapshot(nodes, flat_org({"A": 1, "B": 1}), jobs,
+                                               usage={"A": 1.0, "B": 0.2},
+                                               types=("h100", "a100")))
+    assert sorted(p.job_id for p in greedy.placements) == ["Lo", "R", "RA"]

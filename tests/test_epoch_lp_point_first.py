@@ -41,18 +41,19 @@ def _counting_runs(monkeypatch) -> list:
 
 def test_a_certified_lp_point_ends_the_epoch_without_diving(monkeypatch):
     runs = _counting_runs(monkeypatch)
-    # the bench's 1,024-GPU instance, seed 6 (seed 1 until stop 34's keep_order rows and
-    # floors down the tree: it now dives; seed 0's LP point rounds to 0.52% since the moves)
-    plan = epoch.run_epoch(scale_instance("M", 6))
+    # the bench's 1,024-GPU instance, seed 0 (seed 6 until stop 35's restarts and order
+    # links: it now dives; seed 1 until stop 34's keep_order rows and floors down the tree)
+    plan = epoch.run_epoch(scale_instance("M", 0))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
     assert plan.report.source == "lp-rounded"
     assert runs == []
 
 
 def test_an_uncertified_lp_point_makes_the_epoch_dive(monkeypatch):
-    # make_instance M seed 20: the LP's own point is not certified, a point of the dive is
-    # within 0.5% (the dive goes a round at a time: tests/test_epoch_dive_points.py)
+    # the bench's 1,024-GPU instance, seed 7: the LP's own point is not certified, a point of
+    # the dive is within 0.5% (the dive goes a round at a time:
+    # tests/test_epoch_dive_points.py; make_instance M seed 20 until stop 35)
     runs = _counting_runs(monkeypatch)
-    plan = epoch.run_epoch(make_instance(seed=20, **SCALES["M"]))
+    plan = epoch.run_epoch(scale_instance("M", 7))
     assert runs and set(runs) == {1}
     assert plan.report.status == "optimal" and plan.report.source == "lp-dive"

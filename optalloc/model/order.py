@@ -247,7 +247,10 @@ def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.nd
     job; A alone on 8 GPUs: its two queued 4-GPU priority-0 jobs preempted its running 6-GPU
     priority-2 job; greedy keeps both). Whatever the sizes: several smaller jobs take a
     larger one's place together. Where i is preempted for another project, b starts on that
-    type next epoch, after i in its team's order (i restarts only on another type now)."""
+    type next epoch, after i in its team's order (i restarts now where it fits). Likewise on
+    every other type i may move to: b never starts there while i, displaced, waits (B's
+    priority-1 1-GPU job gave way on h100 to A's floor and was requeued while B's priority-0
+    8-GPU job took the a100 node it could move to; greedy keeps it)."""
     rj, rt = req.run_job, req.run_type
     if not len(rj) or not len(req.cand_job):
         return _EMPTY, _EMPTY
@@ -258,9 +261,18 @@ def keep_links(snap: Snapshot, req, free: np.ndarray) -> tuple[np.ndarray, np.nd
     if not len(I) or not len(Cc):
         return _EMPTY, _EMPTY
     proj, prio = snap.job_project, snap.job_priority
+    # each running job on its own type, and on each type it may move to
+    ti = rt[I]
+    mv = np.flatnonzero(req.cand_move)
+    if len(mv):
+        pos = np.full(len(snap.jobs), -1)
+        pos[rj] = np.arange(len(rj))
+        m_i = pos[cj[mv]]
+        keep = (m_i >= 0) & ok_i[np.maximum(m_i, 0)]
+        I, ti = np.r_[I, m_i[keep]], np.r_[ti, ct[mv[keep]]]
     # pair within (project, type): sort both sides by that key, broadcast per key
     T = len(snap.gpu_types)
-    key_i = proj[rj[I]] * T + rt[I]
+    key_i = proj[rj[I]] * T + ti
     key_c = proj[cj[Cc]] * T + ct[Cc]
     common = np.intersect1d(key_i, key_c)
     if not len(common):
