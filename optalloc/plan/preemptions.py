@@ -38,6 +38,7 @@ def preemptions(
             for gi in a.gpus:
                 owner[(a.node, gi)] = p.job_id
     out = []
+    restarted = set(req.cand_job[placed.started & req.cand_restart].tolist())
 
     def takers(pl: Placement | None) -> tuple[str, ...]:
         """The jobs the plan gives its GPUs to (not itself: a gang leaving a drain node may
@@ -93,7 +94,7 @@ def preemptions(
             msg = _fair_share_message(em, got, j, t, need, reserved)
         if need:
             msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
-        if j in placed.placements and placed.placements[j].gpu_type == job.placement.gpu_type:
+        if j in restarted:
             # a restart on its own type: its project holds the same, the GPUs where it ran
             # go to the jobs named (a gang that needs them whole, or a job ranked above it)
             new = placed.placements[j]
