@@ -57,3 +57,29 @@ def test_a_24_gpu_unallocated_gang_takes_the_cluster_from_the_4_gpu_job_the_mode
          "that keeps more GPUs busy (24 GPUs where it ran 4) (big)")]
     assert pending_codes(plan) == {}
     assert plan.report.status == "optimal" and plan.report.gap <= 1e-9
+
+
+def test_unallocated_work_leaving_a_drain_node_never_displaces_running_unallocated_work():
+    """n0 (4 GPUs, idle), n2 (8 GPUs, C's running 8-GPU unallocated job U_c), and two drain
+    nodes d1 and d3 with A's 2-GPU and B's 8-GPU unallocated jobs; equal shares. Both drain
+    jobs leave (rule 5); U_a restarts on n0, U_b waits, U_c stays. Before (found by a
+    helper's random search at stop 35), U_b's restart was valued as the running work it was,
+    above U_c by B's Fair-Tree rank, and took U_c's node: 8 GPUs of unallocated work for 8,
+    C's work lost, and U_c was told it yields to work that "keeps more GPUs busy (8 GPUs
+    where it ran 8)". Greedy keeps U_c."""
+    from optalloc.types import Node, NodeState
+
+    drain = NodeState.DRAIN
+    nodes = [Node("n0", "h100", 4), Node("d1", "h100", 8, drain), Node("n2", "h100", 8),
+             Node("d3", "h100", 8, drain)]
+    jobs = [running("U_a", "A", "h100", [("d1", (0, 1))], start=9.8 * H, min_runtime_s=0.0),
+            running("U_b", "B", "h100", [("d3", range(8))], start=9 * H, min_runtime_s=0.0),
+            running("U_c", "C", "h100", [("n2", range(8))], start=9 * H, min_runtime_s=0.0)]
+    plan = run_epoch(snapshot(nodes, flat_org({"A": 1, "B": 1, "C": 1}), jobs))
+    assert {p.job_id: [a.node for a in p.nodes] for p in plan.placements} == {
+        "U_c": ["n2"], "U_a": ["n0"]}
+    assert {p.job_id: (p.code.value, p.message) for p in plan.preemptions} == {
+        "U_a": ("Moved", "restarts on h100 (n0) in place of waiting: node d1 is draining and "
+                         "unallocated work leaves at once"),
+        "U_b": ("PreemptedNodeDrain", "node d3 is draining and unallocated work leaves at "
+                                      "once")}

@@ -89,6 +89,10 @@ class Impact:
     # (O,) per debug GPU beyond its project's target: half a deepest project's target GPU at
     # that depth (W_T(leaf) / 2 before the path balance of tier_weights)
     debug_weight: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # (J, T) the work value of a start of j on t: `value`, but for a running job's start
+    # elsewhere on a type where it is unallocated (leaving a drain or down node), its worth
+    # as new work, not what keeping it where it runs is worth (`_keep_low_tier_running`)
+    start_value: np.ndarray | None = None
 
 
 def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
@@ -186,12 +190,12 @@ def compute_impact(snap: Snapshot) -> Impact:
     per_gpu = np.where(snap.job_tier1, srel * (fair * rank)[:, None],
                        eps_u * srel * low_fair * rank[:, None])
     g = snap.job_gpus.astype(float)[:, None]
-    value = g * per_gpu
-    value = _keep_low_tier_running(snap, value, snap.job_tier1, w_fill)
+    start = g * per_gpu
+    value = _keep_low_tier_running(snap, start, snap.job_tier1, w_fill)
     own = np.where(run, value[np.arange(J), np.maximum(snap.job_run_type, 0)], 0.0)
     horizon = max(float(snap.policy.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
-    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit, dbg)
+    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit, dbg, start)
 
 
 def candidate_values(imp: Impact, req) -> np.ndarray:
@@ -204,7 +208,10 @@ def candidate_values(imp: Impact, req) -> np.ndarray:
     keep): 21 days of philly-teams went from 19.1 to 29.8 preemptions per 1,000 GPU-hours,
     the worst project's hourly owed 98.7% -> 91.3%."""
     cj, ct = req.cand_job, req.cand_type
-    v = imp.value[cj, ct]
+    # a running job's unallocated work restarting elsewhere is new work there: worth no more
+    # than it (before, valued as the running work it was, a drain leaver's 8 unallocated GPUs
+    # displaced another project's running 8 for nothing: DESIGN.md rule 4)
+    v = (imp.value if imp.start_value is None else imp.start_value)[cj, ct]
     mv = req.cand_move
     if len(mv) and mv.any():
         own = np.zeros(imp.value.shape[0])
