@@ -24,11 +24,7 @@ from optalloc.model.constraints.fairshare import (
 from optalloc.model.constraints.fill import define_fill, fill_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
 from optalloc.model.constraints.lookahead import define_lookahead
-from optalloc.model.constraints.precedence import (
-    define_keep_order,
-    define_precedence,
-    define_type_order,
-)
+from optalloc.model.constraints.precedence import define_keep_order, define_precedence
 from optalloc.model.context import BuildContext
 from optalloc.model.fill import fill_targets
 from optalloc.model.matrix import LinearModel
@@ -52,7 +48,6 @@ DEFINES = (
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
     define_fill,  # f, fill[p] (idle GPUs shared among unallocated work)  -- fill.py
     define_precedence,  # order (a project's own order)                -- precedence.py
-    define_type_order,  # order_types (its order across type sets)     -- precedence.py
     define_keep_order,  # keep_order (running jobs before their team's lower priorities)
 )
 
@@ -95,10 +90,6 @@ class EpochModel:
     # runs (kept, or moved)
     keep_i: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     keep_c: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    # order_types rows: candidate ordx_c[r] starts only if job ordx_a[r] starts (the team's
-    # order between jobs whose gpu_types differ, optalloc.model.type_order)
-    ordx_a: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    ordx_c: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
     @property
     def floor(self) -> np.ndarray:
@@ -172,6 +163,5 @@ def build_model(
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
         d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type, f=ctx.f, f_org=ctx.f_org, fill=ctx.fill,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b, keep_i=ctx.keep_i, keep_c=ctx.keep_c,
-        ordx_a=ctx.ordx_a, ordx_c=ctx.ordx_c,
         build_s=time.perf_counter() - t0,
     )

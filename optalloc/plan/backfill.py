@@ -19,11 +19,10 @@ __all__ = ["ShareGain", "candidates_by_job", "restore_and_backfill", "value_grou
 REOPEN_PASSES = 3  # passes after one whose evictions freed more room than they took
 
 
-def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict, dict]:
+def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict]:
     """Per job with candidates: its candidates, best work value first (stable), their (value,
     ShareGain key) and their types; per job its `order` predecessors; per candidate the
-    running jobs it starts only beside (`keep_order`, positions in req.run_job) and the jobs
-    it starts only after (`order_types`). Once per model
+    running jobs it starts only beside (`keep_order`, positions in req.run_job). Once per model
     (every placement of its candidate plans reads them, none changes them), as plain Python
     lists (element access into numpy arrays cost more in the backfill), sliced per job from
     one numpy grouping (a Python loop over XL's 67,000 candidates took twice as long)."""
@@ -58,11 +57,7 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict, dic
     keeps: dict[int, list[int]] = {}
     for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
         keeps.setdefault(c, []).append(i)
-    # per candidate: the jobs ahead of it in its team's order on its type (`order_types`)
-    typed: dict[int, list[int]] = {}
-    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
-        typed.setdefault(c, []).append(a)
-    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds, keeps, typed)
+    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds, keeps)
     return out
 
 
@@ -119,7 +114,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     for j, c in cand_of.items():
         if not restart[c]:
             sg.add(j, int(req.cand_type[c]))
-    by_job, vk, types_of, preds, keeps, typed = candidates_by_job(em)
+    by_job, vk, types_of, preds, keeps = candidates_by_job(em)
     gpus = sg.gpus
     gain_of = sg.gain_of
 
@@ -289,12 +284,6 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             cands = sorted(by_job[j], key=lambda c: -(value[c] + gain_c(j, c)))
             for c in cands:
                 t = int(req.cand_type[c])
-                if c in typed:  # a job ahead of it that may use this type waits (order_types)
-                    wait = [a for a in typed[c] if a not in placements]
-                    if wait:
-                        for a in wait:
-                            behind.setdefault(a, set()).add(j)
-                        continue
                 if c in keeps:
                     down = [i for i in keeps[c] if not (kept[i] or restored[i]
                                                         or int(req.run_job[i]) in placements)]

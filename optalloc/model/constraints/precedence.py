@@ -33,7 +33,6 @@ from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
 from optalloc.model.order import keep_links, precedence_pairs
 from optalloc.model.requirements import runs_elsewhere
-from optalloc.model.type_order import type_links
 
 
 def define_precedence(ctx: BuildContext) -> None:
@@ -48,25 +47,6 @@ def define_precedence(ctx: BuildContext) -> None:
     ra, ca = columns(a)
     b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
                np.r_[np.ones(len(cb)), -np.ones(len(ca))], -np.inf, 0.0)
-
-
-def define_type_order(ctx: BuildContext) -> None:
-    """The team's order between jobs whose type sets differ (optalloc.model.type_order): per
-    (a, b), b's starts on the types a may use <= a's starts."""
-    snap, req, b = ctx.snap, ctx.req, ctx.b
-    a, c = type_links(snap, req)
-    ctx.ordx_a, ctx.ordx_c = a, c
-    if not len(a):
-        return
-    key = np.stack([req.cand_job[c], a], axis=1)
-    _, row = np.unique(key, axis=0, return_inverse=True)
-    row = np.asarray(row).reshape(-1)
-    n = int(row.max()) + 1
-    first = np.zeros(n, np.int64)
-    first[row] = np.arange(len(row))
-    ra, ca = _columns_by_job(req, ctx.x, snap.job_tier1[req.cand_job, req.cand_type])(a[first])
-    b.add_rows("order_types", n, np.concatenate([row, ra]), np.concatenate([ctx.x[c], ca]),
-               np.r_[np.ones(len(c)), -np.ones(len(ca))], -np.inf, 0.0)
 
 
 def _columns_by_job(req, x: np.ndarray, ok: np.ndarray):
