@@ -83,3 +83,29 @@ def test_unallocated_work_leaving_a_drain_node_never_displaces_running_unallocat
                          "unallocated work leaves at once"),
         "U_b": ("PreemptedNodeDrain", "node d3 is draining and unallocated work leaves at "
                                       "once")}
+
+
+def test_a_job_unallocated_on_a_type_never_evicts_running_unallocated_work_there():
+    """Per-type budgets (the billing weights differ): A has the h100 share, B only b200's, C
+    none. C's 8-GPU unallocated job runs on n0 (h100); B's protected job fills b0 (b200); B
+    queues a 1-GPU job, allocated work on b200 but unallocated work on h100. C's job stays
+    and B's waits for b200. Before (a helper's case at stop 35), the backfill let B's job
+    evict C's on h100 as allocated work would (7 GPUs idle after), and C's job was told it
+    yielded to work that "keeps more GPUs busy (1 GPUs where it ran 8)"."""
+    from optalloc.snapshot import build_snapshot
+    from optalloc.types import Config, GpuType, Node, OrgNode, Policy
+
+    org = OrgNode("root", children=(
+        OrgNode("A", share=1.0, share_by_type={"b200": 0.0}),
+        OrgNode("B", share=0.0, share_by_type={"b200": 1.0}),
+        OrgNode("C", share=0.0)))
+    nodes = (Node("n0", "h100", 8), Node("b0", "b200", 8))
+    jobs = (running("C_u", "C", "h100", [("n0", range(8))], start=7 * H, min_runtime_s=0.0),
+            running("B_prot", "B", "b200", [("b0", range(8))], start=9.5 * H,
+                    min_runtime_s=2 * H),
+            Job("B_small", "B", 1, min_runtime_s=H, submit_time=1.0))
+    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.6)), nodes, org, Policy(), jobs)
+    plan = run_epoch(build_snapshot(cfg, now=10 * H, usage_ratio={}))
+    assert sorted(p.job_id for p in plan.placements) == ["B_prot", "C_u"]
+    assert plan.preemptions == ()
+    assert list(pending_codes(plan)) == ["B_small"]

@@ -298,11 +298,15 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                         state[j] = 1
                         break
                 sel = pool.allowed(hold_of(em, c)) & (snap.node_type == t)
-                if int(pool.room(may_evict)[sel].sum()) < snap.job_gpus[j]:
+                # unallocated work evicts none: a job allocated elsewhere is unallocated on a
+                # type where its project has no share (before, B's 1-GPU job, unallocated on
+                # h100, evicted C's running 8 there: rule 4)
+                evict = may_evict and bool(snap.job_tier1[j, t])
+                if int(pool.room(evict)[sel].sum()) < snap.job_gpus[j]:
                     continue
                 nodes = nodes_for(pool, em, c, [], {}, evict=False)
                 freed = 0
-                if nodes is None and may_evict:
+                if nodes is None and evict:
                     nodes = nodes_for(pool, em, c, [], {}, evict=True)
                     if nodes is not None:
                         out = []
