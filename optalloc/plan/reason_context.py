@@ -53,6 +53,24 @@ class ReasonContext:
                 self.behind.setdefault(int(req.cand_job[c]), {}).setdefault(
                     int(req.cand_type[c]), int(req.run_job[i]))
 
+    def held_behind(self, j: int, types: list[int], free: dict) -> tuple[str, str] | None:
+        """(the teammate's id, the message) when on every type job j may use a job of its
+        project ranked above it lost its GPUs this epoch and waits: the team's order starts
+        that one first (the model's keep_order rows forbid j's start there meanwhile), j
+        after it; None otherwise. `free`: the pending details' free GPUs per type name."""
+        behind = self.behind.get(j, {})
+        if not types or not all(t in behind for t in types):
+            return None
+        snap = self.em.snap
+        tn = snap.type_names
+        t = max(types, key=lambda u: free[tn[u]]["free_gpus"])
+        a, job = snap.jobs[behind[t]], snap.jobs[j]
+        return a.id, (
+            f"{a.id} of project {job.project} (priority {a.priority} > {job.priority}) lost its "
+            f"{tn[t]} GPUs this epoch and waits; the team's order starts it first, and this "
+            f"{int(snap.job_gpus[j])}-GPU job after it ({free[tn[t]]['free_gpus']} {tn[t]} GPUs "
+            "are free)")
+
     def once(self, key, make):
         """make(), once per epoch per key: what reads only the plan and the model (a line
         naming who holds what, the holders of a level), the same for every pending job."""

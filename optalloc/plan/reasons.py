@@ -251,19 +251,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         return code, (f"no up node of an allowed type ({', '.join(allowed) or 'none'}) can hold "
                       f"a {g}-GPU job of this shape"), False
     fr = details["free_by_type"]
-    # on every type it may use, a job of its project ranked above it lost its GPUs this epoch
-    # and waits: the team's order starts that one first (the model's keep_order rows forbid
-    # this job's start there meanwhile), this one after it
-    behind = ctx.behind.get(j, {})
-    if types and all(t in behind for t in types):
-        t = max(types, key=lambda u: fr[tn[u]]["free_gpus"])
-        a = snap.jobs[behind[t]]
-        details["held_by"] = [a.id]
-        return ReasonCode.LOWER_PRIORITY_IN_PROJECT, (
-            f"{a.id} of project {job.project} (priority {a.priority} > {job.priority}) lost its "
-            f"{tn[t]} GPUs this epoch and waits; the team's order starts it first, and this "
-            f"{g}-GPU job after it ({fr[tn[t]]['free_gpus']} {tn[t]} GPUs are free)"
-        ), True
+    held = ctx.held_behind(j, types, fr)  # behind a teammate preempted this epoch
+    if held is not None:
+        details["held_by"] = [held[0]]
+        return ReasonCode.LOWER_PRIORITY_IN_PROJECT, held[1], True
     # enough free GPUs, in the wrong nodes (a job the solver chose that could not be placed
     # for lack of GPUs is explained by what holds them, below)
     if any(fr[tn[t]]["free_gpus"] >= g for t in types):
