@@ -110,16 +110,11 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     sg = ShareGain(em)
     for i in np.flatnonzero(kept):
         sg.add(int(req.run_job[i]), int(req.run_type[i]))
-    restart = req.cand_restart.tolist()  # a restart on its own type: in no share row
     for j, c in cand_of.items():
-        if not restart[c]:
-            sg.add(j, int(req.cand_type[c]))
+        sg.add_start(j, c)
     by_job, vk, types_of, preds, keeps = candidates_by_job(em)
     gpus = sg.gpus
     gain_of = sg.gain_of
-
-    def gain_c(j: int, c: int) -> float:
-        return 0.0 if restart[c] else sg.gain(j, int(req.cand_type[c]))
 
     def prio(kind: int, idx: int) -> float:  # marginal objective per GPU (knapsack density)
         if kind == 0:
@@ -233,8 +228,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                 c = cand_of.pop(e)
                 started[c] = False
                 backfilled[e] = False
-                if not restart[c]:
-                    sg.add(e, int(req.cand_type[c]), -1.0)
+                sg.add_start(e, c, -1.0)
                 heapq.heappush(heap, (-prio(1, e), 1, e, -1))
             else:  # a running job: preempted after all (it does not move now either)
                 i = run_of_job[e]
@@ -281,7 +275,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     behind.setdefault(a, set()).add(j)
                 continue
             may_evict = not pool.evictable[j]
-            cands = sorted(by_job[j], key=lambda c: -(value[c] + gain_c(j, c)))
+            cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.start_gain(j, c)))
             for c in cands:
                 t = int(req.cand_type[c])
                 if c in keeps:
@@ -292,7 +286,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                             held_back.setdefault(i, set()).add(j)
                         continue
                 if heap:  # a type with no room left: what the job is worth on the next one
-                    cur = (value[c] + gain_c(j, c)) / gpus[j]
+                    cur = (value[c] + sg.start_gain(j, c)) / gpus[j]
                     if cur < -heap[0][0] - 1e-9:  # another job is worth more per GPU now
                         heapq.heappush(heap, (-cur, 1, j, -1))
                         state[j] = 1
@@ -320,8 +314,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                     started[c] = True
                     cand_of[j] = c
                     backfilled[j] = True
-                    if not restart[c]:
-                        sg.add(j, t)
+                    sg.add_start(j, c)
                     grown |= freed > snap.job_gpus[j]
                     if held_back and j in run_of_job:  # a running job's move: it runs
                         release(run_of_job[j])

@@ -92,8 +92,9 @@ def preemptions(
         else:
             code = ReasonCode.PREEMPTED_FAIR_SHARE
             msg = _fair_share_message(em, got, j, t, need, reserved)
+        named = f"{', '.join(need[:5])}{'...' if len(need) > 5 else ''}"
         if need:
-            msg += f" ({', '.join(need[:5])}{'...' if len(need) > 5 else ''})"
+            msg += f" ({named})"
         if j in restarted:
             # a restart on its own type: its project holds the same, the GPUs where it ran
             # go to the jobs named (a gang that needs them whole, or a job ranked above it)
@@ -101,8 +102,7 @@ def preemptions(
             code = ReasonCode.MOVED
             msg = (f"restarts at once on other {new.gpu_type} GPUs "
                    f"({', '.join(new.node_names)}): " + (
-                       f"the plan gives the GPUs where it ran to {', '.join(need[:5])}"
-                       f"{'...' if len(need) > 5 else ''}" if need else
+                       f"the plan gives the GPUs where it ran to {named}" if need else
                        "the GPUs where it ran are not free to it"))
         elif j in placed.placements:  # a move: it restarts on another type at once
             new = placed.placements[j]

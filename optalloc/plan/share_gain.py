@@ -49,6 +49,10 @@ class ShareGain:
         # never in a debug row (requirements.share_tier1)
         self.tier1 = share_tier1(snap, em.req, tg.pooled)
         self.no_move = share_tier1(snap, em.req)
+        # a restart on its own type counts in no share or debug row (requirements.cand_counted)
+        # though its (job, type) pair is its keep's: the starts are told apart by candidate
+        self.restart = em.req.cand_restart.tolist()
+        self.cand_type = em.req.cand_type.tolist()
         self.project = snap.job_project.tolist()
         self.gpus = snap.job_gpus.astype(float).tolist()
         # gain depends on the job only through its `key` (project, type, GPUs, short), and on
@@ -91,6 +95,15 @@ class ShareGain:
         if short:
             out += max(0.0, min(g, self.allow[p][t] - self.dbg[p][t])) * self.dbg_w[p]
         return out
+
+    def start_gain(self, j: int, c: int) -> float:
+        """What job j's start by candidate c adds to the tiers."""
+        return 0.0 if self.restart[c] else self.gain(j, self.cand_type[c])
+
+    def add_start(self, j: int, c: int, sign: float = 1.0) -> None:
+        """Job j's start by candidate c added to the tiers (sign -1: undone)."""
+        if not self.restart[c]:
+            self.add(j, self.cand_type[c], sign)
 
     def add(self, j: int, t: int, sign: float = 1.0) -> None:
         if self.tier1[j, t]:
