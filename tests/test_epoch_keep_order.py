@@ -159,6 +159,27 @@ def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
                          "after it (2 h100 GPUs are free)")
 
 
+def test_a_job_held_back_behind_a_stopped_job_that_is_not_resumable_is_told_it_ends():
+    """The same, B_run not resumable: stopped, it ends and is never requeued, so the message
+    no longer says it waits to start first (a helper's case at stop 36 found that false).
+    B_small still waits this epoch: its keep_order row keeps a job from displacing one its
+    team ranks above, and cannot tell a stop for A from one for B_small."""
+    jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1,
+                    resumable=False),
+            Job("A_q", "A", 6, min_runtime_s=H, submit_time=1.0),
+            Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0)]
+    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs,
+                    usage={"A": 1.0, "B": 3.0})
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["A_q"], ["B_run"], {"B_small": "LowerPriorityInProject"})
+    (r,) = plan.pending
+    assert r.message == ("B_run of project B (priority 1 > 0) is stopped this epoch and, not "
+                         "resumable, ends; the team's order keeps this 1-GPU job off h100 "
+                         "this epoch, so that B_run is never stopped for a job it ranks "
+                         "above, and starts it from the next (2 h100 GPUs are free)")
+
+
 def test_a_lower_priority_job_never_takes_the_type_its_displaced_teammate_could_move_to():
     """h0 (8 h100): A's protected 7-GPU job RA and B's priority-1 1-GPU job R (past its
     protection); a0 (8 a100) empty. A queues QA (1 GPU, h100 only), B its priority-0 8-GPU

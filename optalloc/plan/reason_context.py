@@ -65,11 +65,16 @@ class ReasonContext:
         tn = snap.type_names
         t = max(types, key=lambda u: free[tn[u]]["free_gpus"])
         a, job = snap.jobs[behind[t]], snap.jobs[j]
+        head = f"{a.id} of project {job.project} (priority {a.priority} > {job.priority}) "
+        size, gpus = int(snap.job_gpus[j]), f"{free[tn[t]]['free_gpus']} {tn[t]} GPUs are free"
+        if not a.resumable:  # stopped, it ends: nobody to start first (a helper's case)
+            return a.id, (
+                f"{head}is stopped this epoch and, not resumable, ends; the team's order keeps "
+                f"this {size}-GPU job off {tn[t]} this epoch, so that {a.id} is never stopped "
+                f"for a job it ranks above, and starts it from the next ({gpus})")
         return a.id, (
-            f"{a.id} of project {job.project} (priority {a.priority} > {job.priority}) lost its "
-            f"{tn[t]} GPUs this epoch and waits; the team's order starts it first, and this "
-            f"{int(snap.job_gpus[j])}-GPU job after it ({free[tn[t]]['free_gpus']} {tn[t]} GPUs "
-            "are free)")
+            f"{head}lost its {tn[t]} GPUs this epoch and waits; the team's order starts it "
+            f"first, and this {size}-GPU job after it ({gpus})")
 
     def once(self, key, make):
         """make(), once per epoch per key: what reads only the plan and the model (a line
