@@ -67,6 +67,9 @@ from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 DIVE_ROUNDS = 8
 #: the other direction (step 3a'') is tried after this many rounds of the dive
 OTHER_AFTER = 3
+#: rounds of `order_types` rows added (optalloc.model.type_rows) to the LP, and to the MIP,
+#: at most: each adds the rows the last solution broke and solves again
+CUT_ROUNDS = 6
 #: models with fewer columns solve their LP after the greedy pass, not beside it (the thread
 #: and the extra fill cost more: 3 days of ITP cluster04, 198-365 columns, 2 ms an epoch
 #: slower; bench S ~500 even; M ~6,600 6% faster; XL 25%)
@@ -94,7 +97,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     if early is not None:  # while the LP solves: what every placement of a solution reads
         prepare(em)
     # 3. solve + 4. place
-    out = _solve_and_place(em, settings, g, greedy_s, early)
+    em, out = _solve_and_place(em, settings, g, greedy_s, early)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"
@@ -160,20 +163,21 @@ def _early_lp(em: EpochModel, settings: SolverSettings) -> EarlyLp | None:
 
 
 def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
-                     greedy_s: float, early: EarlyLp | None = None) -> Outcome:
+                     greedy_s: float, early: EarlyLp | None = None) -> tuple[EpochModel, Outcome]:
+    """(the model with the `order_types` rows its solutions broke, the plan chosen)."""
     lm = em.lm
     name = settings.backend
     if lm.n_vars == 0:  # nothing to decide: an empty model is trivially optimal
         out = placed_outcome(em, np.zeros(0), "empty", backend=name, status="optimal",
                               message="empty model")
         out.bound = out.objective
-        return out
+        return em, out
     settings, exact = effective_settings(settings, lm)
     backend = BACKENDS.get(name)
     if backend is None or not backend.available():
         res = solve(lm, settings)  # the error result naming the problem
-        return placed_outcome(em, None, "fallback", backend=name, status="error",
-                               message=res.message)
+        return em, placed_outcome(em, None, "fallback", backend=name, status="error",
+                                   message=res.message)
     # 3a. the LP relaxation: its optimum is the bound, its point rounds to a plan
     dive = start_dive(lm, settings, em.x, early=early)
     lp = dive.first
@@ -200,12 +204,30 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
             plans.append(scored(em, g2, "greedy", backend=name, status="feasible",
                                  message="the greedy baseline's plan, reservations kept"))
     if not plans:
-        return placed_outcome(em, None, "fallback", backend=name, status=lp.status,
-                               message=lp.message)
+        return em, placed_outcome(em, None, "fallback", backend=name, status=lp.status,
+                                   message=lp.message)
     best = best_plan(plans)
     place_s = sum(p.place_s for p in plans)
     if backend.relaxation or _certified(best, bound, settings):
-        return _final(best, name, bound, settings, solve_s, place_s, lp.status)
+        return em, _final(best, name, bound, settings, solve_s, place_s, lp.status)
+    # 3a+. not certified: the `order_types` rows the LP's point breaks (the team's order
+    #      across gpu_types, optalloc.model.type_rows) added, warm, until it breaks none, and
+    #      the new point rounded. Only now: the placement keeps every link anyway, and a
+    #      certified plan needs no rows (the 16,384-GPU bench epoch: 0.5 s a round, where its
+    #      rounding was certified without them)
+    n_cons = lm.n_cons
+    em = _cut_type_rows(em, dive)
+    if em.lm.n_cons > n_cons:
+        lm, lp, solve_s = em.lm, dive.first, dive.solve_s
+        if lp.has_solution and lp.x is not None:
+            bound = lp.bound if bound is None else min(bound, lp.bound)
+            plans.append(placed_outcome(
+                em, lp.x, "lp-rounded", backend=name, status="feasible",
+                message="LP relaxation with the team's order across gpu_types rounded and placed"))
+            best = best_plan(plans)
+            place_s = sum(p.place_s for p in plans)
+            if _certified(best, bound, settings):
+                return em, _final(best, name, bound, settings, solve_s, place_s, lp.status)
     rc = (lp.x, dive.reduced_costs) if dive.reduced_costs is not None else None
     if exact:  # a small MIP: straight to 3d (measured: the dive and RINS decide ~1% of them)
         return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
@@ -244,7 +266,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         if r == OTHER_AFTER + 1:
             other_tried = True
             if other():
-                return _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
+                return em, _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
                               lp.status)
         n = len(dive.points)
         dive.run(1)
@@ -252,12 +274,12 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
             break
         if tried(dive.points[-1], f"the LP dive's point after {r} round"
                                   f"{'' if r == 1 else 's'}, rounded and placed"):
-            return _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
+            return em, _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
                           lp.status)
         if dive.solve_s + place_s >= settings.time_limit_s / 2:  # leave the MIP its time
             break
     if not other_tried and dive.solve_s + place_s < settings.time_limit_s / 2 and other():
-        return _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
+        return em, _final(best_plan(plans), name, bound, settings, dive.solve_s, place_s,
                       lp.status)
     solve_s = dive.solve_s
     anchor = best_plan(plans)
@@ -276,14 +298,15 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
                                                           f"({free} integer columns free)")
             best = best_plan(plans)
             if _certified(best, bound, settings):
-                return _final(best, name, bound, settings, solve_s, place_s, lp.status)
+                return em, _final(best, name, bound, settings, solve_s, place_s, lp.status)
     return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
 
 
 def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound,
-         solve_s: float, place_s: float, rc: tuple | None = None) -> Outcome:
+         solve_s: float, place_s: float, rc: tuple | None = None) -> tuple[EpochModel, Outcome]:
     """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held.
-    `rc`: the LP optimum's point and reduced costs, to fix what no better plan can move."""
+    `rc`: the LP optimum's point and reduced costs, to fix what no better plan can move.
+    (The model with the `order_types` rows the MIP's solutions broke, the plan chosen.)"""
     lm = em.lm
     # 3d. the MIP, from scratch: a warm start from the best plan so far stalled HiGHS 1.16 at
     #     that start (the 1,024-GPU bench epoch: time limit at 20 s with the start, optimal in
@@ -297,18 +320,34 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
     #     larger of that plan's value and the fixed MIP's bound. ITP cluster04, 3 days: 70 of
     #     211 MIPs had such columns, solved in 0.60 s instead of 1.26 s
     inc = max((p.model_value for p in plans if p.model_value is not None), default=None)
-    fixed, n_fixed = (fix_by_reduced_cost(lm, rc[0], rc[1], inc)
-                      if rc is not None and inc is not None else (lm, 0))
-    left = max(0.05, settings.time_limit_s - solve_s)
-    mip = solve(fixed, replace(settings, time_limit_s=left))
-    if n_fixed and mip.status in ("infeasible", "error"):  # a plan is in it: numerical, retry
+    for _ in range(CUT_ROUNDS):
+        fixed, n_fixed = (fix_by_reduced_cost(lm, rc[0], rc[1], inc)
+                          if rc is not None and inc is not None else (lm, 0))
+        left = max(0.05, settings.time_limit_s - solve_s)
+        mip = solve(fixed, replace(settings, time_limit_s=left))
+        if n_fixed and mip.status in ("infeasible", "error"):  # a plan is in it: retry
+            solve_s += mip.solve_s
+            n_fixed = 0
+            mip = solve(lm, replace(settings, time_limit_s=max(0.05, left - mip.solve_s)))
         solve_s += mip.solve_s
-        n_fixed = 0
-        mip = solve(lm, replace(settings, time_limit_s=max(0.05, left - mip.solve_s)))
-    solve_s += mip.solve_s
-    if mip.bound is not None:
-        mb = max(mip.bound, inc) if n_fixed else mip.bound
-        bound = mb if bound is None else min(bound, mb)
+        if mip.bound is not None:  # a bound without rows is one too: they only take plans away
+            mb = max(mip.bound, inc) if n_fixed else mip.bound
+            bound = mb if bound is None else min(bound, mb)
+        # the `order_types` rows its solution breaks, added, and the MIP solved again; the
+        # solution is placed all the same (the placement keeps every link), as the MIP
+        # again may not finish in the time left (the 1,024-GPU bench epoch, seed 2: the
+        # first MIP's solution 0.0008% from its bound broke 29 links, the second timed out)
+        more = em.ordx.broken(mip.x) if mip.has_solution else None
+        if more is None or not more.any() or settings.time_limit_s - solve_s <= 0.05:
+            break
+        place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
+                             message=mip.message + "; placed keeping the team's order across "
+                                                   "gpu_types")
+        if _certified(best_plan(plans), bound, settings):  # that plan is within the gap
+            mip = replace(mip, x=None)  # placed already
+            break
+        em = em.with_type_rows(more)
+        lm = em.lm
     if mip.has_solution:
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
                              message=mip.message)
@@ -336,7 +375,23 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
                 bound = r.bound  # of every plan meeting those floors, the best plan among them
                 msg = (f"{r.status} ({r.message}); bound of the plans that meet the floors "
                        f"of the scheme's best plan")
-    return _final(best, name, bound, settings, solve_s, place_s, mip.status, msg)
+    return em, _final(best, name, bound, settings, solve_s, place_s, mip.status, msg)
+
+
+def _cut_type_rows(em: EpochModel, dive, rounds: int = CUT_ROUNDS) -> EpochModel:
+    """The `order_types` rows (the team's order across gpu_types, optalloc.model.type_rows)
+    the LP's point breaks, added to the model and to the dive's LP, re-solved warm, until the
+    point breaks none (at most CUT_ROUNDS rounds; a later solution's are added where it is
+    solved, and every placement keeps all of them whatever the rows)."""
+    for _ in range(rounds):
+        if dive.x is None or em.ordx is None:
+            break
+        more = em.ordx.broken(dive.x)
+        if not more.any():
+            break
+        em = em.with_type_rows(more)
+        dive.add_rows(em.lm)
+    return em
 
 
 def _new_plan(em: EpochModel, x, plans: list[Outcome], source: str, **kw) -> float:

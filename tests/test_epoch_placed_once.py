@@ -5,6 +5,8 @@ the 211 MIP solutions were the LP's rounding or the greedy plan."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -36,12 +38,36 @@ def _placements(monkeypatch) -> list:
     return sources
 
 
+def _mip_returns_the_rounding(monkeypatch) -> None:
+    """The MIP's answer replaced by the LP rounding's plan as a point of the model (its bound
+    kept): on 88 GPUs the MIP returned the rounding itself until stop 35 (seed 10), since
+    then it finds a plan better in the work tier on every seed tried (0-199)."""
+    rounded: list = []
+    real_placed, real_solve = epoch.placed_outcome, epoch.solve
+
+    def placed_outcome(em, x, source, **kw):
+        out = real_placed(em, x, source, **kw)
+        if source == "lp-rounded":
+            rounded.append((em, out))
+        return out
+
+    def solve(lm, settings, start=None):
+        res = real_solve(lm, settings, start)
+        if rounded and res.has_solution:
+            em, out = rounded[-1]
+            res = replace(res, x=as_solution(em, out.placed), objective=out.model_value)
+        return res
+
+    monkeypatch.setattr(epoch, "placed_outcome", placed_outcome)
+    monkeypatch.setattr(epoch, "solve", solve)
+
+
 def test_the_mip_solution_that_is_the_lps_rounding_is_not_placed_again(monkeypatch):
-    snap = scale_instance("S", 10)  # 88 GPUs: solved exactly, the MIP returns the rounding
+    snap = scale_instance("S", 10)  # 88 GPUs: solved exactly
+    _mip_returns_the_rounding(monkeypatch)
     placed = _placements(monkeypatch)
     plan = epoch.run_epoch(snap)
     assert placed == ["lp-rounded"]  # the MIP ran, its solution was not placed
-    # within the exact gap (HiGHS stops inside it: 3.2e-7 since restarts on a job's own type)
     assert plan.report.status == "optimal" and plan.report.gap <= EXACT_GAP
     assert plan.report.source == "lp-rounded"
     assert "the mip solution is the same plan" in plan.report.message

@@ -92,7 +92,28 @@ def test_the_epochs_bound_is_the_lp_optimum_of_its_final_model(size, seed):
     plan = epoch.run_epoch(snap)
     assert plan.report.bound <= lp * (1 + 1e-9)  # the LP's optimum, or a MIP's tighter bound
     if plan.report.source in ("lp-rounded", "greedy", "lp-dive"):  # no MIP: the LP's own
-        assert plan.report.bound == pytest.approx(lp, rel=1e-9)
+        # with the `order_types` rows its point broke added (optalloc.model.type_rows): no
+        # higher than without them, no lower than with them all
+        assert plan.report.bound >= _direct(final.with_all_type_rows().lm) * (1 - 1e-9)
+        if not len(final.ordx.a):
+            assert plan.report.bound == pytest.approx(lp, rel=1e-9)
+
+
+def test_the_cut_loop_ends_at_an_lp_point_that_keeps_every_type_link():
+    """The epoch adds the `order_types` rows the LP's point breaks, warm, until it breaks
+    none; the bound is then the LP optimum of the model with those rows."""
+    from optalloc.solve import start_dive
+
+    snap = scale_instance("M", 0)
+    em = build_model(snap)
+    assert len(em.ordx.a) and not em.ordx.on.any()  # the links, none of their rows yet
+    dive = start_dive(em.lm, SolverSettings(), em.x)
+    assert em.ordx.broken(dive.x).any()  # the instance should need the loop
+    cut = epoch._cut_type_rows(em, dive)
+    assert cut.ordx.on.any() and not cut.ordx.broken(dive.x).any()
+    assert cut.lm.n_cons == em.lm.n_cons + int(cut.ordx.on.sum())
+    assert dive.first.objective == pytest.approx(_direct(cut.lm), rel=1e-9)
+    assert dive.first.objective <= _direct(em.lm) * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("size,begun", [("S", False), ("M", True)])

@@ -69,7 +69,7 @@ KINDS = ("whole", "piece", "job", "rem")
 #: optalloc's model parts this formulation writes element by element
 KNOWN_BLOCKS = frozenset({"x", "k", "z", "u", "n", "y", "m", "d", "f"})
 KNOWN_FAMILIES = frozenset({"one_choice", "gang", "pack", "pieces", "spread", "capacity", "share", "debug",
-                            "order", "keep_order", "reserve", "fill"})
+                            "order", "order_types", "keep_order", "reserve", "fill"})
 
 
 @dataclass

@@ -100,7 +100,13 @@ def order_rows(em: EpochModel, prob, x: list) -> int:
             by_job.setdefault(j, []).append(x[ci])
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         prob += pulp.lpSum(by_job[b]) - pulp.lpSum(by_job[a]) <= 0
-    return len(em.prec_a)
+    # order_types: b's starts on the types its job ahead may use, as optalloc's model
+    typed: dict[tuple[int, int], list] = {}
+    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
+        typed.setdefault((int(req.cand_job[c]), a), []).append(x[c])
+    for (_, a), xs in typed.items():
+        prob += pulp.lpSum(xs) - pulp.lpSum(by_job[a]) <= 0
+    return len(em.prec_a) + len(typed)
 
 
 def keep_order_rows(em: EpochModel, prob, x: list, k: list) -> int:

@@ -24,16 +24,28 @@ from optalloc.model.constraints.fairshare import (
 from optalloc.model.constraints.fill import define_fill, fill_value
 from optalloc.model.constraints.gang import define_whole_node_gangs
 from optalloc.model.constraints.lookahead import define_lookahead
-from optalloc.model.constraints.precedence import define_keep_order, define_precedence
+from optalloc.model.constraints.precedence import (
+    define_keep_order,
+    define_precedence,
+    define_type_order,
+)
 from optalloc.model.context import BuildContext
 from optalloc.model.fill import fill_targets
 from optalloc.model.matrix import LinearModel
+from optalloc.model.type_rows import TypeRows, type_rows
 from optalloc.model.objective.impact import Impact, compute_impact
 from optalloc.model.requirements import Requirements, compute_requirements
 from optalloc.model.reservations import Reservations, compute_reservations
 from optalloc.model.pooled import fair_targets
 from optalloc.model.targets import Targets
 from optalloc.snapshot import Snapshot
+
+_EMPTY = np.zeros(0, np.int64)
+#: models with at most this many `order_types` rows get them all when built; larger ones get
+#: those their solutions break (optalloc.model.type_rows). On the 88-GPU bench epoch (~130
+#: rows) added as broken they cost each MIP one to three more solves; the 1,024-GPU one has
+#: ~4,000, of which its LP's point breaks 30-110
+EAGER_TYPE_ROWS = 1000
 
 #: The model, in build order. Each adds one block of variables and/or one constraint family.
 DEFINES = (
@@ -48,6 +60,7 @@ DEFINES = (
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
     define_fill,  # f, fill[p] (idle GPUs shared among unallocated work)  -- fill.py
     define_precedence,  # order (a project's own order)                -- precedence.py
+    define_type_order,  # order_types (its order across type sets)     -- precedence.py
     define_keep_order,  # keep_order (running jobs before their team's lower priorities)
 )
 
@@ -90,6 +103,39 @@ class EpochModel:
     # runs (kept, or moved)
     keep_i: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     keep_c: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # the team's order between jobs whose gpu_types differ (optalloc.model.type_order): its
+    # links, and their `order_types` rows, in lm only once a solution broke them (type_rows)
+    ordx: TypeRows | None = None
+
+    @property
+    def ordx_a(self) -> np.ndarray:
+        """(L,) per link, the job ahead: candidate ordx_c[r] starts only if it does."""
+        return self.ordx.a if self.ordx is not None else _EMPTY
+
+    @property
+    def ordx_c(self) -> np.ndarray:
+        return self.ordx.c if self.ordx is not None else _EMPTY
+
+    def with_all_type_rows(self) -> "EpochModel":
+        """This model with every `order_types` row: the whole problem (its MIP's optimum is
+        the epoch's true optimum; the epoch itself adds only the rows its solutions break)."""
+        if self.ordx is None:
+            return self
+        return self.with_type_rows(np.ones(self.ordx.n_rows, bool))
+
+    def with_type_rows(self, sel: np.ndarray) -> "EpochModel":
+        """This model with the `order_types` rows `sel` ((R,) bool) added (those in it
+        already are not added twice); the same columns, so every solution reads the same way,
+        and the placement's tables (made once per model) carried over."""
+        sel = sel & ~self.ordx.on
+        if not sel.any():
+            return self
+        lm = self.lm.with_rows("order_types", self.ordx.M[np.flatnonzero(sel)], -np.inf, 0.0)
+        out = replace(self, lm=lm, ordx=self.ordx.with_on(sel))
+        for key, value in self.__dict__.items():
+            if key.startswith("_") and key not in out.__dict__:
+                out.__dict__[key] = value
+        return out
 
     @property
     def floor(self) -> np.ndarray:
@@ -154,7 +200,7 @@ def build_model(
     for define in DEFINES:
         define(ctx)
     lm = ctx.b.build()
-    return EpochModel(
+    em = EpochModel(
         snap=snap, req=req, imp=imp, tg=tg, res=res, lm=lm,
         x=ctx.x, k=ctx.k, z=ctx.z, z_node=ctx.z_node,
         u=ctx.u, u_node=ctx.u_node, u_size=ctx.u_size,
@@ -163,5 +209,9 @@ def build_model(
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
         d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type, f=ctx.f, f_org=ctx.f_org, fill=ctx.fill,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b, keep_i=ctx.keep_i, keep_c=ctx.keep_c,
-        build_s=time.perf_counter() - t0,
+        ordx=type_rows(snap, req, ctx.x, ctx.ordx_a, ctx.ordx_c, lm.n_vars),
+        build_s=0.0,
     )
+    if em.ordx.n_rows <= EAGER_TYPE_ROWS:  # a few: all of them now, no cut loop needed
+        em = em.with_all_type_rows()
+    return replace(em, build_s=time.perf_counter() - t0)

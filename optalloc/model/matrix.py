@@ -63,6 +63,15 @@ class LinearModel:
                        row_lo=np.append(self.row_lo, lo), row_hi=np.append(self.row_hi, hi),
                        row_blocks=self.row_blocks + ((label, n, n + 1),))
 
+    def with_rows(self, label: str, rows: sp.spmatrix, lo: float, hi: float) -> "LinearModel":
+        """This model with the rows lo <= rows @ x <= hi appended as one block `label` (same
+        columns)."""
+        n, k = self.n_cons, rows.shape[0]
+        return replace(self, A=sp.vstack([self.A, rows], format="csr"),
+                       row_lo=np.append(self.row_lo, np.full(k, lo)),
+                       row_hi=np.append(self.row_hi, np.full(k, hi)),
+                       row_blocks=self.row_blocks + ((label, n, n + k),))
+
     def family_of_row(self, row: int) -> str:
         for label, a, b in self.row_blocks:
             if a <= row < b:

@@ -19,10 +19,11 @@ __all__ = ["ShareGain", "candidates_by_job", "restore_and_backfill", "value_grou
 REOPEN_PASSES = 3  # passes after one whose evictions freed more room than they took
 
 
-def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict]:
+def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict, dict]:
     """Per job with candidates: its candidates, best work value first (stable), their (value,
     ShareGain key) and their types; per job its `order` predecessors; per candidate the
-    running jobs it starts only beside (`keep_order`, positions in req.run_job). Once per model
+    running jobs it starts only beside (`keep_order`, positions in req.run_job) and the jobs
+    it starts only after (`order_types`). Once per model
     (every placement of its candidate plans reads them, none changes them), as plain Python
     lists (element access into numpy arrays cost more in the backfill), sliced per job from
     one numpy grouping (a Python loop over XL's 67,000 candidates took twice as long)."""
@@ -57,7 +58,11 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict]:
     keeps: dict[int, list[int]] = {}
     for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
         keeps.setdefault(c, []).append(i)
-    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds, keeps)
+    # per candidate: the jobs ahead of it in its team's order on its type (`order_types`)
+    typed: dict[int, list[int]] = {}
+    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
+        typed.setdefault(c, []).append(a)
+    out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds, keeps, typed)
     return out
 
 
@@ -112,7 +117,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         sg.add(int(req.run_job[i]), int(req.run_type[i]))
     for j, c in cand_of.items():
         sg.add_start(j, c)
-    by_job, vk, types_of, preds, keeps = candidates_by_job(em)
+    by_job, vk, types_of, preds, keeps, typed = candidates_by_job(em)
     gpus = sg.gpus
     gain_of = sg.gain_of
 
@@ -278,6 +283,12 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
             cands = sorted(by_job[j], key=lambda c: -(value[c] + sg.start_gain(j, c)))
             for c in cands:
                 t = int(req.cand_type[c])
+                if c in typed:  # a job ahead of it that may use this type waits (order_types)
+                    wait = [a for a in typed[c] if a not in placements]
+                    if wait:
+                        for a in wait:
+                            behind.setdefault(a, set()).add(j)
+                        continue
                 if c in keeps:
                     down = [i for i in keeps[c] if not (kept[i] or restored[i]
                                                         or int(req.run_job[i]) in placements)]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.type_rows import broken_links
 from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.place import place
 from optalloc.plan.holdings import Placed, as_solution, got_by_org
@@ -125,10 +126,23 @@ def scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
     point, value = True, None
     if em.lm.n_vars:
         sol = as_solution(em, placed)
-        point = em.lm.violation(sol) <= 1e-6
+        # every `order_types` link, whether its row is in the model yet or not
+        # (optalloc.model.type_rows): a plan that breaks one is no answer
+        point = em.lm.violation(sol) <= 1e-6 and not breaks_type_order(em, placed)
         value = em.lm.objective(sol) if point else None
     return Outcome(placed, sum(tiers), source, model_point=point, model_value=value, tiers=tiers,
                    score=placed_score(em, placed), **kw)
+
+
+def breaks_type_order(em: EpochModel, placed: Placed) -> bool:
+    """The plan starts a job on a type that a job of its project ahead of it may use, fits
+    its place there and waits (optalloc.model.type_order)."""
+    if em.ordx is None or not len(em.ordx.a):
+        return False
+    req = em.req
+    started_job = np.zeros(len(em.snap.jobs), bool)
+    started_job[req.cand_job[placed.started]] = True
+    return bool(broken_links(em.ordx, placed.started, started_job).any())
 
 
 def best_plan(plans: list[Outcome]) -> Outcome:

@@ -259,6 +259,33 @@ class Dive:
         self.solve_s += time.perf_counter() - t0
         return x
 
+    def add_rows(self, lm: LinearModel) -> None:
+        """The rows lm has beyond the LP's (appended: lm is the dive's model with rows added,
+        the same columns) added to the LP and re-solved warm, before any round: the first LP
+        is now lm's (its optimum the bound, its point, reduced costs and basis)."""
+        import highspy
+
+        t0 = time.perf_counter()
+        h = self.h
+        n = h.getNumRow()
+        new = lm.A[n:].tocsr()
+        if new.shape[0]:
+            inf = highspy.kHighsInf
+            lo = np.where(np.isfinite(lm.row_lo[n:]), lm.row_lo[n:], -inf)
+            hi = np.where(np.isfinite(lm.row_hi[n:]), lm.row_hi[n:], inf)
+            h.addRows(new.shape[0], lo.astype(float), hi.astype(float), new.nnz,
+                      new.indptr[:-1].astype(np.int32), new.indices.astype(np.int32),
+                      new.data.astype(float))
+            h.run()
+        first = HighsBackend()._result(h, lm, True, t0)
+        self.first = replace(first, solve_s=self.first.solve_s + first.solve_s)
+        self.x = self.first.x
+        ok = self.first.status == "optimal" and self.x is not None
+        self.reduced_costs = np.asarray(h.getSolution().col_dual) if ok else None
+        self.points = [self.x] if self.x is not None else []
+        self.first_basis = h.getBasis() if ok else None
+        self.solve_s += time.perf_counter() - t0
+
     def forbid_fractional(self) -> np.ndarray | None:
         """The other direction, from the first LP's optimum: every column of `cols` it left
         fractional forbidden at once (nothing fixed to 1), re-solved warm from the first LP's

@@ -1,0 +1,84 @@
+"""The team's order across gpu_types (optalloc.model.type_order) as rows added when needed.
+
+Written for every link, the `order_types` rows made the 16,384-GPU bench model 96,733 rows
+larger (267k against 170k), its LP 1.34 -> 3.71 s, and the 32,768-GPU epoch's LP passed its
+10 s limit (`dde48b9`, reverted). Few of them bind: on the 1,024-GPU bench epoch the LP's
+optimum breaks 29-102 of some 4,000. So the model starts without them, and the epoch adds the
+rows a solution breaks and solves again (a cut loop: optalloc.epoch adds those the LP's point
+breaks, warm, before any plan is made from it, and those a MIP solution breaks before
+placing it); the placement, the backfill and the priority swaps keep every link whatever the
+rows (optalloc.plan), and a plan that breaks one is no answer (optalloc.plan.outcome.scored).
+A bound of the model with fewer rows is still a bound: the rows only take plans away.
+
+One row per (a, b): the starts of b on the types a may use <= the starts of a (allocated, on
+any of its types).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+_EMPTY = np.zeros(0, np.int64)
+
+
+@dataclass(frozen=True)
+class TypeRows:
+    a: np.ndarray  # (L,) the job ahead, per link
+    c: np.ndarray  # (L,) a start candidate of the job behind it, on a type the job ahead may use
+    M: sp.csr_matrix  # (R, n_vars) one row per (a, b): +1 at b's columns, -1 at a's
+    on: np.ndarray  # (R,) bool: the rows in the model
+
+    @property
+    def n_rows(self) -> int:
+        return self.M.shape[0]
+
+    def broken(self, x: np.ndarray, tol: float = 1e-6) -> np.ndarray:
+        """(R,) bool: the rows not in the model that the point x breaks."""
+        if not self.n_rows or x is None:
+            return np.zeros(self.n_rows, bool)
+        return (self.M @ np.asarray(x, float) > tol) & ~self.on
+
+    def with_on(self, sel: np.ndarray) -> "TypeRows":
+        return replace(self, on=self.on | sel)
+
+
+def no_rows(n_vars: int) -> TypeRows:
+    return TypeRows(_EMPTY, _EMPTY, sp.csr_matrix((0, n_vars)), np.zeros(0, bool))
+
+
+def type_rows(snap, req, x: np.ndarray, a: np.ndarray, c: np.ndarray, n_vars: int) -> TypeRows:
+    """The rows of links (a[i], c[i]) (optalloc.model.type_order.type_links) over the model's
+    columns: x the start column of every candidate."""
+    if not len(a):
+        return no_rows(n_vars)
+    key = np.stack([req.cand_job[c], a], axis=1)
+    _, row = np.unique(key, axis=0, return_inverse=True)
+    row = np.asarray(row).reshape(-1)
+    n = int(row.max()) + 1
+    first = np.zeros(n, np.int64)
+    first[row] = np.arange(len(row))
+    # a's allocated starts, on any of its types
+    ok = np.flatnonzero(snap.job_tier1[req.cand_job, req.cand_type])
+    by_job = np.argsort(req.cand_job[ok], kind="stable")
+    cols = ok[by_job]
+    cj = req.cand_job[cols]
+    ja = a[first]
+    lo = np.searchsorted(cj, ja, "left")
+    cnt = np.searchsorted(cj, ja, "right") - lo
+    ra = np.repeat(np.arange(n), cnt)
+    ca = cols[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
+    M = sp.csr_matrix((np.r_[np.ones(len(c)), -np.ones(len(ca))],
+                       (np.r_[row, ra], np.r_[x[c], x[ca]])), shape=(n, n_vars))
+    M.sum_duplicates()
+    return TypeRows(a, c, M, np.zeros(n, bool))
+
+
+def broken_links(tr: TypeRows, started: np.ndarray, started_job: np.ndarray) -> np.ndarray:
+    """(L,) bool: the links a plan breaks (`started` (C,) its starts, `started_job` (J,) the
+    jobs it starts): a start on a type its job ahead may use while that job waits."""
+    if not len(tr.a):
+        return np.zeros(0, bool)
+    return started[tr.c] & ~started_job[tr.a]

@@ -1,0 +1,88 @@
+"""A team's order between jobs whose gpu_types differ (DESIGN.md rule 3; the model's
+`order_types` rows, optalloc.model.type_order). Before stop 35 the order rows linked only jobs
+of one project with the same candidate types: a job confined to one type waited behind its
+project's lower-priority jobs that may use any type (a helper's hand-written case). Each case
+asserts the whole outcome and compares with greedy; the property checks every link on random
+snapshots."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+
+from optalloc.epoch import run_epoch
+from optalloc.model.build import build_model
+from optalloc.sim.invariants import check_plan
+from optalloc.sim.policies.greedy import GreedyScheduler
+from optalloc.types import Job, Node
+from tests.test_epoch_properties import instances
+from tests.test_epoch_toy import H, flat_org, pending_codes, running, snapshot
+
+NODES = [Node("h0", "h100", 8), Node("a0", "a100", 8)]
+TYPES = ("h100", "a100")
+
+
+def _placed(plan) -> dict[str, str]:
+    return {p.job_id: p.gpu_type for p in plan.placements}
+
+
+def test_a_job_confined_to_one_type_starts_before_its_projects_lower_priority_jobs():
+    """A alone on one h100 and one a100 node: Hi (1 GPU, priority 2, a100 only), Lo and Lo2
+    (8 GPUs, priority 0, any type). Hi and Lo run, Lo2 waits (7 a100 GPUs left). Before, Lo
+    and Lo2 took both nodes and Hi waited. Greedy runs Hi and Lo."""
+    jobs = [Job("Hi", "A", 1, min_runtime_s=H, priority=2, submit_time=0.0,
+                gpu_types=("a100",)),
+            Job("Lo", "A", 8, min_runtime_s=H, priority=0, submit_time=1.0),
+            Job("Lo2", "A", 8, min_runtime_s=H, priority=0, submit_time=2.0)]
+    snap = snapshot(NODES, flat_org({"A": 1}), jobs, types=TYPES)
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _placed(plan) == {"Hi": "a100", "Lo": "h100"}
+    assert pending_codes(plan) == {"Lo2": "LowerPriorityInProject"}
+    greedy = GreedyScheduler().decide(snap)
+    assert sorted(p.job_id for p in greedy.placements) == ["Hi", "Lo"]
+
+
+def test_a_confined_lower_priority_job_does_not_take_the_type_a_higher_one_needs():
+    """B's protected job fills h100; A's Hi (8 GPUs, priority 2, any type) and Lo (8 GPUs,
+    priority 0, a100 only): a100 goes to Hi, Lo waits."""
+    jobs = [running("P", "B", "h100", [("h0", range(8))], start=9.5 * H),
+            Job("Hi", "A", 8, min_runtime_s=H, priority=2, submit_time=1.0),
+            Job("Lo", "A", 8, min_runtime_s=H, priority=0, submit_time=0.0,
+                gpu_types=("a100",))]
+    snap = snapshot(NODES, flat_org({"A": 1, "B": 1}), jobs, types=TYPES)
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    assert _placed(plan) == {"P": "h100", "Hi": "a100"}
+    assert list(pending_codes(plan)) == ["Lo"]
+
+
+def test_links_go_only_to_a_strictly_higher_priority_on_the_types_both_may_use():
+    """The model's links: Lo2 (priority 0, any type) starts on a100 only if Hi (priority 2,
+    a100 only) starts; its h100 start is free of Hi; Eq (priority 2, any type) is not linked
+    to Hi (submit order inside a priority is not linked across type sets)."""
+    jobs = [Job("Hi", "A", 1, min_runtime_s=H, priority=2, submit_time=0.0,
+                gpu_types=("a100",)),
+            Job("Eq", "A", 1, min_runtime_s=H, priority=2, submit_time=1.0),
+            Job("Lo2", "A", 8, min_runtime_s=H, priority=0, submit_time=2.0)]
+    snap = snapshot(NODES, flat_org({"A": 1}), jobs, types=TYPES)
+    em = build_model(snap)
+    req = em.req
+    links = sorted((snap.jobs[a].id, snap.jobs[req.cand_job[c]].id,
+                    snap.type_names[req.cand_type[c]]) for a, c in zip(em.ordx_a, em.ordx_c))
+    assert links == [("Hi", "Lo2", "a100")]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(instances())
+def test_no_plan_starts_a_job_on_a_type_its_waiting_higher_priority_teammate_may_use(snap):
+    """Property: every `order_types` link holds in the epoch's plan."""
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    em = build_model(snap)
+    req = em.req
+    new = {p.job_id: p.gpu_type for p in plan.placements
+           if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
+    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
+        b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
+        if new.get(b.id) == t:
+            assert snap.jobs[a].id in new, f"{b.id} started on {t} while {snap.jobs[a].id} waits"
