@@ -17,6 +17,10 @@ Numbered phases (Kueue style):
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
                       it breaks a reservation, also that plan without those starts;
+                   3a+ when neither is certified, the `order_types` rows (the team's order
+                      across gpu_types) the LP's point breaks added and the LP re-solved
+                      warm until it breaks none (optalloc.model.type_rows; the status and
+                      the cut loop: optalloc.epoch_status), its new point rounded;
                    3c when the best so far is not within mip_gap of the bound, the MIP around
                       it (RINS: integer columns where it and the LP agree fixed), then
                    3d if still not, the MIP of settings.backend (from scratch: a warm start
@@ -45,7 +49,6 @@ from dataclasses import replace
 import numpy as np
 
 from optalloc.model.build import EpochModel, build_model
-from optalloc.model.constraints.fairshare import floor_columns
 from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
 from optalloc.plan.drain import drain_status
@@ -57,7 +60,16 @@ from optalloc.plan.preemptions import preemptions
 from optalloc.plan.reasons import floor_violations, pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
-from optalloc.solve import BACKENDS, EarlyLp, neighborhood, relative_gap, solve, start_dive
+from optalloc.epoch_status import CUT_ROUNDS
+from optalloc.epoch_status import certified as _certified
+from optalloc.epoch_status import cut_type_rows as _cut_type_rows
+from optalloc.epoch_status import final as _final
+from optalloc.epoch_status import floor_terms as _floor_terms
+from optalloc.epoch_status import floors_traded as _floors_traded
+from optalloc.epoch_status import gap as _gap
+from optalloc.epoch_status import point_key as _point_key
+from optalloc.epoch_status import tol as _tol
+from optalloc.solve import BACKENDS, EarlyLp, neighborhood, solve, start_dive
 from optalloc.solve.base import effective_settings
 from optalloc.solve.fixing import fix_by_reduced_cost
 from optalloc.types import Placement, Plan, SolveReport, SolverSettings
@@ -67,9 +79,6 @@ from optalloc.types import Placement, Plan, SolveReport, SolverSettings
 DIVE_ROUNDS = 8
 #: the other direction (step 3a'') is tried after this many rounds of the dive
 OTHER_AFTER = 3
-#: rounds of `order_types` rows added (optalloc.model.type_rows) to the LP, and to the MIP,
-#: at most: each adds the rows the last solution broke and solves again
-CUT_ROUNDS = 6
 #: models with fewer columns solve their LP after the greedy pass, not beside it (the thread
 #: and the extra fill cost more: 3 days of ITP cluster04, 198-365 columns, 2 ms an epoch
 #: slower; bench S ~500 even; M ~6,600 6% faster; XL 25%)
@@ -136,12 +145,6 @@ def _with_alloc(p: Placement, snap: Snapshot) -> Placement:
     t = snap.type_names.index(p.gpu_type)
     alloc = bool(snap.job_tier1[snap.job_index[p.job_id], t])
     return p if p.allocated == alloc else Placement(p.job_id, p.gpu_type, p.nodes, alloc)
-
-
-def _gap(objective: float | None, bound: float | None) -> float | None:
-    if bound is None or objective is None:
-        return None
-    return relative_gap(objective, bound) if bound > objective else 0.0
 
 
 def _left_idle(em: EpochModel, placed: Placed) -> float:
@@ -378,22 +381,6 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
     return em, _final(best, name, bound, settings, solve_s, place_s, mip.status, msg)
 
 
-def _cut_type_rows(em: EpochModel, dive, rounds: int = CUT_ROUNDS) -> EpochModel:
-    """The `order_types` rows (the team's order across gpu_types, optalloc.model.type_rows)
-    the LP's point breaks, added to the model and to the dive's LP, re-solved warm, until the
-    point breaks none (at most CUT_ROUNDS rounds; a later solution's are added where it is
-    solved, and every placement keeps all of them whatever the rows)."""
-    for _ in range(rounds):
-        if dive.x is None or em.ordx is None:
-            break
-        more = em.ordx.broken(dive.x)
-        if not more.any():
-            break
-        em = em.with_type_rows(more)
-        dive.add_rows(em.lm)
-    return em
-
-
 def _new_plan(em: EpochModel, x, plans: list[Outcome], source: str, **kw) -> float:
     """A solver's integer solution placed and added to `plans`, unless a plan there already
     places it (optalloc.plan.outcome.placed_already: 155 of the 211 MIP solutions of 3 days
@@ -406,64 +393,6 @@ def _new_plan(em: EpochModel, x, plans: list[Outcome], source: str, **kw) -> flo
     cand = placed_outcome(em, x, source, **kw)
     plans.append(cand)
     return cand.place_s
-
-
-def _point_key(em: EpochModel, x) -> bytes:
-    """What a placement reads of an LP point: its starts and keeps."""
-    x = np.asarray(x)
-    return np.round(x[em.x], 6).tobytes() + np.round(x[em.k], 6).tobytes()
-
-
-def _floors_traded(best: Outcome, plans: list[Outcome]) -> bool:
-    """The objective's best candidate is not the scheme's: its floor tier is worth less than
-    the plan chosen (fewer floor GPUs, or the same number in projects of higher usage ratio:
-    the floor weights' tie-break, optalloc.model.objective.impact.tier_weights); both keep the
-    model's rules."""
-    top = max(plans, key=lambda o: o.objective)
-    return (best.model_point and top.model_point and top.objective > best.objective
-            and top.tiers[0] < best.tiers[0] - _tol(best))
-
-
-def _tol(o: Outcome) -> float:
-    """Two floor tiers closer than this are the same (float summation, ~1e-14 relative). It
-    must stay below the floor weights' tie-break, which best_plan compares exactly: at 1e-7
-    a plan chosen for a tie-break worth 0.02 (ITP cluster04, day 24.7: the greedy plan met a
-    lower-ratio project's floor instead of another's, losing 322 of targets) was left
-    `feasible` at a 0.12% gap without the MIP with its floors held, which certifies it."""
-    return 1e-11 * max(1.0, abs(o.tiers[0]))
-
-
-def _floor_terms(em: EpochModel) -> tuple[np.ndarray, np.ndarray]:
-    cols = floor_columns(em.m, em.m_seg)
-    return cols, em.lm.c[cols]
-
-
-def _certified(best: Outcome, bound, settings: SolverSettings) -> bool:
-    """The placed plan is within mip_gap of the bound."""
-    gap = _gap(best.objective, bound)
-    return gap is not None and gap <= settings.mip_gap
-
-
-def _final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver_status,
-           solver_msg: str = "") -> Outcome:
-    """Status from the placed plan's real gap: optimal only within mip_gap of a true bound."""
-    if bound is not None and 0 < best.objective - bound <= 1e-9 * max(1.0, abs(bound)):
-        bound = best.objective  # the same optimum summed in another order: a rounding, not a gap
-    gap = _gap(best.objective, bound)
-    if gap is not None and gap <= settings.mip_gap:
-        status = "optimal"
-    elif solver_status in ("timeout", "infeasible", "error"):
-        status = solver_status
-    else:
-        status = "feasible"
-    parts = [best.message]
-    if gap is not None:
-        parts.append(f"gap {gap:.2e} to the bound" + ("" if best.model_point else
-                                                     "; the placed plan leaves the model"))
-    if solver_msg:
-        parts.append(f"solver: {solver_msg}")
-    return replace(best, backend=backend, status=status, bound=bound, solve_s=solve_s,
-                   place_s=place_s, message="; ".join(parts))
 
 
 __all__ = ["effective_settings", "run_epoch"]

@@ -109,7 +109,7 @@ def test_the_cut_loop_ends_at_an_lp_point_that_keeps_every_type_link():
     assert len(em.ordx.a) and not em.ordx.on.any()  # the links, none of their rows yet
     dive = start_dive(em.lm, SolverSettings(), em.x)
     assert em.ordx.broken(dive.x).any()  # the instance should need the loop
-    cut = epoch._cut_type_rows(em, dive)
+    cut = epoch._cut_type_rows(em, dive)  # optalloc.epoch_status.cut_type_rows
     assert cut.ordx.on.any() and not cut.ordx.broken(dive.x).any()
     assert cut.lm.n_cons == em.lm.n_cons + int(cut.ordx.on.sum())
     assert dive.first.objective == pytest.approx(_direct(cut.lm), rel=1e-9)

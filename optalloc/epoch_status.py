@@ -1,0 +1,104 @@
+"""The epoch's honest status (optalloc.epoch, step 3): a placed plan's gap to the bound, when
+it is certified, the final outcome's status and message, the scheme's order over the
+objective (step 3e's test) and the `order_types` cut loop (optalloc.model.type_rows).
+
+Status: `optimal` only when the *placed* plan is within mip_gap of a true bound (the tighter
+of the LP optimum and the MIP's dual bound); otherwise `feasible` (or the solver's timeout /
+infeasible / error)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fairshare import floor_columns
+from optalloc.plan.outcome import Outcome
+from optalloc.solve import relative_gap
+from optalloc.types import SolverSettings
+
+#: rounds of `order_types` rows added (optalloc.model.type_rows) to the LP, and to the MIP,
+#: at most: each adds the rows the last solution broke and solves again
+CUT_ROUNDS = 6
+
+
+def gap(objective: float | None, bound: float | None) -> float | None:
+    """The relative gap of a plan worth `objective` to `bound` (0 above it; None: unknown)."""
+    if bound is None or objective is None:
+        return None
+    return relative_gap(objective, bound) if bound > objective else 0.0
+
+
+def certified(best: Outcome, bound, settings: SolverSettings) -> bool:
+    """The placed plan is within mip_gap of the bound."""
+    g = gap(best.objective, bound)
+    return g is not None and g <= settings.mip_gap
+
+
+def final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver_status,
+           solver_msg: str = "") -> Outcome:
+    """Status from the placed plan's real gap: optimal only within mip_gap of a true bound."""
+    if bound is not None and 0 < best.objective - bound <= 1e-9 * max(1.0, abs(bound)):
+        bound = best.objective  # the same optimum summed in another order: a rounding, not a gap
+    g = gap(best.objective, bound)
+    if g is not None and g <= settings.mip_gap:
+        status = "optimal"
+    elif solver_status in ("timeout", "infeasible", "error"):
+        status = solver_status
+    else:
+        status = "feasible"
+    parts = [best.message]
+    if g is not None:
+        parts.append(f"gap {g:.2e} to the bound" + ("" if best.model_point else
+                                                     "; the placed plan leaves the model"))
+    if solver_msg:
+        parts.append(f"solver: {solver_msg}")
+    return replace(best, backend=backend, status=status, bound=bound, solve_s=solve_s,
+                   place_s=place_s, message="; ".join(parts))
+
+
+def point_key(em: EpochModel, x) -> bytes:
+    """What a placement reads of an LP point: its starts and keeps."""
+    x = np.asarray(x)
+    return np.round(x[em.x], 6).tobytes() + np.round(x[em.k], 6).tobytes()
+
+
+def floors_traded(best: Outcome, plans: list[Outcome]) -> bool:
+    """The objective's best candidate is not the scheme's: its floor tier is worth less than
+    the plan chosen (fewer floor GPUs, or the same number in projects of higher usage ratio:
+    the floor weights' tie-break, optalloc.model.objective.impact.tier_weights); both keep the
+    model's rules."""
+    top = max(plans, key=lambda o: o.objective)
+    return (best.model_point and top.model_point and top.objective > best.objective
+            and top.tiers[0] < best.tiers[0] - tol(best))
+
+
+def tol(o: Outcome) -> float:
+    """Two floor tiers closer than this are the same (float summation, ~1e-14 relative). It
+    must stay below the floor weights' tie-break, which best_plan compares exactly: at 1e-7
+    a plan chosen for a tie-break worth 0.02 (ITP cluster04, day 24.7: the greedy plan met a
+    lower-ratio project's floor instead of another's, losing 322 of targets) was left
+    `feasible` at a 0.12% gap without the MIP with its floors held, which certifies it."""
+    return 1e-11 * max(1.0, abs(o.tiers[0]))
+
+
+def floor_terms(em: EpochModel) -> tuple[np.ndarray, np.ndarray]:
+    cols = floor_columns(em.m, em.m_seg)
+    return cols, em.lm.c[cols]
+
+
+def cut_type_rows(em: EpochModel, dive, rounds: int = CUT_ROUNDS) -> EpochModel:
+    """The `order_types` rows (the team's order across gpu_types, optalloc.model.type_rows)
+    the LP's point breaks, added to the model and to the dive's LP, re-solved warm, until the
+    point breaks none (at most CUT_ROUNDS rounds; a later solution's are added where it is
+    solved, and every placement keeps all of them whatever the rows)."""
+    for _ in range(rounds):
+        if dive.x is None or em.ordx is None:
+            break
+        more = em.ordx.broken(dive.x)
+        if not more.any():
+            break
+        em = em.with_type_rows(more)
+        dive.add_rows(em.lm)
+    return em
