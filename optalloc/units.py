@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+import unicodedata
 
 # Sane ranges for every number that enters at the door (config, CLI flags, job files). A value
 # outside them is a typo or an attack, and letting it in poisons the state for every later
@@ -125,7 +126,8 @@ def text_problem(value: str) -> str | None:
     """Why `value` cannot be a name or id (None if it can): ids and names end up in SQLite
     text columns, file names, Slurm job names and terminals, so they must be valid UTF-8
     (no lone surrogates, which is how Python carries undecodable argv bytes), free of control
-    characters, and short."""
+    characters and of invisible format characters (Unicode category Cf: zero-width spaces,
+    bidi overrides; 'A1' and 'A1' + U+200B would be two names that print alike), and short."""
     if len(value) > MAX_NAME_CHARS:
         return f"is {len(value)} characters long, more than {MAX_NAME_CHARS}"
     for ch in value:
@@ -133,6 +135,9 @@ def text_problem(value: str) -> str | None:
             return "is not valid UTF-8"
         if ord(ch) < 32 or ord(ch) == 127 or 0x80 <= ord(ch) < 0xA0:
             return f"contains the control character {ch!r}"
+        if unicodedata.category(ch) == "Cf":
+            return (f"contains the invisible format character U+{ord(ch):04X} "
+                    f"({unicodedata.name(ch, 'unnamed').lower()})")
     return None
 
 

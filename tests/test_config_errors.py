@@ -450,12 +450,12 @@ CASES = [
     (
         "a job id with a control character is refused",
         [("jobs[0].id", "q1\x07")],
-        ["t.yaml: jobs[0].id: the value contains the control character '\\x07'; use printable UTF-8 text without control characters, at most 200 characters"],
+        ["t.yaml: jobs[0].id: the value contains the control character '\\x07'; use printable UTF-8 text without control or invisible format characters, at most 200 characters"],
     ),
     (
         "a job id of 300 characters is refused",
         [("jobs[0].id", "q" * 300)],
-        ["t.yaml: jobs[0].id: the value is 300 characters long, more than 200; use printable UTF-8 text without control characters, at most 200 characters"],
+        ["t.yaml: jobs[0].id: the value is 300 characters long, more than 200; use printable UTF-8 text without control or invisible format characters, at most 200 characters"],
     ),
     (
         "a command of 5000 arguments is refused",

@@ -166,6 +166,9 @@ def test_every_duration_beyond_ten_years_is_refused(d):
         ("a\x1b[31m", "contains the control character '\\x1b'"),
         ("line\nbreak", "contains the control character '\\n'"),
         ("x" * 201, "is 201 characters long, more than 200"),
+        ("A1\u200b", "contains the invisible format character U+200B (zero width space)"),
+        ("evil\u202e1A", "contains the invisible format character U+202E (right-to-left override)"),
+        ("\ufeffjob", "contains the invisible format character U+FEFF (zero width no-break space)"),
     ],
 )
 def test_names_must_be_short_printable_utf8(text, problem):

@@ -118,8 +118,8 @@ class _Checker:
             bad = text_problem(job)
             if bad:
                 problems.append(f"{where}: {name['job_id']} {_shown(job)} {bad}; use the job's id "
-                                f"as printable UTF-8 text without control characters, at most "
-                                f"{MAX_NAME_CHARS} characters")
+                                "as printable UTF-8 text without control or invisible format "
+                                f"characters, at most {MAX_NAME_CHARS} characters")
         if project in self.inner:
             problems.append(f"{where}: {name['project']} {_shown(project)} is a program, not a "
                             "project; charge a leaf of the org tree")

@@ -160,7 +160,7 @@ class Problems:
             bad = text_problem(value)
             if bad:
                 self.add(loc, f"the value {bad}", "use printable UTF-8 text without control "
-                         "characters, at most 200 characters")
+                         "or invisible format characters, at most 200 characters")
                 return MISSING
             if value != value.strip():  # 'a' and 'a ' would be two names that print alike
                 self.add(loc, f"{value!r} starts or ends with white space",
