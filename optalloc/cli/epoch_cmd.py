@@ -62,19 +62,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_explain)
 
 
-def _runner(name: str, args, config, state: str):
-    from optalloc.runners import make_runner
-
-    if name == "noop":
-        return make_runner(name)
-    opts = {"config": config, "state_path": state}
-    if name == "local":
-        opts.update(directory=args.runner_dir, node=args.node)
-    elif name == "slurm":
-        opts.update(partition=args.partition, slurm_conf=args.slurm_conf)
-    return make_runner(name, **opts)
-
-
 def _scheduler(args, settings):
     """The --policy's scheduler; --backend and --time-limit are the ilp policy's."""
     from optalloc.sim.policies import POLICIES, make_policy
@@ -130,6 +117,7 @@ def cmd_epoch(args) -> int:
     from optalloc.clock import FixedClock, WallClock
     from optalloc.config import load_config
     from optalloc.cycle import run_cycle
+    from optalloc.runners import make_runner, runner_options
     from optalloc.state import StateStore, check_state_file
     from optalloc.statefile import StateLock, check_output_path, write_atomic
 
@@ -139,6 +127,9 @@ def cmd_epoch(args) -> int:
     settings = _settings(args, config)
     scheduler = _scheduler(args, settings)
     wait = _seconds(args.wait, "--wait")
+    runner_name, runner_opts = runner_options(
+        args.runner, config, runner_dir=args.runner_dir, node=args.node,
+        partition=args.partition, slurm_conf=args.slurm_conf)
     check_state_file(args.state)
     if args.out:
         check_output_path(args.out)
@@ -151,9 +142,10 @@ def cmd_epoch(args) -> int:
     # the clock is read by the turn, once the lock is held
     clock = WallClock() if given_now is None else FixedClock(given_now)
     with StateLock(args.state, wait_s=wait):
-        store = StateStore(args.state)
+        state = args.state
+        store = StateStore(state)
         try:
-            runner = _runner(args.runner, args, config, args.state)
+            runner = make_runner(runner_name, state_path=state, **runner_opts)
             result = run_cycle(config, store, runner, clock, scheduler=scheduler,
                                dry_run=args.dry_run)
         finally:

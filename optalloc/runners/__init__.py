@@ -10,11 +10,15 @@
 - `slurm`: a Slurm cluster through its CLI (`optalloc.runners.slurm`). Options: `config`,
   `state_path`, `partition` (default: the cluster's default), `slurm_conf` (SLURM_CONF for
   every command), `timeout_s`.
+
+`runner_options(name, ...)` checks the command line's runner flags (`--runner`, `--runner-dir`,
+`--node`, `--slurm-conf`) before anything is written, and gives make_runner's options.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from typing import Any
 
@@ -40,6 +44,53 @@ def make_runner(name: str, **opts: Any):
     if key == "slurm":
         return _make_slurm(**opts)
     raise OptallocError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
+
+
+def runner_options(name: str, config: Config | None, *, runner_dir=None, node=None,
+                   partition=None, slurm_conf=None) -> tuple[str, dict[str, Any]]:
+    """(runner name, make_runner options but `state_path`) from the command line's flags,
+    checked before the state DB, its lock or any directory is created: an unknown --runner, a
+    --node not in the config or a --runner-dir that is not a usable directory raise
+    OptallocError naming the flag. The local runner's node
+    is resolved here (its GPU inventory opened), so nothing fails after the lock is taken."""
+    key = (name or "").strip().lower()
+    if key not in RUNNERS:
+        raise OptallocError(f"--runner {name!r} is unknown; choose one of: {', '.join(RUNNERS)}")
+    if key == "noop":
+        return key, {}
+    if key == "local":
+        from optalloc.runners.nvml import GpuInventory
+
+        if runner_dir is not None:
+            check_runner_dir(runner_dir)
+        names = {n.name for n in (config.nodes if config else ())}
+        if node is not None and node not in names:
+            raise OptallocError(
+                f"--node {node!r} is not a node of the config (nodes: "
+                f"{compress_names(sorted(names)) or 'none'}); give one of them, or leave --node "
+                "out to use the node named like this host")
+        inv = GpuInventory.open()
+        this = resolve_local_node(config, inv, node)
+        return key, {"config": config, "directory": runner_dir, "node": this.name,
+                     "inventory": inv}
+    return key, {"config": config, "partition": partition, "slurm_conf": slurm_conf}
+
+
+def check_runner_dir(path) -> None:
+    """--runner-dir is a directory (or can be made one in an existing directory) that only
+    its owner may write; nothing is created."""
+    from optalloc.statefile import check_dir
+
+    text = os.fspath(path)
+    if not text:
+        raise OptallocError("--runner-dir: give a directory for job logs (created if missing)")
+    if os.path.lexists(text):
+        if os.path.islink(text) or not os.path.isdir(text):
+            raise OptallocError(f"--runner-dir {text} is not a directory; give a directory for "
+                                "job logs (created 0700 if missing)")
+        check_dir(text, "--runner-dir")
+    else:
+        check_dir(os.path.dirname(os.path.abspath(text)), f"--runner-dir {text}")
 
 
 def _make_local(*, state_path, config: Config | None = None, directory=None, node: str | None = None,

@@ -1,0 +1,75 @@
+"""The runner flags of `epoch` and `submit` (--runner, --node, --runner-dir, --slurm-conf) are
+checked before anything is written: a bad one is exit status 2 naming the flag, with no state
+DB, lock or log directory left behind. A dry run on a missing state DB writes nothing either.
+What `submit --runner slurm` creates is private, and a job id cannot steer its log path. Slurm
+is faked by small scripts on PATH."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from optalloc.cli import main
+
+CONFIG = """gpu_types: [{name: h100}]
+nodes: [{name: "n[1-2]", gpu_type: h100, gpus: 4}]
+org: {name: lab, children: [{name: A1, share: 1}, {name: B1, share: 1}]}
+"""
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    d = tmp_path / "lab"
+    d.mkdir(mode=0o700)
+    (d / "cfg.yaml").write_text(CONFIG)
+    monkeypatch.chdir(d)
+    return d
+
+
+def fake_slurm(d: Path, monkeypatch, *, fail: bool = False) -> Path:
+    """sbatch/squeue/sinfo/scontrol stand-ins on PATH; sbatch records its argv in args.txt."""
+    bin_ = d / "bin"
+    bin_.mkdir()
+    for cmd in ("sbatch", "squeue", "sinfo", "scontrol"):
+        body = (f'echo "{cmd}: fatal: Could not establish a configuration source" >&2\nexit 1\n'
+                if fail else
+                f'for a in "$@"; do echo "$a"; done > "{d}/args.txt"\ncat >/dev/null\necho 4242\n')
+        (bin_ / cmd).write_text("#!/bin/sh\n" + body)
+        (bin_ / cmd).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    return bin_
+
+
+def refused(capsys, argv, *needles) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def entries(d: Path) -> set[str]:
+    return {p.name for p in d.iterdir()}
+
+
+EPOCH = ["epoch", "--config", "cfg.yaml", "--state", "st.db", "--now", "2000"]
+
+
+@pytest.mark.parametrize("flags, needles", [
+    (["--runner", "foo"], ["--runner 'foo' is unknown", "noop, local, slurm"]),
+    (["--runner", "local", "--node", "zz"], ["--node 'zz' is not a node of the config",
+                                             "n[1-2]"]),
+    (["--runner", "local", "--node", "n1", "--runner-dir", "cfg.yaml"],
+     ["--runner-dir cfg.yaml is not a directory"]),
+    (["--runner", "local", "--node", "n1", "--runner-dir", "no/such/dir"],
+     ["--runner-dir no/such/dir", "does not exist"]),
+])
+def test_epoch_refuses_bad_runner_flags_before_creating_the_state_db_or_its_lock(
+        lab, capsys, flags, needles):
+    before = entries(lab)
+    refused(capsys, EPOCH + flags, *needles)
+    assert entries(lab) == before
