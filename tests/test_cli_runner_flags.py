@@ -73,3 +73,29 @@ def test_epoch_refuses_bad_runner_flags_before_creating_the_state_db_or_its_lock
     before = entries(lab)
     refused(capsys, EPOCH + flags, *needles)
     assert entries(lab) == before
+
+
+SUBMIT = ["submit", "--config", "cfg.yaml", "--state", "st.db", "--project", "A1", "--gpus", "1",
+          "--runner", "slurm"]
+
+
+@pytest.mark.parametrize("conf, needle", [
+    ("/nonexistent/slurm.conf", "No such file or directory"),
+    (".", "is not a regular file"),
+])
+def test_submit_to_slurm_refuses_a_slurm_conf_that_is_not_a_readable_file_before_writing(
+        lab, capsys, monkeypatch, conf, needle):
+    fake_slurm(lab, monkeypatch, fail=True)
+    before = entries(lab)
+    refused(capsys, SUBMIT + ["--slurm-conf", conf, "--", "true"], f"--slurm-conf {conf}",
+            needle, "slurm.conf")
+    assert entries(lab) == before  # no st.db, no slurm-logs/
+
+
+def test_epoch_with_slurm_refuses_a_missing_slurm_conf_before_creating_the_state_db(
+        lab, capsys, monkeypatch):
+    fake_slurm(lab, monkeypatch, fail=True)
+    before = entries(lab)
+    refused(capsys, EPOCH + ["--runner", "slurm", "--slurm-conf", "/nonexistent/slurm.conf"],
+            "--slurm-conf /nonexistent/slurm.conf", "No such file or directory")
+    assert entries(lab) == before

@@ -135,6 +135,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if missing:
         raise OptallocError(f"{', '.join(missing)} has no `command:`; the {args.runner} "
                             "runner needs an argv list to run")
+    if args.runner == "slurm":  # before the state DB or the log directory is created
+        from optalloc.runners import runner_options
+
+        _, slurm_opts = runner_options("slurm", config, partition=args.partition,
+                                       slurm_conf=args.slurm_conf)
     with StateStore(args.state) as store:
         taken = [j.id for j in jobs if store.get_job(j.id) is not None]
         if taken:
@@ -144,8 +149,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if args.runner == "slurm":
             from optalloc.runners import make_runner
 
-            runner = make_runner("slurm", config=config, state_path=args.state,
-                                 partition=args.partition, slurm_conf=args.slurm_conf)
+            runner = make_runner("slurm", state_path=args.state, **slurm_opts)
             try:
                 for job in jobs:
                     slurm_ids[job.id] = runner.submit(job)

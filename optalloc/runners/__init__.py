@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import stat
 from typing import Any
 
 from optalloc.errors import OptallocError
@@ -50,8 +51,8 @@ def runner_options(name: str, config: Config | None, *, runner_dir=None, node=No
                    partition=None, slurm_conf=None) -> tuple[str, dict[str, Any]]:
     """(runner name, make_runner options but `state_path`) from the command line's flags,
     checked before the state DB, its lock or any directory is created: an unknown --runner, a
-    --node not in the config or a --runner-dir that is not a usable directory raise
-    OptallocError naming the flag. The local runner's node
+    --node not in the config, a --runner-dir that is not a usable directory, or a --slurm-conf
+    that is not a readable file raise OptallocError naming the flag. The local runner's node
     is resolved here (its GPU inventory opened), so nothing fails after the lock is taken."""
     key = (name or "").strip().lower()
     if key not in RUNNERS:
@@ -73,6 +74,8 @@ def runner_options(name: str, config: Config | None, *, runner_dir=None, node=No
         this = resolve_local_node(config, inv, node)
         return key, {"config": config, "directory": runner_dir, "node": this.name,
                      "inventory": inv}
+    if slurm_conf is not None:
+        check_slurm_conf(slurm_conf)
     return key, {"config": config, "partition": partition, "slurm_conf": slurm_conf}
 
 
@@ -91,6 +94,21 @@ def check_runner_dir(path) -> None:
         check_dir(text, "--runner-dir")
     else:
         check_dir(os.path.dirname(os.path.abspath(text)), f"--runner-dir {text}")
+
+
+def check_slurm_conf(path) -> None:
+    """--slurm-conf names a readable regular file (SLURM_CONF for every Slurm command)."""
+    text = os.fspath(path)
+    try:
+        st = os.stat(text)
+    except OSError as err:
+        raise OptallocError(f"--slurm-conf {text}: cannot use it ({err.strerror}); give the "
+                            "path of the cluster's slurm.conf, or leave --slurm-conf out to "
+                            "use Slurm's default") from None
+    if not stat.S_ISREG(st.st_mode) or not os.access(text, os.R_OK):
+        what = "is not a regular file" if not stat.S_ISREG(st.st_mode) else "is not readable"
+        raise OptallocError(f"--slurm-conf {text} {what}; give the path of the cluster's "
+                            "slurm.conf, or leave --slurm-conf out to use Slurm's default")
 
 
 def _make_local(*, state_path, config: Config | None = None, directory=None, node: str | None = None,
