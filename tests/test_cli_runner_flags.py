@@ -99,3 +99,20 @@ def test_epoch_with_slurm_refuses_a_missing_slurm_conf_before_creating_the_state
     refused(capsys, EPOCH + ["--runner", "slurm", "--slurm-conf", "/nonexistent/slurm.conf"],
             "--slurm-conf /nonexistent/slurm.conf", "No such file or directory")
     assert entries(lab) == before
+
+
+def test_a_dry_run_on_a_missing_state_db_plans_from_an_empty_state_and_writes_nothing(
+        lab, capsys):
+    before = entries(lab)
+    assert main(EPOCH + ["--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: nothing written or started" in out
+    assert entries(lab) == before  # no st.db, no st.db.lock
+
+
+def test_a_dry_run_on_a_missing_state_db_refuses_a_real_runner_naming_the_flags(
+        lab, capsys):
+    before = entries(lab)
+    refused(capsys, EPOCH + ["--dry-run", "--runner", "local", "--node", "n1"],
+            "--dry-run --runner local", "st.db does not exist yet", "--runner noop")
+    assert entries(lab) == before

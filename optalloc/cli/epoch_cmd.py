@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import tempfile
 import time
 from collections import Counter
+from typing import Iterator
 
 from optalloc.codec import plan_to_dict, job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
@@ -36,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit", help="solver time limit in seconds (up to a day)")
     p.add_argument("--dry-run", action="store_true",
                    help="solve and print: start nothing, record nothing in the state DB (a "
+                        "missing one is not created: the plan starts from an empty state; a "
                         "--out plan file is still written)")
     p.add_argument("--out", help="write the plan JSON here (atomically)")
     p.add_argument("--runner", default="noop", help="noop (default), local or slurm")
@@ -131,6 +135,14 @@ def cmd_epoch(args) -> int:
         args.runner, config, runner_dir=args.runner_dir, node=args.node,
         partition=args.partition, slurm_conf=args.slurm_conf)
     check_state_file(args.state)
+    # a dry run records nothing: with no state DB yet it plans from an empty one made in a
+    # private temporary directory (removed after), never creating --state or its lock
+    fresh = args.dry_run and not os.path.lexists(args.state)
+    if fresh and runner_name != "noop":
+        raise OptallocError(
+            f"--dry-run --runner {runner_name}: the state DB {args.state} does not exist yet, so "
+            "that runner has nothing recorded to observe (and a dry run creates nothing); "
+            "dry-run with the default --runner noop, or run one epoch without --dry-run first")
     if args.out:
         check_output_path(args.out)
     outputs = (args.dashboard, args.metrics_file) if not args.dry_run else (None, None)
@@ -141,8 +153,7 @@ def cmd_epoch(args) -> int:
     written: list[str] = []
     # the clock is read by the turn, once the lock is held
     clock = WallClock() if given_now is None else FixedClock(given_now)
-    with StateLock(args.state, wait_s=wait):
-        state = args.state
+    with _state_path(args.state, fresh) as state, StateLock(state, wait_s=wait):
         store = StateStore(state)
         try:
             runner = make_runner(runner_name, state_path=state, **runner_opts)
@@ -171,6 +182,16 @@ def cmd_epoch(args) -> int:
     for line in written:
         print(line, file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+@contextlib.contextmanager
+def _state_path(path: str, fresh: bool) -> Iterator[str]:
+    """`path`, or with `fresh` an empty state DB's path in a private temporary directory."""
+    if not fresh:
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="optalloc-dry-run-") as tmp:  # mode 0700
+        yield os.path.join(tmp, "state.db")
 
 
 def parse_now(text: str, flag: str = "--now") -> float:
