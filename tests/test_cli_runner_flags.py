@@ -116,3 +116,14 @@ def test_a_dry_run_on_a_missing_state_db_refuses_a_real_runner_naming_the_flags(
     refused(capsys, EPOCH + ["--dry-run", "--runner", "local", "--node", "n1"],
             "--dry-run --runner local", "st.db does not exist yet", "--runner noop")
     assert entries(lab) == before
+
+
+def test_submit_to_slurm_creates_its_log_directory_private_under_umask_000(
+        lab, capsys, monkeypatch):
+    fake_slurm(lab, monkeypatch)
+    old = os.umask(0)
+    try:
+        assert main(SUBMIT + ["--", "echo", "hi"]) == 0, capsys.readouterr().err
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((lab / "slurm-logs").stat().st_mode) == 0o700

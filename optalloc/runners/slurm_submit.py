@@ -11,9 +11,11 @@ import signal
 from typing import Mapping
 
 from optalloc.contract import protection_s
+from optalloc.outdir import make_private_dirs
 from optalloc.runners.base import REQUEUE_EXIT_CODE
 from optalloc.runners.slurm_cli import SlurmError, SlurmJob, format_comment
 from optalloc.shape import chunks
+from optalloc.statefile import ensure_private_dir
 from optalloc.types import Job
 from optalloc.units import parse_duration
 
@@ -28,7 +30,8 @@ class SubmitMixin:
         if not job.command:
             raise SlurmError(f"{job.id} has no command (argv) to submit to Slurm")
         gpn, nodes = self._shape(job)
-        self.log_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.log_dir.parent)  # 0700 whatever the umask: jobs' output
+        ensure_private_dir(self.log_dir, "slurm runner: job log directory")
         fields: dict[str, object] = {
             "project": job.project,
             "min_runtime": f"{job.min_runtime_s:g}",
