@@ -127,3 +127,13 @@ def test_submit_to_slurm_creates_its_log_directory_private_under_umask_000(
     finally:
         os.umask(old)
     assert stat.S_IMODE((lab / "slurm-logs").stat().st_mode) == 0o700
+
+
+def test_a_job_id_cannot_steer_the_slurm_log_path_out_of_slurm_logs_or_into_patterns(
+        lab, capsys, monkeypatch):
+    fake_slurm(lab, monkeypatch)
+    assert main(SUBMIT + ["--id", "../../../tmp/x%u", "--", "echo", "hi"]) == 0
+    args = (lab / "args.txt").read_text().splitlines()
+    output = next(a for a in args if a.startswith("--output="))
+    assert output == f"--output={lab / 'slurm-logs' / '.._.._.._tmp_x_u.%j.log'}"
+    assert "-J" in args and args[args.index("-J") + 1] == "../../../tmp/x%u"  # the id itself

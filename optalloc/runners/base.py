@@ -8,6 +8,7 @@ apply. Runners: noop, local (subprocesses + pynvml), slurm (sbatch/scontrol/scan
 
 from __future__ import annotations
 
+import re
 import signal
 from dataclasses import dataclass, field
 from enum import Enum
@@ -82,6 +83,13 @@ def moving_message(pl: Placement) -> str:
 
 
 REQUEUE_EXIT_CODE = 75  # EX_TEMPFAIL: a resumable job that exits with it asks to be requeued
+
+
+def safe_file_name(job_id: str) -> str:
+    """A job id as a file name stem for the job's logs: only letters, digits, '_', '.' and
+    '-' (a '/' cannot leave the log directory; a '%' cannot become a Slurm filename
+    pattern), at most 120 characters."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:120] or "job"
 
 
 def parse_signal(sig: int | str) -> int:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import time
@@ -22,6 +21,7 @@ from optalloc.codec import to_dict
 from optalloc.contract import protected_until, protection_s
 from optalloc.faults import fault_point
 from optalloc.runners.base import REQUEUE_EXIT_CODE, EventKind
+from optalloc.runners.base import safe_file_name as _safe_name
 from optalloc.runners.local_proc import find_wrapper, job_environment, spawn
 from optalloc.state.local_tables import Run, get_run, write_transaction
 from optalloc.statefile import open_private_new
@@ -201,10 +201,6 @@ def _start_ticks(pid: int) -> int | None:
         return None
     fields = data[data.rfind(")") + 2:].split()
     return int(fields[19]) if len(fields) > 19 else None
-
-
-def _safe_name(job_id: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)[:120] or "job"
 
 
 def describe(pl: Placement) -> str:

@@ -12,7 +12,7 @@ from typing import Mapping
 
 from optalloc.contract import protection_s
 from optalloc.outdir import make_private_dirs
-from optalloc.runners.base import REQUEUE_EXIT_CODE
+from optalloc.runners.base import REQUEUE_EXIT_CODE, safe_file_name
 from optalloc.runners.slurm_cli import SlurmError, SlurmJob, format_comment
 from optalloc.shape import chunks
 from optalloc.statefile import ensure_private_dir
@@ -42,7 +42,7 @@ class SubmitMixin:
             fields["gpu_types"] = ",".join(job.gpu_types)
         argv = ["sbatch", "--parsable", "-J", job.id, f"--comment={format_comment(fields)}",
                 f"--gres=gpu:{gpn}", f"--nodes={nodes}", "--requeue",
-                f"--output={self.log_dir / (job.id + '.%j.log')}", f"--chdir={self.workdir}"]
+                f"--output={self.log_dir / (safe_file_name(job.id) + '.%j.log')}", f"--chdir={self.workdir}"]
         if held:
             argv.insert(2, "-H")
         if self.partition:
