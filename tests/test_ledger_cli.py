@@ -166,3 +166,24 @@ def test_report_needs_an_existing_state_db_or_demo(paths, capsys):
     assert main(["ledger", "report", "--config", cfg, "--demo", "--now", str(7 * DAY), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["intervals"] > 0 and doc["rows"][0]["usage_gpu_h"] > 0
+
+
+def test_a_csv_that_is_not_utf8_is_refused_naming_the_file_and_line_and_writes_nothing(
+        paths, capsys):
+    cfg, db, tmp = paths
+    csv_file = tmp / "runs.csv"
+    csv_file.write_bytes(HEADER.encode() + b"j1,A1,h100,8,0,3600,true\nj\xff,A1,h100,1,0,50,true\n")
+    assert main(["ledger", "import", "--config", cfg, "--state", db, str(csv_file)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert f"{csv_file}:3: byte 0xff is not UTF-8" in err and "nothing was imported" in err
+    assert not (tmp / "state.db").exists()
+
+
+def test_a_csv_saved_with_a_byte_order_mark_imports(paths, capsys):
+    cfg, db, tmp = paths
+    csv_file = tmp / "runs.csv"
+    csv_file.write_bytes(b"\xef\xbb\xbf" + (HEADER + "j1,A1,h100,8,0,3600,true\n").encode())
+    assert main(["ledger", "import", "--config", cfg, "--state", db, str(csv_file)]) == 0
+    with StateStore(db) as s:
+        assert s.n_intervals() == 1

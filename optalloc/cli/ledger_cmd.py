@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import io
 import os
 import re
 import time
@@ -288,10 +289,17 @@ def read_intervals_csv(path: str, config) -> list[Interval]:
     problems: list[str] = []
     out: list[Interval] = []
     try:
-        fh = open(path, newline="", encoding="utf-8")
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as err:
         raise OptallocError(f"{path}: cannot read ({err.strerror})") from None
-    with fh:
+    try:
+        text = raw.decode("utf-8-sig")  # a spreadsheet's byte order mark is not a column name
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise OptallocError(f"{path}:{line}: byte 0x{raw[err.start]:02x} is not UTF-8; save the "
+                            "CSV as UTF-8 text; nothing was imported") from None
+    with io.StringIO(text, newline="") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         missing = [c for c in CSV_COLUMNS if c not in header and c != "allocated"]
