@@ -200,13 +200,42 @@ def _leaves(node):
         yield from _leaves(c)
 
 
-def test_a_missing_trace_file_is_reported_at_the_workload(tmp_path):
+def test_a_missing_trace_file_is_reported_at_the_workload_file_key(tmp_path):
     doc = copy.deepcopy(BASE)
     doc["workload"]["file"] = "missing.csv"
     p = write(tmp_path, doc)
     with pytest.raises(ConfigError) as err:
         load_scenario(p, env={TRACES_ENV: str(tmp_path / "none")})
     assert err.value.problems == [
-        f"{p}: workload: {tmp_path / 'missing.csv'}: file not found; check the workload's file/cluster/team "
+        f"{p}: workload.file: {tmp_path / 'missing.csv'}: file not found; check the workload's file/cluster/team "
         f"and {TRACES_ENV}"
     ]
+
+
+def test_a_directory_as_the_trace_file_is_reported_at_the_workload_file_key(tmp_path):
+    (tmp_path / "tracedir").mkdir()
+    doc = copy.deepcopy(BASE)
+    doc["workload"]["file"] = "tracedir"
+    p = write(tmp_path, doc)
+    with pytest.raises(ConfigError) as err:
+        load_scenario(p, env={TRACES_ENV: str(tmp_path / "none")})
+    assert err.value.problems == [
+        f"{p}: workload.file: {tmp_path / 'tracedir'}: is a directory, not a trace file; point "
+        "the workload's file at the trace's CSV file"
+    ]
+
+
+def test_simulate_with_a_directory_as_the_trace_file_exits_2_without_a_traceback(
+        tmp_path, capsys):
+    from optalloc.cli import main
+
+    (tmp_path / "tracedir").mkdir()
+    doc = copy.deepcopy(BASE)
+    doc["workload"]["file"] = "tracedir"
+    p = write(tmp_path, doc)
+    before = set(tmp_path.iterdir())
+    assert main(["simulate", "--scenario", str(p), "--policies", "greedy", "--no-progress",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "workload.file" in err and "is a directory" in err
+    assert set(tmp_path.iterdir()) == before

@@ -331,6 +331,12 @@ def _read_csv(path: Path, **kw) -> pd.DataFrame:
         return pd.read_csv(path, **kw)
     except FileNotFoundError:
         raise ConfigError([f"{path}: file not found; check the workload's file/cluster/team and {TRACES_ENV}"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{path}: is a directory, not a trace file; point the workload's "
+                           "file at the trace's CSV file"]) from None
+    except OSError as err:  # unreadable: permissions, I/O
+        raise ConfigError([f"{path}: cannot read it ({err.strerror or err}); make it readable or "
+                           "point the workload's file at another trace"]) from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ConfigError([f"{path}: cannot be read as a trace ({err}); restore the original file"]) from None
 

@@ -99,8 +99,9 @@ def _read_raw(wl: dict, config: Config, sim: dict, base_dir: Path, env, problems
             base = wl.get("base_gpu_type", "v100" if "v100" in tnames else tnames[0])
             return read_philly(folder, teams, base_type=base, gpu_types=tnames)
     except ConfigError as err:
+        at = next((loc.key(k) for k in ("file", "cluster") if k in wl), loc)  # the key to fix
         for p in err.problems:
-            problems.add(loc, p)
+            problems.add(at, p)
         return None
     return None
 
