@@ -71,7 +71,12 @@ def _read_raw(wl: dict, config: Config, sim: dict, base_dir: Path, env, problems
             problems.add(Loc(loc.source, "simulation.duration"), "a synthetic workload needs the simulated horizon",
                          "add `simulation: {duration: 7d}`")
             return None
-        return gen.generate(replace(spec, max_gpus=capacity), capacity_gpus=capacity, horizon_s=horizon, seed=sim["seed"])
+        try:
+            return gen.generate(replace(spec, max_gpus=capacity), capacity_gpus=capacity,
+                                horizon_s=horizon, seed=sim["seed"])
+        except ValueError as err:  # e.g. no size left for a cluster resized after parsing
+            problems.add(loc.key("synthetic"), str(err), "fit the sizes to the cluster")
+            return None
     try:
         if src == "itp":
             if "file" in wl:

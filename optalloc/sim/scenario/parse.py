@@ -12,7 +12,7 @@ from optalloc.sim import generate as gen
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.sim.workload import MappingRules, parse_mapping, project_names
 from optalloc.types import Config, NodeState
-from optalloc.units import parse_duration, parse_time
+from optalloc.units import MAX_JOB_GPUS, parse_duration, parse_time
 
 SOURCES = ("itp", "philly", "synthetic", "jobs")
 WORKLOAD_KEYS = (
@@ -25,6 +25,7 @@ SYNTHETIC_KEYS = (
     "debug_fraction", "debug_sizes", "debug_duration", "team_skew", "teams",
 )
 NODE_EVENT_KEYS = ("at", "node", "nodes", "state")
+MAX_SIZE_WEIGHT = 1e9  # a synthetic size's relative probability (they are normalized)
 
 
 
@@ -250,9 +251,10 @@ def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -
                 kw[f"{key}_s"] = v
     if kw.get("min_duration_s", 0) and kw.get("max_duration_s") and kw["min_duration_s"] > kw["max_duration_s"]:
         problems.add(loc.key("min_duration"), "is longer than max_duration", "make min_duration <= max_duration")
+    capacity = sum(n.gpus for n in config.nodes)
     for key in ("sizes", "debug_sizes"):
         if key in d:
-            kw[key] = _parse_sizes(d[key], loc.key(key), problems)
+            kw[key] = _parse_sizes(d[key], loc.key(key), capacity, problems)
     if "debug_duration" in d:
         dl = loc.key("debug_duration")
         seq = problems.sequence(d["debug_duration"], dl, "a list [shortest, longest]")
@@ -286,7 +288,10 @@ def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -
     return kw
 
 
-def _parse_sizes(value: Any, loc: Loc, problems: Problems) -> Mapping[int, float]:
+def _parse_sizes(value: Any, loc: Loc, capacity: int, problems: Problems) -> Mapping[int, float]:
+    """gpus: relative probability; GPU counts 1..MAX_JOB_GPUS, probabilities 0..MAX_SIZE_WEIGHT
+    (normalized: their sum stays finite), and some size that fits the cluster (the generator
+    drops sizes above its `capacity` GPUs) must have a positive probability."""
     d = problems.mapping(value, loc, "a mapping gpus: probability")
     if d is MISSING:
         return gen.PHILLY_SIZES
@@ -296,9 +301,19 @@ def _parse_sizes(value: Any, loc: Loc, problems: Problems) -> Mapping[int, float
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             problems.add(kl, f"GPU count {k!r} is not a whole number >= 1", "write sizes like `8: 0.1`")
             continue
-        v = problems.number(p, kl, minimum=0.0)
+        if k > MAX_JOB_GPUS:
+            problems.add(kl, f"GPU count {k} is more than {MAX_JOB_GPUS} (the most a job may ask "
+                         "for)", f"give sizes up to the cluster's {capacity} GPUs")
+            continue
+        v = problems.number(p, kl, minimum=0.0, maximum=MAX_SIZE_WEIGHT)
         if v is not MISSING:
             out[k] = v
-    if d and sum(out.values()) <= 0:
+    if len(out) < len(d):
+        pass  # each bad size is reported; a sum over the rest would only confuse
+    elif d and sum(out.values()) <= 0:
         problems.add(loc, "no size has a positive probability", "give at least one size a probability > 0")
+    elif out and capacity > 0 and sum(v for k, v in out.items() if k <= capacity) <= 0:
+        problems.add(loc, f"no size of at most the cluster's {capacity} GPUs has a positive "
+                     "probability (larger sizes are dropped)",
+                     f"give a size of at most {capacity} GPUs a probability > 0")
     return out
