@@ -84,3 +84,58 @@ def test_synthetic_sizes_that_all_exceed_the_cluster_are_refused_naming_its_size
 def test_synthetic_sizes_beyond_the_cluster_are_fine_while_some_size_fits(tmp_path):
     s = load_scenario(scenario(tmp_path, {"sizes": {1: 0.5, 64: 0.5}}))
     assert s.jobs and max(j.gpus for j in s.jobs) <= 8
+
+
+# --------------------------------------------------------------------------- workload numbers
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("offered_load", 1.0e7, "1e+07 is out of range (GPU time asked for over the cluster's: 1 "
+                            "fills it, 10 asks ten times what it can run); give 0 < "
+                            "offered_load <= 10"),
+    ("offered_load", 0, "0 is out of range"),
+    ("team_skew", 1.0e300, "1e+300 is out of range (the Zipf exponent of jobs per team: 10 "
+                           "gives the first team nearly all of them); give 0 <= team_skew <= 10"),
+    ("duration_sigma", 1.0e300, "1e+300 is out of range (the log-normal spread of training "
+                                "durations); give 0 <= duration_sigma <= 10"),
+    ("duration_sigma", -1, "give 0 <= duration_sigma <= 10"),
+])
+def test_synthetic_numbers_outside_their_range_are_refused_naming_key_and_range(
+        tmp_path, capsys, key, value, expected):
+    p = scenario(tmp_path, {key: value})
+    [problem] = problems_of(p)
+    assert problem.startswith(f"{p}: workload.synthetic.{key}: ") and expected in problem
+    simulate_refuses(tmp_path, capsys, p, f"workload.synthetic.{key}", expected)
+
+
+@pytest.mark.parametrize("workload, expected", [
+    ({"load_scale": 1.0e6}, "workload.load_scale: 1e+06 is out of range (trace submit times are "
+                            "divided by it); give 0.01 <= load_scale <= 100"),
+    ({"load_scale": 0.001}, "give 0.01 <= load_scale <= 100"),
+    ({"max_jobs": 10**12}, "workload.max_jobs: must be <= 10000000"),
+])
+def test_trace_workload_numbers_outside_their_range_are_refused(tmp_path, capsys, workload,
+                                                               expected):
+    p = scenario(tmp_path, workload=workload)
+    assert any(expected in q for q in problems_of(p)), problems_of(p)
+    simulate_refuses(tmp_path, capsys, p, expected)
+
+
+def test_synthetic_numbers_at_the_edges_of_their_ranges_load(tmp_path):
+    s = load_scenario(scenario(tmp_path, {"offered_load": 10, "team_skew": 10,
+                                          "duration_sigma": 10}, simulation={"duration": "1h"}))
+    assert s.jobs
+
+
+def test_every_shipped_scenario_keeps_its_numbers_inside_the_ranges():
+    from optalloc.config.load import load_document
+    from optalloc.config.problems import Loc, Problems
+    from optalloc.sim.scenario.parse import parse_simulation, parse_workload
+
+    for path in sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml")):
+        config, extras = load_document(path)
+        problems = Problems()
+        parse_simulation(extras.get("simulation"), Loc(str(path)).key("simulation"), config,
+                         problems)
+        parse_workload(extras.get("workload"), Loc(str(path)).key("workload"), config, problems)
+        assert problems.items == [], path

@@ -26,6 +26,17 @@ SYNTHETIC_KEYS = (
 )
 NODE_EVENT_KEYS = ("at", "node", "nodes", "state")
 MAX_SIZE_WEIGHT = 1e9  # a synthetic size's relative probability (they are normalized)
+MAX_JOBS = 10_000_000  # workload.max_jobs
+# the workload's numbers: (lowest, lowest allowed itself, highest, what the value means); past
+# these a simulation only grows without end (memory), overflows or says nothing new
+RANGES = {
+    "load_scale": (0.01, True, 100.0, "trace submit times are divided by it"),
+    "offered_load": (0.0, False, 10.0, "GPU time asked for over the cluster's: 1 fills it, "
+                                       "10 asks ten times what it can run"),
+    "duration_sigma": (0.0, True, 10.0, "the log-normal spread of training durations"),
+    "team_skew": (0.0, True, 10.0, "the Zipf exponent of jobs per team: 10 gives the first "
+                                   "team nearly all of them"),
+}
 
 
 
@@ -192,7 +203,7 @@ def parse_workload(value: Any, loc: Loc, config: Config, problems: Problems) -> 
     if "window" in data:
         out["window"] = _parse_window(data["window"], loc.key("window"), problems)
     if "load_scale" in data:
-        v = problems.number(data["load_scale"], loc.key("load_scale"), positive=True)
+        v = _ranged(data["load_scale"], loc.key("load_scale"), "load_scale", problems)
         if v is not MISSING:
             out["load_scale"] = v
     if "sample" in data:
@@ -200,7 +211,7 @@ def parse_workload(value: Any, loc: Loc, config: Config, problems: Problems) -> 
         if v is not MISSING:
             out["sample"] = v
     if "max_jobs" in data:
-        v = problems.integer(data["max_jobs"], loc.key("max_jobs"), minimum=1)
+        v = problems.integer(data["max_jobs"], loc.key("max_jobs"), minimum=1, maximum=MAX_JOBS)
         if v is not MISSING:
             out["max_jobs"] = v
     if "synthetic" in data or src == "synthetic":
@@ -237,11 +248,10 @@ def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -
         return {}
     problems.known_keys(d, loc, SYNTHETIC_KEYS)
     kw: dict[str, Any] = {}
-    numbers = {"offered_load": dict(positive=True), "duration_sigma": dict(minimum=0.0),
-               "debug_fraction": dict(minimum=0.0, maximum=1.0), "team_skew": dict(minimum=0.0)}
-    for key, opts in numbers.items():
+    for key in ("offered_load", "duration_sigma", "debug_fraction", "team_skew"):
         if key in d:
-            v = problems.number(d[key], loc.key(key), **opts)
+            v = (problems.number(d[key], loc.key(key), minimum=0.0, maximum=1.0)
+                 if key == "debug_fraction" else _ranged(d[key], loc.key(key), key, problems))
             if v is not MISSING:
                 kw[key] = v
     for key in ("duration_median", "min_duration", "max_duration"):
@@ -286,6 +296,19 @@ def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -
             kw["teams"] = tuple(teams)
     kw.setdefault("teams", leaves)
     return kw
+
+
+def _ranged(value: Any, loc: Loc, key: str, problems: Problems) -> float | Any:
+    """A number in RANGES[key]; else a problem giving the range and what the number means."""
+    v = problems.number(value, loc)
+    if v is MISSING:
+        return v
+    lo, lo_ok, hi, meaning = RANGES[key]
+    if not ((v >= lo if lo_ok else v > lo) and v <= hi):
+        problems.add(loc, f"{v:g} is out of range ({meaning})",
+                     f"give {lo:g} {'<=' if lo_ok else '<'} {key} <= {hi:g}")
+        return MISSING
+    return v
 
 
 def _parse_sizes(value: Any, loc: Loc, capacity: int, problems: Problems) -> Mapping[int, float]:
