@@ -22,6 +22,7 @@ MAX_BILLING_WEIGHT = 1e6
 MAX_THREADS = 1024
 MAX_EXACT_COLUMNS = 10_000_000  # solver.exact_up_to: integer columns of an epoch's MIP
 MAX_WAIT_S = 86400.0  # `epoch --wait`
+MIN_EPOCH_S = 1.0  # policy.epoch / simulation.epoch: a shorter one makes a simulation endless
 MAX_NAME_CHARS = 200  # ids and names (job, project, node, gpu_type)
 MAX_ARGV_ITEMS = 4096  # a job's command
 MAX_ARGV_BYTES = 64 * 1024  # a job's command, all arguments together (UTF-8)

@@ -139,3 +139,53 @@ def test_every_shipped_scenario_keeps_its_numbers_inside_the_ranges():
                          problems)
         parse_workload(extras.get("workload"), Loc(str(path)).key("workload"), config, problems)
         assert problems.items == [], path
+
+
+# --------------------------------------------------------------------------- epochs
+
+JOBS = [{"id": "a", "project": "A1", "gpus": 1, "min_runtime": "1h", "submit_time": 0,
+         "duration": "1h"}]
+
+
+def jobs_scenario(tmp_path: Path, simulation=None, policy=None) -> Path:
+    doc = copy.deepcopy(BASE)
+    doc["jobs"] = JOBS
+    doc["workload"] = {"source": "jobs"}
+    doc["simulation"].update(simulation or {})
+    if policy:
+        doc["policy"] = policy
+    p = tmp_path / "sc.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return p
+
+
+EPOCH_TOO_SHORT = ("an epoch of 1e-06s is shorter than 1s (how often the scheduler decides; a "
+                   "shorter one only makes a simulation endless); give at least 1s, e.g. 5m")
+
+
+def test_a_simulation_epoch_under_a_second_is_refused_instead_of_hanging(tmp_path, capsys):
+    p = jobs_scenario(tmp_path, simulation={"epoch": 0.000001})
+    assert problems_of(p) == [f"{p}: simulation.epoch: {EPOCH_TOO_SHORT}"]
+    simulate_refuses(tmp_path, capsys, p, "simulation.epoch", EPOCH_TOO_SHORT)
+
+
+def test_a_policy_epoch_under_a_second_is_refused_by_validate(tmp_path, capsys):
+    p = jobs_scenario(tmp_path, policy={"epoch": 0.000001})
+    assert main(["validate", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert f"{p}: policy.epoch: {EPOCH_TOO_SHORT}" in err and "Traceback" not in err
+
+
+def test_whatif_refuses_a_set_policy_epoch_under_a_second_and_writes_nothing(tmp_path, capsys):
+    p = jobs_scenario(tmp_path)
+    before = set(tmp_path.iterdir())
+    assert main(["whatif", "--scenario", str(p), "--policy", "greedy", "--no-progress",
+                 "--set", "policy.epoch=0.000001", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert f"--set policy.epoch=0.000001: policy.epoch: {EPOCH_TOO_SHORT}" in err
+    assert "Traceback" not in err and set(tmp_path.iterdir()) == before
+
+
+def test_an_epoch_of_one_second_is_accepted(tmp_path):
+    s = load_scenario(jobs_scenario(tmp_path, simulation={"epoch": 1}, policy={"epoch": "1s"}))
+    assert s.epoch_s == 1.0 and s.config.policy.epoch_s == 1.0

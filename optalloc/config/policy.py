@@ -7,7 +7,7 @@ from typing import Any
 
 from optalloc.config.problems import MISSING, Loc, Problems
 from optalloc.types import Policy, SolverSettings, UsageMode
-from optalloc.units import MAX_EXACT_COLUMNS, MAX_THREADS
+from optalloc.units import MAX_EXACT_COLUMNS, MAX_THREADS, MIN_EPOCH_S
 
 #: Solver backends a config may name. The one list: optalloc.solve maps each to an implementation.
 # The one list of backend names a config may use; optalloc.solve.BACKENDS must match it
@@ -41,6 +41,11 @@ POLICY_FIELDS = {key: fld for key, (fld, _) in _POLICY_DURATIONS.items()} | {
     "debug_allowance": "debug_allowance", "max_reservations": "max_reservations"}
 
 
+def epoch_too_short(seconds: float) -> str:
+    return (f"an epoch of {seconds:g}s is shorter than {MIN_EPOCH_S:g}s (how often the scheduler "
+            "decides; a shorter one only makes a simulation endless)")
+
+
 def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
     """Policy from the `policy` mapping; defaults for what it omits (the published ones)."""
     policy = Policy()
@@ -56,6 +61,9 @@ def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
             v = problems.duration(d[key], loc.key(key), positive=positive)
             if v is not MISSING:
                 changes[fld] = v
+    if changes.get("epoch_s", MIN_EPOCH_S) < MIN_EPOCH_S:
+        problems.add(loc.key("epoch"), epoch_too_short(changes.pop("epoch_s")),
+                     f"give at least {MIN_EPOCH_S:g}s, e.g. 5m")
     if "usage_mode" in d:
         m = problems.choice(d["usage_mode"], loc.key("usage_mode"), USAGE_MODES, "usage_mode")
         if m is not MISSING:

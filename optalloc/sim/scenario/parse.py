@@ -7,12 +7,13 @@ import datetime
 from typing import Any, Mapping
 
 from optalloc.config.nodes import expand_node_names
+from optalloc.config.policy import epoch_too_short
 from optalloc.config.problems import MISSING, Loc, Problems, show_list, type_name
 from optalloc.sim import generate as gen
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.sim.workload import MappingRules, parse_mapping, project_names
 from optalloc.types import Config, NodeState
-from optalloc.units import MAX_JOB_GPUS, parse_duration, parse_time
+from optalloc.units import MAX_JOB_GPUS, MIN_EPOCH_S, parse_duration, parse_time
 
 SOURCES = ("itp", "philly", "synthetic", "jobs")
 WORKLOAD_KEYS = (
@@ -63,7 +64,9 @@ def parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) -
     for key, field_name in (("duration", "duration_s"), ("epoch", "epoch_s"), ("checkpoint_interval", "checkpoint_interval_s")):
         if key in data:
             v = problems.duration(data[key], loc.key(key), positive=True)
-            if v is not MISSING:
+            if v is not MISSING and key == "epoch" and v < MIN_EPOCH_S:
+                problems.add(loc.key(key), epoch_too_short(v), f"give at least {MIN_EPOCH_S:g}s, e.g. 5m")
+            elif v is not MISSING:
                 out[field_name] = v
     if "early_solve" in data:
         v = problems.boolean(data["early_solve"], loc.key("early_solve"))
