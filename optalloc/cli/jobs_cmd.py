@@ -128,7 +128,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         if args.job_id:
             raise OptallocError("--id applies to a command-line job; a job file names "
                                 "its jobs with `id:`")
-        jobs = load_jobs(args.rest[0], config)
+        jobs = load_jobs(args.rest[0], config, submitted=True)
         jobs = tuple(j if j.submit_time else dataclasses.replace(j, submit_time=now)
                      for j in jobs)
     missing = [j.id for j in jobs if not j.command]

@@ -21,7 +21,7 @@ from optalloc.config.problems import MISSING, Loc, Piece, Problems, show_list
 from optalloc.types import Job, JobState, frozen_map
 from optalloc.units import MAX_JOB_GPUS, MAX_PRIORITY
 
-__all__ = ["JOB_KEYS", "JobContext", "parse_job", "parse_job_pieces"]
+__all__ = ["JOB_KEYS", "JobContext", "parse_job", "parse_job_pieces", "without_run_keys"]
 
 JOB_KEYS = (
     "id", "project", "gpus", "gpus_per_node", "nodes", "gpu_types", "speedup", "min_runtime",
@@ -68,6 +68,32 @@ def parse_job_pieces(
             parsed.append((job, loc))
     _check_overlaps([(j, None) for j in existing] + parsed, problems)
     return tuple(j for j, _ in parsed)
+
+
+def without_run_keys(value: Any, source: str, problems: Problems) -> Any:
+    """A submitted job file's content (a `jobs` list or one job mapping) with the keys of a
+    job that already runs (state other than queued, start_time, placement) taken out, each one
+    reported: `submit` only queues jobs; a runner starts them when a plan places them."""
+    if isinstance(value, Mapping):
+        located = [(value, Loc(source))]
+    elif isinstance(value, list):
+        located = [(item, Loc(source, "jobs").idx(i)) for i, item in enumerate(value)]
+    else:
+        return value  # parse_job_pieces reports the shape
+    out = []
+    for item, loc in located:
+        if not isinstance(item, Mapping):
+            out.append(item)
+            continue
+        bad = [k for k in ("state", "start_time", "placement") if k in item
+               and not (k == "state" and item[k] == JobState.QUEUED.value)]
+        who = _raw_id(item)
+        for key in bad:
+            problems.add(loc.key(key), f"job {who!r} sets `{key}:`" if who else f"sets `{key}:`",
+                         "remove it: submit only queues jobs (a runner starts them when a plan "
+                         "places them)")
+        out.append({k: v for k, v in item.items() if k not in bad})
+    return out[0] if isinstance(value, Mapping) else out
 
 
 def _raw_id(item: Any) -> str | None:

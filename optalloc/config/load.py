@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from optalloc.config.jobenv import parse_job_env
-from optalloc.config.jobs import JobContext, parse_job_pieces
+from optalloc.config.jobs import JobContext, parse_job_pieces, without_run_keys
 from optalloc.config.nodes import parse_gpu_types, parse_nodes
 from optalloc.config.orgtree import parse_org
 from optalloc.config.policy import parse_policy
@@ -288,10 +288,12 @@ def load_config(path: str | os.PathLike) -> Config:
     return load_document(path)[0]
 
 
-def parse_jobs(data: Any, config: Config, source: str = "<memory>") -> tuple[Job, ...]:
+def parse_jobs(data: Any, config: Config, source: str = "<memory>", *,
+               submitted: bool = False) -> tuple[Job, ...]:
     """Validate a job file's content against `config`: a mapping with a `jobs:` list, a list
     of jobs, or one job mapping. Ids must not repeat the config's own jobs, and running jobs
-    must not overlap its running jobs. Raises ConfigError."""
+    must not overlap its running jobs. `submitted`: jobs for `submit`, which only queues them
+    (a running state, start_time or placement is a problem). Raises ConfigError."""
     problems = Problems()
     if data is None:
         problems.add(Loc(source), "the job file is empty", "add a `jobs:` list or one job mapping")
@@ -304,18 +306,21 @@ def parse_jobs(data: Any, config: Config, source: str = "<memory>") -> tuple[Job
     else:
         problems.add(Loc(source), "expected a `jobs:` list or one job mapping", "see data/sample_jobs.yaml")
         problems.raise_if_any()
+    if submitted:
+        value = without_run_keys(value, source, problems)
     ctx = JobContext.of_config(config)
     jobs = parse_job_pieces([Piece(source, value)], ctx, problems, existing=config.jobs, single=True)
     problems.raise_if_any()
     return jobs
 
 
-def load_jobs(path: str | os.PathLike, config: Config) -> tuple[Job, ...]:
+def load_jobs(path: str | os.PathLike, config: Config, *,
+              submitted: bool = False) -> tuple[Job, ...]:
     """Read and validate a job file (see parse_jobs). Raises ConfigError."""
     problems = Problems()
     data = read_yaml(path, problems)
     problems.raise_if_any()
-    return parse_jobs(data, config, str(path))
+    return parse_jobs(data, config, str(path), submitted=submitted)
 
 
 __all__ = [
