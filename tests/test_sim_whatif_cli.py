@@ -72,6 +72,10 @@ def test_whatif_prints_base_variant_and_change_per_metric_and_project(scenario, 
         (["whatif", "--set", "org.B.share=2", "--policy", "best"], "unknown policy 'best'"),
         (["simulate", "--policies", "greedy,magic"], "unknown policy magic"),
         (["simulate", "--duration", "soon"], "--duration: expected a duration"),
+        (["whatif", "--set", "org.B.share=2", "--duration", "20000d"],
+         "--duration: duration 1728000000.0 is out of range; give 0 to 315576000 seconds (ten "
+         "years)"),
+        (["simulate", "--duration", "99999999999w"], "--duration: duration"),
     ],
 )
 def test_bad_arguments_are_one_clear_message_not_a_traceback(scenario, capsys, argv, message):
@@ -79,3 +83,4 @@ def test_bad_arguments_are_one_clear_message_not_a_traceback(scenario, capsys, a
     err = capsys.readouterr().err
     assert rc == 2
     assert message in err and "Traceback" not in err
+

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from optalloc.errors import OptallocError
-from optalloc.units import parse_duration
+from optalloc.units import parse_duration_in_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -107,7 +107,7 @@ def load(path: str, *, seed: int | None = None, duration: str | None = None):
         sc = scenario_from_parts(config, extras, str(p), name=p.stem, base_dir=p if p.is_dir() else p.parent)
     if duration is not None:
         try:
-            d = parse_duration(duration)
+            d = parse_duration_in_range(duration)  # up to ten years
         except ValueError as err:
             raise OptallocError(f"--duration: {err}") from None
         if d <= 0:
