@@ -76,6 +76,9 @@ def test_whatif_prints_base_variant_and_change_per_metric_and_project(scenario, 
          "--duration: duration 1728000000.0 is out of range; give 0 to 315576000 seconds (ten "
          "years)"),
         (["simulate", "--duration", "99999999999w"], "--duration: duration"),
+        (["whatif", "--set", "org.B.share=2", "--set", "policy.lookback=3d",
+          "--set", "org.B.share=+10%"],
+         "--set org.B.share is given more than once; give each key one --set"),
     ],
 )
 def test_bad_arguments_are_one_clear_message_not_a_traceback(scenario, capsys, argv, message):
@@ -84,3 +87,10 @@ def test_bad_arguments_are_one_clear_message_not_a_traceback(scenario, capsys, a
     assert rc == 2
     assert message in err and "Traceback" not in err
 
+
+def test_a_refused_whatif_writes_no_out_folder(scenario, capsys, tmp_path):
+    out = tmp_path / "wi"
+    assert main(["whatif", "--scenario", str(scenario), "--set", "policy.lookback=3d",
+                 "--set", "policy.lookback=7d", "--out", str(out), "--no-progress"]) == 2
+    assert "--set policy.lookback is given more than once" in capsys.readouterr().err
+    assert not out.exists()
