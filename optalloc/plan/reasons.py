@@ -304,7 +304,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} has room in its fair-share target ({held_of}"
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
-            f"{tn[t]} are not free or preemptible: "
+            f"{tn[t]} are not free, and the plan preempts none for it: "
             f"{prot}, "
             + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
                "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
