@@ -86,3 +86,40 @@ def test_no_plan_starts_a_job_on_a_type_its_waiting_higher_priority_teammate_may
         b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
         if new.get(b.id) == t:
             assert snap.jobs[a].id in new, f"{b.id} started on {t} while {snap.jobs[a].id} waits"
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
+@given(instances())
+def test_with_the_rows_added_only_where_broken_no_plan_breaks_a_link(monkeypatch, snap):
+    """Property, the lazy path (optalloc.model.type_rows): no row is written when the model is
+    built (as for a model of more than EAGER_TYPE_ROWS rows), the epoch adds those its
+    solutions break, and its plan keeps every link all the same; a plan called `optimal` is
+    bounded by a true bound, that of the model with every row (about one instance in ten has
+    links)."""
+    import optalloc.model.build as build
+
+    from optalloc.types import EXACT_GAP, SolverSettings
+    from optalloc.solve import solve
+
+    monkeypatch.setattr(build, "EAGER_TYPE_ROWS", -1)
+    em = build_model(snap)
+    assert not em.ordx.on.any()
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    req = em.req
+    new = {p.job_id: p.gpu_type for p in plan.placements
+           if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
+    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
+        b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
+        if new.get(b.id) == t:
+            assert snap.jobs[a].id in new, f"{b.id} started on {t} while {snap.jobs[a].id} waits"
+    rep = plan.report
+    if rep.status == "optimal" and len(em.ordx.a) and em.lm.n_vars:
+        from optalloc.epoch import _left_idle
+        from optalloc.plan.incumbent import greedy_placed
+
+        g = greedy_placed(em)
+        full = (em.with_fill(_left_idle(em, g)) if g is not None else em).with_all_type_rows()
+        exact = solve(full.lm, SolverSettings(mip_gap=1e-9, time_limit_s=60.0))
+        if "bound of the plans that meet the floors" not in rep.message:
+            assert rep.bound >= exact.objective - 1e-6 * max(1.0, abs(exact.objective))
