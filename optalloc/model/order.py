@@ -193,7 +193,14 @@ def job_groups(snap: Snapshot, req):
     """What precedence_pairs links, for the allocated queued jobs with candidates: (jobs, the
     shape class of each, -1 where it differs by type; GPUs, smallest per-node chunk,
     gpus_per_node, position in its project's order, group = (project, candidate types),
-    fewest full pieces over its types), or None when fewer than two such jobs wait."""
+    fewest full pieces over its types), or None when fewer than two such jobs wait. Made
+    once per requirements (the `order` and the `order_types` links both read it)."""
+    if "_job_groups" not in req.__dict__:
+        req.__dict__["_job_groups"] = _job_groups(snap, req)
+    return req.__dict__["_job_groups"]
+
+
+def _job_groups(snap: Snapshot, req):
     cj, ct = req.cand_job, req.cand_type
     if not len(cj):
         return None

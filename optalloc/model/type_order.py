@@ -81,32 +81,31 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     rep = np.repeat(np.arange(len(qb)), n)
     b = members[np.repeat(start[qb] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
     bqa = qa[rep]
-    A, B = [], []
-    for key, last in tables:
-        # each (b, qa) against each kind qa has: the latest job of the lowest priority above b's
-        seg = key // NP  # (group, kind) of each table entry, ascending
-        sg = np.unique(seg)
-        kinds_of = sg % NK
-        gq = sg // NK
-        lo = np.searchsorted(gq, bqa, "left")
-        m = np.searchsorted(gq, bqa, "right") - lo
-        r = np.repeat(np.arange(len(b)), m)
-        e = np.repeat(lo - np.cumsum(m) + m, m) + np.arange(int(m.sum()))
-        bb, kk, qq = b[r], kinds_of[e], gq[e]
-        fit = _fits(kinds[kk], cls[bb], g[bb], chunk[bb], gpn[bb], npieces[bb])
-        bb, kk, qq = bb[fit], kk[fit], qq[fit]
-        want = (qq * NK + kk) * NP + prank[bb]
-        i = np.searchsorted(key, want, "right")
-        hit = i < len(key)
-        hit[hit] = key[i[hit]] // NP == want[hit] // NP
-        A.append(jobs[last[i[hit]]])
-        B.append(np.stack([jobs[bb[hit]], qq[hit]], axis=1))
-    a = np.concatenate(A)
-    bq = np.concatenate(B)
-    if not len(a):
+    # each (b, qa) against each kind qa has: the latest job of the lowest priority above b's
+    (key, last), (key2, last2) = tables
+    seg = key // NP  # (group, kind) of each table entry, ascending
+    sg = np.unique(seg)
+    kinds_of = sg % NK
+    gq = sg // NK
+    lo = np.searchsorted(gq, bqa, "left")
+    m = np.searchsorted(gq, bqa, "right") - lo
+    r = np.repeat(np.arange(len(b)), m)
+    e = np.repeat(lo - np.cumsum(m) + m, m) + np.arange(int(m.sum()))
+    bb, kk, qq = b[r], kinds_of[e], gq[e]
+    fit = _fits(kinds[kk], cls[bb], g[bb], chunk[bb], gpn[bb], npieces[bb])
+    bb, kk, qq = bb[fit], kk[fit], qq[fit]
+    want = (qq * NK + kk) * NP + prank[bb]
+    ia, hit = _lookup(key, last, want, NP)
+    # where that job is a debug job, also the latest that is not one (its own link to a
+    # longer job of its priority is dropped): each (b, a) once either way, a having one kind
+    dbg = np.flatnonzero(hit)
+    dbg = dbg[short[ia[dbg]]]
+    ia2, hit2 = _lookup(key2, last2, want[dbg], NP)
+    a = jobs[np.r_[ia[hit], ia2[hit2]]]
+    pairs = np.stack([jobs[np.r_[bb[hit], bb[dbg[hit2]]]], a,
+                      np.r_[qq[hit], qq[dbg[hit2]]]], axis=1)
+    if not len(pairs):
         return _EMPTY, _EMPTY
-    key = np.unique((bq[:, 0] * J + a) * ng + bq[:, 1])  # (b, a, qa), each once
-    pairs = np.stack([key // ng // J, key // ng % J, key % ng], axis=1)
     # each pair's candidates of b on the types a may use
     sel = np.flatnonzero(ok)
     order = np.argsort(cj[sel], kind="stable")
@@ -118,6 +117,15 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     c = sc[np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
     on = gtypes[pairs[row, 2], ct[c]]
     return pairs[row[on], 1].astype(np.int64), c[on].astype(np.int64)
+
+
+def _lookup(key, last, want, NP) -> tuple[np.ndarray, np.ndarray]:
+    """(job index, found) per query `want` = (group, kind, priority rank): the entry of the
+    table (key ascending, last) in the same (group, kind) with the lowest priority above."""
+    i = np.searchsorted(key, want, "right")
+    hit = i < len(key)
+    hit[hit] = key[i[hit]] // NP == want[hit] // NP
+    return np.where(hit, last[np.minimum(i, max(len(last) - 1, 0))] if len(last) else 0, 0), hit
 
 
 def _group_pairs(gproj: np.ndarray, gtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
