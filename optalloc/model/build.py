@@ -44,7 +44,7 @@ _EMPTY = np.zeros(0, np.int64)
 #: models with at most this many `order_types` rows get them all when built; larger ones get
 #: those their solutions break (optalloc.model.type_rows). On the 88-GPU bench epoch (~130
 #: rows) added as broken they cost each MIP one to three more solves; the 1,024-GPU one has
-#: ~4,000, of which its LP's point breaks 30-110
+#: ~4,000, of which its LP's point breaks 29-110 at first
 EAGER_TYPE_ROWS = 1000
 
 #: The model, in build order. Each adds one block of variables and/or one constraint family.

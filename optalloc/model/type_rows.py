@@ -3,11 +3,13 @@
 Written for every link, the `order_types` rows made the 16,384-GPU bench model 96,733 rows
 larger (267k against 170k), its LP 1.34 -> 3.71 s, and the 32,768-GPU epoch's LP passed its
 10 s limit (`dde48b9`, reverted). Few of them bind: on the 1,024-GPU bench epoch the LP's
-optimum breaks 29-102 of some 4,000. So the model starts without them, and the epoch adds the
-rows a solution breaks and solves again (a cut loop: optalloc.epoch adds those the LP's point
-breaks, warm, before any plan is made from it, and those a MIP solution breaks before
-placing it); the placement, the backfill and the priority swaps keep every link whatever the
-rows (optalloc.plan), and a plan that breaks one is no answer (optalloc.plan.outcome.scored).
+optimum breaks 29-110 of some 4,000. So the model starts without them, and the epoch adds the
+rows a solution breaks and solves again (a cut loop, optalloc.epoch_status.cut_type_rows:
+where neither the LP's rounding nor the greedy plan is certified, those the LP's point
+breaks, warm, until it breaks none; and those a MIP solution breaks, that solution placed
+all the same); a model with at most EAGER_TYPE_ROWS rows (optalloc.model.build) has them all
+from the start. The placement, the backfill and the priority swaps keep every link whatever
+the rows (optalloc.plan), and a plan that breaks one is no answer (optalloc.plan.outcome.scored).
 A bound of the model with fewer rows is still a bound: the rows only take plans away.
 
 One row per (a, b): the starts of b on the types a may use <= the starts of a (allocated, on
