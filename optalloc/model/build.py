@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import numpy as np
 
@@ -27,11 +28,11 @@ from optalloc.model.constraints.lookahead import define_lookahead
 from optalloc.model.constraints.precedence import (
     define_keep_order,
     define_precedence,
-    define_type_order,
 )
 from optalloc.model.context import BuildContext
 from optalloc.model.fill import fill_targets
 from optalloc.model.matrix import LinearModel
+from optalloc.model.type_order import type_links
 from optalloc.model.type_rows import TypeRows, type_rows
 from optalloc.model.objective.impact import Impact, compute_impact
 from optalloc.model.requirements import Requirements, compute_requirements
@@ -46,6 +47,8 @@ _EMPTY = np.zeros(0, np.int64)
 #: rows) added as broken they cost each MIP one to three more solves; the 1,024-GPU one has
 #: ~4,000, of which its LP's point breaks 29-110 at first
 EAGER_TYPE_ROWS = 1000
+#: ... in models of fewer columns than this; larger ones make their links on first use
+EAGER_TYPE_VARS = 2000
 
 #: The model, in build order. Each adds one block of variables and/or one constraint family.
 DEFINES = (
@@ -60,7 +63,6 @@ DEFINES = (
     define_debug_allowance,  # d, debug[p,t] (debug jobs beyond target)  -- fairshare.py
     define_fill,  # f, fill[p] (idle GPUs shared among unallocated work)  -- fill.py
     define_precedence,  # order (a project's own order)                -- precedence.py
-    define_type_order,  # order_types (its order across type sets)     -- precedence.py
     define_keep_order,  # keep_order (running jobs before their team's lower priorities)
 )
 
@@ -104,8 +106,19 @@ class EpochModel:
     keep_i: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     keep_c: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     # the team's order between jobs whose gpu_types differ (optalloc.model.type_order): its
-    # links, and their `order_types` rows, in lm only once a solution broke them (type_rows)
-    ordx: TypeRows | None = None
+    # links, and their `order_types` rows, in lm only once a solution broke them (type_rows);
+    # made on first use (`ordx`), which in a large epoch comes while its LP solves
+    make_ordx: Callable[[], TypeRows] | None = None
+
+    @property
+    def ordx(self) -> TypeRows | None:
+        """The `order_types` links and rows (optalloc.model.type_rows), made once: a large
+        epoch first asks in its greedy pass, beside its LP on the other thread (XXL: ~0.25 s
+        of links off the critical path)."""
+        tr = self.__dict__.get("_ordx")
+        if tr is None and self.make_ordx is not None:
+            tr = self.__dict__["_ordx"] = self.make_ordx()
+        return tr
 
     @property
     def ordx_a(self) -> np.ndarray:
@@ -131,7 +144,9 @@ class EpochModel:
         if not sel.any():
             return self
         lm = self.lm.with_rows("order_types", self.ordx.M[np.flatnonzero(sel)], -np.inf, 0.0)
-        return self._carry(replace(self, lm=lm, ordx=self.ordx.with_on(sel)))
+        out = self._carry(replace(self, lm=lm))
+        out.__dict__["_ordx"] = self.ordx.with_on(sel)
+        return out
 
     @property
     def floor(self) -> np.ndarray:
@@ -215,9 +230,10 @@ def build_model(
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
         d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type, f=ctx.f, f_org=ctx.f_org, fill=ctx.fill,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b, keep_i=ctx.keep_i, keep_c=ctx.keep_c,
-        ordx=type_rows(snap, req, ctx.x, ctx.ordx_a, ctx.ordx_c, lm.n_vars),
+        make_ordx=lambda: type_rows(snap, req, ctx.x, *type_links(snap, req), lm.n_vars),
         build_s=0.0,
     )
-    if em.ordx.n_rows <= EAGER_TYPE_ROWS:  # a few: all of them now, no cut loop needed
+    # a small model: its links now, and where they are few all their rows (no cut loop)
+    if lm.n_vars < EAGER_TYPE_VARS and em.ordx.n_rows <= EAGER_TYPE_ROWS:
         em = em.with_all_type_rows()
     return replace(em, build_s=time.perf_counter() - t0)

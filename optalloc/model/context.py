@@ -71,6 +71,3 @@ class BuildContext:
     # keep_order rows: candidate keep_c[i] starts only if running job run_job[keep_i[i]] runs
     keep_i: np.ndarray = field(default_factory=_empty)
     keep_c: np.ndarray = field(default_factory=_empty)
-    # order_types rows: candidate ordx_c[i] starts only if job ordx_a[i] does
-    ordx_a: np.ndarray = field(default_factory=_empty)
-    ordx_c: np.ndarray = field(default_factory=_empty)

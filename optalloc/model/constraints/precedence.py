@@ -33,7 +33,6 @@ from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
 from optalloc.model.order import keep_links, precedence_pairs
 from optalloc.model.requirements import runs_elsewhere
-from optalloc.model.type_order import type_links
 
 
 def define_precedence(ctx: BuildContext) -> None:
@@ -48,12 +47,6 @@ def define_precedence(ctx: BuildContext) -> None:
     ra, ca = columns(a)
     b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
                np.r_[np.ones(len(cb)), -np.ones(len(ca))], -np.inf, 0.0)
-
-
-def define_type_order(ctx: BuildContext) -> None:
-    """The team's order between jobs whose type sets differ (optalloc.model.type_order): the
-    links only; their rows are added when a solution breaks them (optalloc.model.type_rows)."""
-    ctx.ordx_a, ctx.ordx_c = type_links(ctx.snap, ctx.req)
 
 
 def _columns_by_job(req, x: np.ndarray, ok: np.ndarray):
