@@ -60,15 +60,17 @@ from optalloc.plan.preemptions import preemptions
 from optalloc.plan.reasons import floor_violations, pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
-from optalloc.epoch_status import CUT_ROUNDS
-from optalloc.epoch_status import certified as _certified
-from optalloc.epoch_status import cut_type_rows as _cut_type_rows
-from optalloc.epoch_status import final as _final
-from optalloc.epoch_status import floor_terms as _floor_terms
-from optalloc.epoch_status import floors_traded as _floors_traded
-from optalloc.epoch_status import gap as _gap
-from optalloc.epoch_status import point_key as _point_key
-from optalloc.epoch_status import tol as _tol
+from optalloc.epoch_status import (  # the status helpers, under the names tests know
+    CUT_ROUNDS,
+    certified as _certified,
+    cut_type_rows as _cut_type_rows,
+    final as _final,
+    floor_terms as _floor_terms,
+    floors_traded as _floors_traded,
+    gap as _gap,
+    point_key as _point_key,
+    tol as _tol,
+)
 from optalloc.solve import BACKENDS, EarlyLp, neighborhood, solve, start_dive
 from optalloc.solve.base import effective_settings
 from optalloc.solve.fixing import fix_by_reduced_cost

@@ -58,10 +58,7 @@ class LinearModel:
         row = sp.csr_matrix((np.asarray(vals, float), (np.zeros(len(cols), np.int64),
                                                        np.asarray(cols, np.int64))),
                             shape=(1, self.n_vars))
-        n = self.n_cons
-        return replace(self, A=sp.vstack([self.A, row], format="csr"),
-                       row_lo=np.append(self.row_lo, lo), row_hi=np.append(self.row_hi, hi),
-                       row_blocks=self.row_blocks + ((label, n, n + 1),))
+        return self.with_rows(label, row, lo, hi)
 
     def with_rows(self, label: str, rows: sp.spmatrix, lo: float, hi: float) -> "LinearModel":
         """This model with the rows lo <= rows @ x <= hi appended as one block `label` (same

@@ -188,6 +188,29 @@ def _movable(snap: Snapshot, rj: np.ndarray, rt: np.ndarray, movable: np.ndarray
     return snap.job_tier1[rj, rt] & ~snap.job_protected[rj] & movable[rj]
 
 
+def spans(start: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The indices start[0] .. start[0]+n[0]-1, start[1] .. start[1]+n[1]-1, ... in one array
+    (each row's slice of a sorted array, without a Python loop)."""
+    return np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+
+
+def columns_by_job(req: Requirements, x: np.ndarray, ok: np.ndarray):
+    """A function of jobs (n,) giving (row r, column) for every x column of jobs[r] among the
+    candidates `ok` (C,) bool: the columns grouped by job once, sliced per call (x the
+    identity: the candidates themselves)."""
+    cj = req.cand_job
+    sel = np.flatnonzero(ok)
+    order = np.argsort(cj[sel], kind="stable")
+    sj, xs = cj[sel][order], x[sel[order]]
+
+    def columns(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        start = np.searchsorted(sj, jobs, "left")
+        n = np.searchsorted(sj, jobs, "right") - start
+        return np.repeat(np.arange(len(jobs)), n), xs[spans(start, n)]
+
+    return columns
+
+
 def runs_elsewhere(req: Requirements) -> np.ndarray:
     """(C,) the candidates that restart a running job (a move or a restart): the job runs,
     it is not queued, and it never also stays."""

@@ -28,6 +28,7 @@ import numpy as np
 
 from optalloc.contract import short_jobs
 from optalloc.model.order import job_groups
+from optalloc.model.requirements import columns_by_job, spans
 from optalloc.shape import PIECES, SMALL, WHOLE
 from optalloc.snapshot import Snapshot
 
@@ -63,26 +64,25 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     # whole-node gang of s GPUs, per-node gang of s GPUs in pieces of q; -1: none
     q = np.where(cls == PIECES, gpn, 0)
     big = int(max(g.max(), q.max())) + 1
-    ukind, first, kid = np.unique(((cls + 1) * big + g) * big + q, return_index=True,
-                                  return_inverse=True)
+    _, first, kid = np.unique(((cls + 1) * big + g) * big + q, return_index=True,
+                              return_inverse=True)
     kinds = np.stack([cls[first], g[first], q[first]], axis=1)
     kid = np.asarray(kid).reshape(-1)
     NK, NP = len(kinds), int(prank.max()) + 1
     # per (group, kind, priority): the latest job of its order; and the latest that is not a
     # debug job (a debug job's own link to a longer job of its priority is dropped, and the
     # chain through it with it)
-    tables = [_latest(group, kid, prank, pos, cls >= 0, NK, NP),
-              _latest(group, kid, prank, pos, (cls >= 0) & ~short, NK, NP)]
+    key, last = _latest(group, kid, prank, pos, cls >= 0, NK, NP)
+    key2, last2 = _latest(group, kid, prank, pos, (cls >= 0) & ~short, NK, NP)
     # every job behind (b) against every type set ahead (qa) of its project that meets its own
     members = np.argsort(group, kind="stable")
     start = np.searchsorted(group[members], np.arange(ng), "left")
     count = np.bincount(group, minlength=ng)
     n = count[qb]
     rep = np.repeat(np.arange(len(qb)), n)
-    b = members[np.repeat(start[qb] - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
+    b = members[spans(start[qb], n)]
     bqa = qa[rep]
     # each (b, qa) against each kind qa has: the latest job of the lowest priority above b's
-    (key, last), (key2, last2) = tables
     seg = key // NP  # (group, kind) of each table entry, ascending
     sg = np.unique(seg)
     kinds_of = sg % NK
@@ -90,7 +90,7 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     lo = np.searchsorted(gq, bqa, "left")
     m = np.searchsorted(gq, bqa, "right") - lo
     r = np.repeat(np.arange(len(b)), m)
-    e = np.repeat(lo - np.cumsum(m) + m, m) + np.arange(int(m.sum()))
+    e = spans(lo, m)
     bb, kk, qq = b[r], kinds_of[e], gq[e]
     fit = _fits(kinds[kk], cls[bb], g[bb], chunk[bb], gpn[bb], npieces[bb])
     bb, kk, qq = bb[fit], kk[fit], qq[fit]
@@ -107,14 +107,7 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     if not len(pairs):
         return _EMPTY, _EMPTY
     # each pair's candidates of b on the types a may use
-    sel = np.flatnonzero(ok)
-    order = np.argsort(cj[sel], kind="stable")
-    sc = sel[order]
-    scj = cj[sc]
-    start = np.searchsorted(scj, pairs[:, 0], "left")
-    n = np.searchsorted(scj, pairs[:, 0], "right") - start
-    row = np.repeat(np.arange(len(pairs)), n)
-    c = sc[np.repeat(start - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
+    row, c = columns_by_job(req, np.arange(len(cj)), ok)(pairs[:, 0])
     on = gtypes[pairs[row, 2], ct[c]]
     return pairs[row[on], 1].astype(np.int64), c[on].astype(np.int64)
 
@@ -125,7 +118,9 @@ def _lookup(key, last, want, NP) -> tuple[np.ndarray, np.ndarray]:
     i = np.searchsorted(key, want, "right")
     hit = i < len(key)
     hit[hit] = key[i[hit]] // NP == want[hit] // NP
-    return np.where(hit, last[np.minimum(i, max(len(last) - 1, 0))] if len(last) else 0, 0), hit
+    out = np.zeros(len(want), np.int64)
+    out[hit] = last[i[hit]]
+    return out, hit
 
 
 def _group_pairs(gproj: np.ndarray, gtypes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -134,7 +129,7 @@ def _group_pairs(gproj: np.ndarray, gtypes: np.ndarray) -> tuple[np.ndarray, np.
     lo = np.searchsorted(gproj[order], gproj, "left")
     n = np.searchsorted(gproj[order], gproj, "right") - lo
     qb = np.repeat(np.arange(len(gproj)), n)
-    qa = order[np.repeat(lo - np.cumsum(n) + n, n) + np.arange(int(n.sum()))]
+    qa = order[spans(lo, n)]
     keep = (qa != qb) & (gtypes[qa] & gtypes[qb]).any(axis=1)
     return qa[keep], qb[keep]
 

@@ -24,6 +24,8 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from optalloc.model.requirements import columns_by_job
+
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -72,26 +74,20 @@ def type_rows(snap, req, x: np.ndarray, a: np.ndarray, c: np.ndarray, n_vars: in
     n = len(first)
 
     def make() -> sp.csr_matrix:
-        # a's allocated starts, on any of its types
-        ok = np.flatnonzero(snap.job_tier1[req.cand_job, req.cand_type])
-        cols = ok[np.argsort(req.cand_job[ok], kind="stable")]
-        cj = req.cand_job[cols]
-        ja = a[first]
-        lo = np.searchsorted(cj, ja, "left")
-        cnt = np.searchsorted(cj, ja, "right") - lo
-        ra = np.repeat(np.arange(n), cnt)
-        ca = cols[np.repeat(lo - np.cumsum(cnt) + cnt, cnt) + np.arange(int(cnt.sum()))]
-        M = sp.csr_matrix((np.r_[np.ones(len(c)), -np.ones(len(ca))],
-                           (np.r_[row, ra], np.r_[x[c], x[ca]])), shape=(n, n_vars))
+        # a's allocated starts, on any of its types (as the `order` rows count them)
+        ra, xa = columns_by_job(req, x, snap.job_tier1[req.cand_job, req.cand_type])(a[first])
+        M = sp.csr_matrix((np.r_[np.ones(len(c)), -np.ones(len(xa))],
+                           (np.r_[row, ra], np.r_[x[c], xa])), shape=(n, n_vars))
         M.sum_duplicates()
         return M
 
     return TypeRows(a, c, np.zeros(n, bool), make)
 
 
-def broken_links(tr: TypeRows, started: np.ndarray, started_job: np.ndarray) -> np.ndarray:
+def broken_links(tr: TypeRows | None, started: np.ndarray,
+                 started_job: np.ndarray) -> np.ndarray:
     """(L,) bool: the links a plan breaks (`started` (C,) its starts, `started_job` (J,) the
     jobs it starts): a start on a type its job ahead may use while that job waits."""
-    if not len(tr.a):
+    if tr is None or not len(tr.a):
         return np.zeros(0, bool)
     return started[tr.c] & ~started_job[tr.a]

@@ -137,7 +137,7 @@ def scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
 def breaks_type_order(em: EpochModel, placed: Placed) -> bool:
     """The plan starts a job on a type that a job of its project ahead of it may use, fits
     its place there and waits (optalloc.model.type_order)."""
-    if em.ordx is None or not len(em.ordx.a):
+    if not len(em.ordx_a):
         return False
     req = em.req
     started_job = np.zeros(len(em.snap.jobs), bool)

@@ -26,6 +26,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.objective.impact import candidate_values
 from optalloc.model.requirements import PIECES, SMALL, WHOLE, runs_elsewhere
+from optalloc.model.type_rows import broken_links
 from optalloc.plan.backfill import candidates_by_job, restore_and_backfill, value_groups
 from optalloc.plan.due_gangs import start_due_gangs
 from optalloc.plan.fit import alloc, chunks, nodes_for
@@ -239,7 +240,7 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> None:
             on[list(placements)] = True
             at = np.zeros(len(req.cand_job), bool)
             at[list(cand_of.values())] = True
-            hit = np.flatnonzero(at[tc] & ~on[ta])
+            hit = np.flatnonzero(broken_links(em.ordx, at, on))
             bad += list(zip(ta[hit].tolist(), req.cand_job[tc[hit]].tolist()))
         if not bad:
             return
@@ -298,7 +299,7 @@ def _order_consistent(em: EpochModel, chosen: np.ndarray) -> np.ndarray:
         on = np.zeros(J, bool)
         on[req.cand_job[chosen]] = True
         bad = on[em.prec_b] & ~on[em.prec_a]
-        bad_c = chosen[em.ordx_c] & ~on[em.ordx_a]  # order_types: that start only
+        bad_c = broken_links(em.ordx, chosen, on)  # order_types: that start only
         if not bad.any() and not bad_c.any():
             break
         chosen &= ~np.isin(req.cand_job, em.prec_b[bad])

@@ -32,7 +32,7 @@ import numpy as np
 from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
 from optalloc.model.order import keep_links, precedence_pairs
-from optalloc.model.requirements import runs_elsewhere
+from optalloc.model.requirements import columns_by_job, runs_elsewhere
 
 
 def define_precedence(ctx: BuildContext) -> None:
@@ -42,28 +42,11 @@ def define_precedence(ctx: BuildContext) -> None:
     ctx.prec_a, ctx.prec_b = a, bb
     if not len(a):
         return
-    columns = _columns_by_job(req, ctx.x, snap.job_tier1[req.cand_job, req.cand_type])
+    columns = columns_by_job(req, ctx.x, snap.job_tier1[req.cand_job, req.cand_type])
     rb, cb = columns(bb)
     ra, ca = columns(a)
     b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
                np.r_[np.ones(len(cb)), -np.ones(len(ca))], -np.inf, 0.0)
-
-
-def _columns_by_job(req, x: np.ndarray, ok: np.ndarray):
-    """A function of jobs (n,) giving (row r, column) for every x column of jobs[r] among the
-    candidates `ok` (C,) bool: the columns grouped by job once, sliced per call."""
-    cj = req.cand_job
-    sel = np.flatnonzero(ok)
-    order = np.argsort(cj[sel], kind="stable")
-    sj, xs = cj[sel][order], x[sel[order]]
-
-    def columns(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        start = np.searchsorted(sj, jobs, "left")
-        n = np.searchsorted(sj, jobs, "right") - start
-        first = np.repeat(start - np.cumsum(n) + n, n)
-        return np.repeat(np.arange(len(jobs)), n), xs[first + np.arange(int(n.sum()))]
-
-    return columns
 
 
 def define_keep_order(ctx: BuildContext) -> None:
@@ -81,7 +64,7 @@ def define_keep_order(ctx: BuildContext) -> None:
         return
     n = len(i)
     # each running job's move columns (a restart on another type runs it too)
-    rm, cm = _columns_by_job(req, ctx.x, runs_elsewhere(req))(req.run_job[i])
+    rm, cm = columns_by_job(req, ctx.x, runs_elsewhere(req))(req.run_job[i])
     b.add_rows("keep_order", n, np.concatenate([np.arange(n), np.arange(n), rm]),
                np.concatenate([ctx.x[c], ctx.k[i], cm]),
                np.concatenate([np.ones(n), -np.ones(n + len(rm))]), -np.inf, 0.0)
