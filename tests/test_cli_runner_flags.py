@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from optalloc.cli import main
+from tests.test_cli_input_ranges import entries, refused
 
 CONFIG = """gpu_types: [{name: h100}]
 nodes: [{name: "n[1-2]", gpu_type: h100, gpus: 4}]
@@ -41,19 +42,6 @@ def fake_slurm(d: Path, monkeypatch, *, fail: bool = False) -> Path:
         (bin_ / cmd).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
     return bin_
-
-
-def refused(capsys, argv, *needles) -> str:
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in err, err
-    return err
-
-
-def entries(d: Path) -> set[str]:
-    return {p.name for p in d.iterdir()}
 
 
 EPOCH = ["epoch", "--config", "cfg.yaml", "--state", "st.db", "--now", "2000"]

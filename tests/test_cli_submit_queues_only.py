@@ -9,23 +9,11 @@ import pytest
 
 from optalloc.cli import main
 from optalloc.state import StateStore
+from tests.test_cli_runner_flags import lab  # noqa: F401  (the fixture: a folder with cfg.yaml)
 
-CONFIG = """gpu_types: [{name: h100}]
-nodes: [{name: "n[1-2]", gpu_type: h100, gpus: 4}]
-org: {name: lab, children: [{name: A1, share: 1}, {name: B1, share: 1}]}
-"""
 RUNNING = ("{id: j, project: A1, gpus: 4, min_runtime: 8h, command: ['true'], state: running, "
            "start_time: 0, placement: {gpu_type: h100, nodes: [{node: n1, gpus: [0,1,2,3]}]}}")
 FIX = "remove it: submit only queues jobs (a runner starts them when a plan places them)"
-
-
-@pytest.fixture
-def lab(tmp_path, monkeypatch):
-    d = tmp_path / "lab"
-    d.mkdir(mode=0o700)
-    (d / "cfg.yaml").write_text(CONFIG)
-    monkeypatch.chdir(d)
-    return d
 
 
 def submit(path: str) -> int:

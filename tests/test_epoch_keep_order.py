@@ -138,14 +138,12 @@ def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(s
             assert a.id in on, f"{b.id} started on {t} while {a.id} was preempted"
 
 
-def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
+def _held_behind_b_run(resumable: bool):
     """One 8-GPU node: B's priority-1 6-GPU job B_run (past its protection) yields to A's
-    6-GPU job (A ranks first) and cannot restart in the 2 GPUs left; B's priority-0 1-GPU job
-    waits behind it in its team's order (it starts on h100 after B_run: the keep_order rows).
-    Its message says so, where it said the 2 free GPUs were "not free or preemptible" (found
-    by a hand-written case at stop 35). Greedy starts it at once: the price of the rows,
-    measured in the README."""
-    jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1),
+    6-GPU job A_q; B's priority-0 1-GPU job B_small waits behind it. The whole outcome is
+    asserted; B_small's pending reason is returned."""
+    jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1,
+                    resumable=resumable),
             Job("A_q", "A", 6, min_runtime_s=H, submit_time=1.0),
             Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0)]
     snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs,
@@ -154,6 +152,17 @@ def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
     check_plan(snap, plan)
     assert _outcome(plan) == (["A_q"], ["B_run"], {"B_small": "LowerPriorityInProject"})
     (r,) = plan.pending
+    return r
+
+
+def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
+    """One 8-GPU node: B's priority-1 6-GPU job B_run (past its protection) yields to A's
+    6-GPU job (A ranks first) and cannot restart in the 2 GPUs left; B's priority-0 1-GPU job
+    waits behind it in its team's order (it starts on h100 after B_run: the keep_order rows).
+    Its message says so, where it said the 2 free GPUs were "not free or preemptible" (found
+    by a hand-written case at stop 35). Greedy starts it at once: the price of the rows,
+    measured in the README."""
+    r = _held_behind_b_run(resumable=True)
     assert r.message == ("B_run of project B (priority 1 > 0) lost its h100 GPUs this epoch "
                          "and waits; the team's order starts it first, and this 1-GPU job "
                          "after it (2 h100 GPUs are free)")
@@ -164,16 +173,7 @@ def test_a_job_held_back_behind_a_stopped_job_that_is_not_resumable_is_told_it_e
     no longer says it waits to start first (a helper's case at stop 36 found that false).
     B_small still waits this epoch: its keep_order row keeps a job from displacing one its
     team ranks above, and cannot tell a stop for A from one for B_small."""
-    jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1,
-                    resumable=False),
-            Job("A_q", "A", 6, min_runtime_s=H, submit_time=1.0),
-            Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0)]
-    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs,
-                    usage={"A": 1.0, "B": 3.0})
-    plan = run_epoch(snap)
-    check_plan(snap, plan)
-    assert _outcome(plan) == (["A_q"], ["B_run"], {"B_small": "LowerPriorityInProject"})
-    (r,) = plan.pending
+    r = _held_behind_b_run(resumable=False)
     assert r.message == ("B_run of project B (priority 1 > 0) is stopped this epoch and, not "
                          "resumable, ends; the team's order keeps this 1-GPU job off h100 "
                          "this epoch, so that B_run is never stopped for a job it ranks "

@@ -72,13 +72,10 @@ def test_links_go_only_to_a_strictly_higher_priority_on_the_types_both_may_use()
     assert links == [("Hi", "Lo2", "a100")]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
-@given(instances())
-def test_no_plan_starts_a_job_on_a_type_its_waiting_higher_priority_teammate_may_use(snap):
-    """Property: every `order_types` link holds in the epoch's plan."""
-    plan = run_epoch(snap)
-    check_plan(snap, plan)
-    em = build_model(snap)
+def _assert_links_kept(snap, plan, em) -> None:
+    """Every `order_types` link of em holds in the plan: a job started on a type waits for no
+    job of its project ahead of it that may use that type (a start: a placement other than
+    the job's own)."""
     req = em.req
     new = {p.job_id: p.gpu_type for p in plan.placements
            if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
@@ -86,6 +83,16 @@ def test_no_plan_starts_a_job_on_a_type_its_waiting_higher_priority_teammate_may
         b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
         if new.get(b.id) == t:
             assert snap.jobs[a].id in new, f"{b.id} started on {t} while {snap.jobs[a].id} waits"
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(instances())
+def test_no_plan_starts_a_job_on_a_type_its_waiting_higher_priority_teammate_may_use(snap):
+    """Property: every `order_types` link holds in the epoch's plan."""
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    em = build_model(snap)
+    _assert_links_kept(snap, plan, em)
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=list(HealthCheck))
@@ -98,21 +105,15 @@ def test_with_the_rows_added_only_where_broken_no_plan_breaks_a_link(monkeypatch
     links)."""
     import optalloc.model.build as build
 
-    from optalloc.types import EXACT_GAP, SolverSettings
     from optalloc.solve import solve
+    from optalloc.types import SolverSettings
 
     monkeypatch.setattr(build, "EAGER_TYPE_ROWS", -1)
     em = build_model(snap)
     assert not em.ordx.on.any()
     plan = run_epoch(snap)
     check_plan(snap, plan)
-    req = em.req
-    new = {p.job_id: p.gpu_type for p in plan.placements
-           if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
-    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
-        b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
-        if new.get(b.id) == t:
-            assert snap.jobs[a].id in new, f"{b.id} started on {t} while {snap.jobs[a].id} waits"
+    _assert_links_kept(snap, plan, em)
     rep = plan.report
     if rep.status == "optimal" and len(em.ordx.a) and em.lm.n_vars:
         from optalloc.epoch import _left_idle

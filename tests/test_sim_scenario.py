@@ -200,13 +200,20 @@ def _leaves(node):
         yield from _leaves(c)
 
 
-def test_a_missing_trace_file_is_reported_at_the_workload_file_key(tmp_path):
+def _trace_file_problems(tmp_path, name: str) -> tuple[list[str], object]:
+    """(the problems load_scenario reports for a scenario whose workload file is `name`, the
+    scenario's path)."""
     doc = copy.deepcopy(BASE)
-    doc["workload"]["file"] = "missing.csv"
+    doc["workload"]["file"] = name
     p = write(tmp_path, doc)
     with pytest.raises(ConfigError) as err:
         load_scenario(p, env={TRACES_ENV: str(tmp_path / "none")})
-    assert err.value.problems == [
+    return err.value.problems, p
+
+
+def test_a_missing_trace_file_is_reported_at_the_workload_file_key(tmp_path):
+    problems, p = _trace_file_problems(tmp_path, "missing.csv")
+    assert problems == [
         f"{p}: workload.file: {tmp_path / 'missing.csv'}: file not found; check the workload's file/cluster/team "
         f"and {TRACES_ENV}"
     ]
@@ -214,12 +221,8 @@ def test_a_missing_trace_file_is_reported_at_the_workload_file_key(tmp_path):
 
 def test_a_directory_as_the_trace_file_is_reported_at_the_workload_file_key(tmp_path):
     (tmp_path / "tracedir").mkdir()
-    doc = copy.deepcopy(BASE)
-    doc["workload"]["file"] = "tracedir"
-    p = write(tmp_path, doc)
-    with pytest.raises(ConfigError) as err:
-        load_scenario(p, env={TRACES_ENV: str(tmp_path / "none")})
-    assert err.value.problems == [
+    problems, p = _trace_file_problems(tmp_path, "tracedir")
+    assert problems == [
         f"{p}: workload.file: {tmp_path / 'tracedir'}: is a directory, not a trace file; point "
         "the workload's file at the trace's CSV file"
     ]
