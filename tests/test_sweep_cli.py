@@ -270,6 +270,8 @@ def test_every_bad_override_and_flag_is_reported_before_anything_runs(scenario, 
         (["--address", "tcp://127.0.0.1:8786"], "--address needs --engine dask"),
         (["--jobs", "0"], "--jobs must be >= 1, got 0"),
         (["--duration", "soon"], "--duration: expected a duration"),
+        (["--set", "policy.lookback=3d", "--grid", "org.B.share=1,2", "--set", "policy.lookback=7d"],
+         "--set policy.lookback is given more than once; give each key one --set"),
     ],
 )
 def test_bad_arguments_are_one_clear_message_and_nothing_is_written(scenario, tmp_path, capsys, argv, message):

@@ -167,17 +167,15 @@ def cmd_simulate(args) -> int:
 def cmd_whatif(args) -> int:
     from optalloc.sim.policies import POLICIES
     from optalloc.sim.report import write_report
-    from optalloc.sim.whatif import apply_overrides, run_whatif
+    from optalloc.sim.whatif import apply_overrides, run_whatif, set_twice
 
     if args.policy not in POLICIES:
         raise OptallocError(f"--policy: unknown policy {args.policy!r}; choose from {', '.join(POLICIES)}")
     check_seed(args.seed)
     check_out(args.out)
-    keys = [t.split("=", 1)[0].strip() for t in args.overrides if "=" in t]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
+    twice = set_twice(args.overrides)
     if twice:
-        raise OptallocError(f"--set {', '.join(twice)} is given more than once; give each key "
-                            "one --set (only one value can be the variant's)")
+        raise OptallocError(f"{twice} (only one value can be the variant's)")
     sc = load(args.scenario, seed=args.seed, duration=args.duration)
     apply_overrides(sc.config, args.overrides)  # report bad overrides before simulating
     wi = run_whatif(sc, args.overrides, args.policy, progress=not args.no_progress)

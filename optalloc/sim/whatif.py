@@ -68,6 +68,17 @@ class WhatIf:
 # --------------------------------------------------------------------------- overrides
 
 
+def set_twice(overrides: Sequence[str]) -> str | None:
+    """The problem with overrides that set one key more than once (the later would silently
+    replace the earlier): `--set K is given more than once; give each key one --set`, or None.
+    `whatif` and `sweep` refuse such flags."""
+    keys = [t.split("=", 1)[0].strip() for t in overrides if "=" in t]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if not twice:
+        return None
+    return f"--set {', '.join(twice)} is given more than once; give each key one --set"
+
+
 def apply_overrides(config: Config, overrides: Sequence[str], source: str = "--set") -> Config:
     """A copy of `config` with every override applied (in order). Raises ConfigError listing
     every bad override."""

@@ -31,7 +31,7 @@ from optalloc.sim.sweep.grid import (
     parse_grid,
     parse_policies,
 )
-from optalloc.sim.whatif import apply_overrides
+from optalloc.sim.whatif import apply_overrides, set_twice
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,10 @@ def plan_sweep(
     earlier ones (e.g. from `--seeds`)."""
     problems = problems if problems is not None else Problems()
     axes = parse_grid(grid, problems, fixed=fixed)
+    twice = set_twice(fixed)
+    if twice:  # the later --set would silently replace the earlier in every cell
+        problems.items.append(f"{twice} (it applies to every cell; for several values of a "
+                              "key, give it one --grid)")
     pol_text = policies if isinstance(policies, str) else ",".join(policies)
     names = parse_policies(pol_text, problems)
     cells = make_cells(axes, fixed)
