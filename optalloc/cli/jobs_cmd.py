@@ -135,32 +135,25 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if missing:
         raise OptallocError(f"{', '.join(missing)} has no `command:`; the {args.runner} "
                             "runner needs an argv list to run")
+    runner = None
     if args.runner == "slurm":  # before the state DB or the log directory is created
-        from optalloc.runners import runner_options
+        from optalloc.runners import make_runner, runner_options
+        from optalloc.runners.slurm import slurm_log_dir
 
         _, slurm_opts = runner_options("slurm", config, partition=args.partition,
                                        slurm_conf=args.slurm_conf)
-    with StateStore(args.state) as store:
-        taken = [j.id for j in jobs if store.get_job(j.id) is not None]
-        if taken:
-            raise OptallocError(f"job id {', '.join(taken)} already exists in "
-                                f"{args.state}; choose a new id")
-        slurm_ids: dict[str, str] = {}
-        if args.runner == "slurm":
-            from optalloc.runners import make_runner
-
-            runner = make_runner("slurm", state_path=args.state, **slurm_opts)
-            try:
-                for job in jobs:
-                    slurm_ids[job.id] = runner.submit(job)
-            finally:
-                runner.close()
-        with store.transaction():
-            for job in jobs:
-                store.add_job(job)
-                store.record_event(now, job.id, "submitted",
-                                   f"via {args.runner}" + (f" (slurm job {slurm_ids[job.id]})"
-                                                           if job.id in slurm_ids else ""))
+        if os.path.lexists(args.state):  # an id already taken is refused before Slurm sees it
+            with StateStore(args.state) as store:
+                _refuse_taken(store, jobs, args.state)
+        # its table in memory: the Slurm ids are recorded with the jobs, once Slurm took them
+        runner = make_runner("slurm", state_path=None, log_dir=slurm_log_dir(args.state),
+                             **slurm_opts)
+    try:
+        slurm_ids = _to_slurm(runner, jobs, args.state) if runner is not None else {}
+        _queue(args.state, jobs, now, args.runner, slurm_ids, runner)
+    finally:
+        if runner is not None:
+            runner.close()
     if args.json:
         print(json.dumps([{"id": j.id, "slurm_id": slurm_ids.get(j.id)} for j in jobs]))
     else:
@@ -169,6 +162,63 @@ def cmd_submit(args: argparse.Namespace) -> int:
             print(f"queued {j.id}: project {j.project}, {j.gpus} GPUs, "
                   f"{_contract(j)}{extra}")
     return 0
+
+
+def _refuse_taken(store, jobs, state: str) -> None:
+    taken = [j.id for j in jobs if store.get_job(j.id) is not None]
+    if taken:
+        raise OptallocError(f"job id {', '.join(taken)} already exists in {state}; choose a "
+                            "new id")
+
+
+def _to_slurm(runner, jobs, state: str) -> dict[str, str]:
+    """`sbatch -H` every job, all or none, before the state DB is opened: a refusal writes
+    nothing (no state DB is created, an existing one is not touched)."""
+    from optalloc.runners.slurm_cli import SlurmError
+
+    existed = os.path.lexists(state)
+    try:
+        return runner.submit_all(jobs)
+    except SlurmError as err:
+        raise OptallocError(
+            f"{err}\nnothing was queued: "
+            + (f"the state DB {state} is unchanged" if existed else "no state DB was created")
+            + ". Fix that (for Slurm: is slurmctld up? --partition? --slurm-conf?) and submit "
+              "again") from None
+
+
+def _queue(state: str, jobs, now: float, runner_name: str, slurm_ids: dict[str, str],
+           runner) -> None:
+    """The jobs into the state DB, then the Slurm ids into the runner's table (a crash in
+    between leaves held Slurm jobs with optalloc's comment, which the next epoch adopts; never a
+    Slurm row without its job). Jobs Slurm took are cancelled when they cannot be queued."""
+    from optalloc.state import StateStore
+
+    try:
+        with StateStore(state) as store, store.transaction():
+            _refuse_taken(store, jobs, state)  # again: another submit may have come between
+            for job in jobs:
+                store.add_job(job)
+                store.record_event(now, job.id, "submitted",
+                                   f"via {runner_name}" + (f" (slurm job {slurm_ids[job.id]})"
+                                                           if job.id in slurm_ids else ""))
+    except BaseException as err:
+        if not slurm_ids:
+            raise
+        gone = runner.cancel_submitted(slurm_ids)
+        if isinstance(err, OptallocError):
+            raise OptallocError(f"{err}\nnothing was queued; {gone}") from None
+        raise
+    if slurm_ids:
+        from optalloc.state.slurm_tables import SlurmTable
+
+        table = SlurmTable(state)
+        try:
+            with table.transaction():
+                for job in jobs:
+                    table.add_held(job.id, slurm_ids[job.id], job.resumable)
+        finally:
+            table.close()
 
 
 def _contract(job) -> str:

@@ -59,8 +59,13 @@ from optalloc.runners.slurm_submit import SubmitMixin, job_from_slurm, signame
 from optalloc.state.slurm_tables import SlurmRow, SlurmTable
 from optalloc.types import Config, Job, NodeAlloc, Placement, Plan, Policy
 
-__all__ = ["SlurmRunner", "job_from_slurm"]
+__all__ = ["SlurmRunner", "job_from_slurm", "slurm_log_dir"]
 log = logging.getLogger(__name__)
+
+
+def slurm_log_dir(state_path: str | os.PathLike) -> Path:
+    """Where jobs optalloc submits write their output: `slurm-logs` beside the state DB."""
+    return Path(state_path).resolve().parent / "slurm-logs"
 
 
 class SlurmRunner(SubmitMixin, Runner):
@@ -96,7 +101,7 @@ class SlurmRunner(SubmitMixin, Runner):
         if state_path is None:
             self.log_dir = Path(log_dir or self.workdir)
         else:
-            self.log_dir = Path(log_dir) if log_dir else Path(state_path).resolve().parent / "slurm-logs"
+            self.log_dir = Path(log_dir) if log_dir else slurm_log_dir(state_path)
         self._handed_seq = 0  # events up to here were handed out (observe or apply)
 
     # ------------------------------------------------------------------ protocol

@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 import shlex
 import signal
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from optalloc.contract import protection_s
+from optalloc.errors import OptallocError
 from optalloc.outdir import make_private_dirs
 from optalloc.runners.base import REQUEUE_EXIT_CODE, safe_file_name
 from optalloc.runners.slurm_cli import SlurmError, SlurmJob, format_comment
@@ -27,11 +28,40 @@ class SubmitMixin:
     def submit(self, job: Job, *, held: bool = True) -> str:
         """`sbatch -H` the job (argv in a generated batch script, each word shell-quoted) with
         optalloc's comment; returns the Slurm job id and records it."""
+        self._make_log_dir()
+        slurm_id = self._sbatch(job, held)
+        self.table.add_held(job.id, slurm_id, job.resumable)
+        return slurm_id
+
+    def submit_all(self, jobs: Sequence[Job]) -> dict[str, str]:
+        """`submit` every job (job id -> Slurm id), all or none: when Slurm refuses one, the
+        jobs it took are cancelled again and nothing is left behind (the log directory is made
+        once Slurm took them all: they are held, nothing runs before a release); SlurmError
+        says what Slurm said and what became of the others."""
+        ids: dict[str, str] = {}
+        job: Job | None = None
+        try:
+            for job in jobs:
+                ids[job.id] = self._sbatch(job)
+            job = None
+            self._make_log_dir()
+        except OptallocError as err:
+            what = (f"job {job.id} could not be submitted to Slurm" if job is not None
+                    else "the jobs' log directory could not be made")
+            gone = self.cancel_submitted(ids)
+            raise SlurmError(f"{what}: {err}" + (f"; {gone}" if gone else "")) from None
+        except BaseException:
+            self.cancel_submitted(ids)
+            raise
+        for job in jobs:
+            self.table.add_held(job.id, ids[job.id], job.resumable)
+        return ids
+
+    def _sbatch(self, job: Job, held: bool = True) -> str:
+        """The job into Slurm (held unless told); its Slurm id. Nothing recorded or made."""
         if not job.command:
             raise SlurmError(f"{job.id} has no command (argv) to submit to Slurm")
         gpn, nodes = self._shape(job)
-        make_private_dirs(self.log_dir.parent)  # 0700 whatever the umask: jobs' output
-        ensure_private_dir(self.log_dir, "slurm runner: job log directory")
         fields: dict[str, object] = {
             "project": job.project,
             "min_runtime": f"{job.min_runtime_s:g}",
@@ -48,9 +78,28 @@ class SubmitMixin:
         if self.partition:
             argv.append(f"--partition={self.partition}")
         out = self.cli.run(argv, input=self._script(job))
-        slurm_id = out.strip().split(";")[0]
-        self.table.add_held(job.id, slurm_id, job.resumable)
-        return slurm_id
+        return out.strip().split(";")[0]
+
+    def cancel_submitted(self, slurm_ids: Mapping[str, str]) -> str:
+        """`scancel` jobs this runner submitted (job id -> Slurm id) whose submission is given
+        up; what became of them, for a message ("" when there were none)."""
+        left = []
+        for slurm_id in slurm_ids.values():
+            try:
+                self.cli.run(["scancel", slurm_id])
+            except SlurmError as err:
+                log.warning("%s", err)
+                left.append(slurm_id)
+        done = [s for s in slurm_ids.values() if s not in left]
+        return "; ".join(
+            ([f"Slurm job(s) {', '.join(done)} of this submission were cancelled"]
+             if done else [])
+            + ([f"Slurm job(s) {', '.join(left)} could not be cancelled: `scancel "
+                f"{' '.join(left)}` them"] if left else []))
+
+    def _make_log_dir(self) -> None:
+        make_private_dirs(self.log_dir.parent)  # 0700 whatever the umask: jobs' output
+        ensure_private_dir(self.log_dir, "slurm runner: job log directory")
 
     def _script(self, job: Job) -> str:
         # the contract's one rule (the placement, which may be on a type where the project has
