@@ -24,7 +24,9 @@ makes a kill -9 at any instruction safe, and the runner's acknowledgements. Numb
                 acknowledged (a crash between 5 and 6 loses no job: the next turn
                 re-decides, and an authoritative runner reports what it did start)
 
-With `dry_run`, phases 5-6 are skipped: nothing is written, started or acknowledged.
+With `dry_run`, phases 5-6 are skipped: nothing is written, started or acknowledged by the
+cycle (the runner's observation still keeps its own tables: `optalloc epoch --dry-run` hands
+it a copy of the state DB).
 """
 
 from __future__ import annotations

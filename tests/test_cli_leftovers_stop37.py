@@ -1,11 +1,14 @@
 """Leftovers of the CLI's write-nothing rule. `submit --runner slurm` asks Slurm first: a
 refused sbatch leaves no state DB, log directory or lock behind (and records nothing in an
-existing DB), and jobs Slurm took before a refusal are cancelled again. Slurm is faked by
-small scripts on PATH."""
+existing DB), and jobs Slurm took before a refusal are cancelled again. `epoch --dry-run`
+with the local or the Slurm runner plans on a copy of the state DB: the runner observes and
+reconciles as in a real epoch (the same plan), and the state DB's bytes do not change. Slurm
+is faked by small scripts on PATH; the local runner runs real processes."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import signal
 import sqlite3
@@ -16,6 +19,7 @@ import pytest
 from optalloc.cli import main
 from optalloc.errors import StateError
 from optalloc.state import StateStore
+from tests.conftest import wait_until
 from tests.test_cli_input_ranges import entries, refused
 
 CONFIG = """gpu_types: [{name: h100}]
@@ -175,3 +179,89 @@ def test_a_job_slurm_took_is_queued_with_its_slurm_id_and_a_private_log_director
         ("via slurm (slurm job 4242)",)]
     assert oct((lab / "slurm-logs").stat().st_mode & 0o777) == "0o700"
 
+
+# --------------------------------------------------------------------------- dry runs
+
+
+def epoch(capsys, *flags: str) -> tuple[int, str]:
+    code = main(["epoch", "--config", "cfg.yaml", "--state", "st.db", *flags])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out
+
+
+def planned(out: str) -> tuple:
+    plan = json.loads(out)
+    return ([(p["job_id"], p["nodes"]) for p in plan["placements"]],
+            [p["job_id"] for p in plan["preemptions"]],
+            [(p["job_id"], p["code"]) for p in plan["pending"]])
+
+
+def test_a_dry_run_with_the_local_runner_writes_nothing_and_plans_what_an_epoch_does(
+        lab, capsys, no_pynvml):
+    local = ["--runner", "local", "--runner-dir", "runs"]
+    assert main(SUBMIT + ["--project", "A1", "--gpus", "4", "--id", "a", "--", "sh", "-c",
+                          "while [ ! -e a.go ]; do sleep 0.02; done"]) == 0
+    assert epoch(capsys, *local)[0] == 0  # a starts
+    assert main(SUBMIT + ["--project", "B1", "--gpus", "4", "--id", "b", "--", "true"]) == 0
+    (lab / "a.go").touch()
+    wait_until(lambda: (lab / "runs" / "a.1.exit").exists())  # a has ended: not observed yet
+    capsys.readouterr()
+    before, data = entries(lab), state_bytes(lab)
+
+    code, dry = epoch(capsys, *local, "--dry-run", "--json")
+    assert code == 0
+    assert entries(lab) == before and state_bytes(lab) == data  # a's end is not recorded
+    code, real = epoch(capsys, *local, "--json")
+    assert code == 0
+    assert planned(dry) == planned(real) == ([("b", [{"node": "box", "gpus": [0, 1, 2, 3]}])],
+                                             [], [])
+    assert rows(lab / "st.db", "SELECT id, status FROM jobs WHERE id = 'a'") == [
+        ("a", "finished")]  # the real epoch got the end the dry run saw
+
+
+def test_a_dry_run_with_the_slurm_runner_writes_nothing_and_plans_what_an_epoch_does(
+        lab, capsys, monkeypatch):
+    slurm = ["--runner", "slurm"]
+    fake(lab, monkeypatch, sbatch="echo 4242")
+    assert main(TO_SLURM) == 0
+    # Slurm lost the held job: observing it ends the job, and a held one of a user (optalloc's
+    # comment) is adopted; both are writes of the runner's own tables
+    squeue = {"jobs": [{"job_id": 77, "name": "u1", "job_state": "PENDING",
+                        "state_reason": "JobHeldUser", "comment": "optalloc:project=B1",
+                        "tres_per_node": "gres:gpu:2", "node_count": 1, "submit_time": 5}]}
+    fake(lab, monkeypatch, sbatch="echo 4243", squeue=f"echo '{json.dumps(squeue)}'")
+    capsys.readouterr()
+    (lab.parent / "calls.txt").unlink()
+    before, data = entries(lab), state_bytes(lab)
+
+    code, dry = epoch(capsys, *slurm, "--dry-run", "--json")
+    assert code == 0
+    # (the dry run takes the state lock, as an epoch does: submit alone made no lock file)
+    assert entries(lab) - {"st.db.lock"} == before and state_bytes(lab) == data
+    assert {c.split()[0] for c in calls(lab)} == {"squeue", "sinfo"}  # it only looked
+    code, real = epoch(capsys, *slurm, "--json")
+    assert code == 0
+    assert planned(dry) == planned(real)
+    assert [p for p, _ in planned(real)[0]] == ["u1"]
+    assert rows(lab / "st.db", "SELECT id, status FROM jobs ORDER BY id") == [
+        ("s1", "failed"), ("u1", None)]
+    assert rows(lab / "st.db", "SELECT job_id, state FROM runner_slurm_jobs ORDER BY job_id") \
+        == [("s1", "done"), ("u1", "placed")]
+
+
+def test_a_dry_run_reads_a_state_db_another_process_holds_open_without_writing_its_wal(
+        lab, capsys):
+    assert main(SUBMIT + ["--project", "A1", "--gpus", "4", "--id", "a", "--", "true"]) == 0
+    capsys.readouterr()
+    holder = sqlite3.connect(lab / "st.db", isolation_level=None)  # a reader that stays
+    try:
+        holder.execute("PRAGMA wal_autocheckpoint = 0")
+        holder.execute("INSERT INTO events (time, kind) VALUES (1, 'note')")  # a frame in -wal
+        assert (lab / "st.db-wal").stat().st_size > 0
+        before, data = entries(lab), state_bytes(lab)
+        code, dry = epoch(capsys, "--dry-run", "--json")
+        assert code == 0 and [p for p, _ in planned(dry)[0]] == ["a"]
+        assert entries(lab) == before | {"st.db.lock"} and state_bytes(lab) == data
+    finally:
+        holder.close()

@@ -38,9 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", help="solver backend (highs, scip, cpsat, cbc); default: policy")
     p.add_argument("--time-limit", help="solver time limit in seconds (up to a day)")
     p.add_argument("--dry-run", action="store_true",
-                   help="solve and print: start nothing, record nothing in the state DB (a "
-                        "missing one is not created: the plan starts from an empty state; a "
-                        "--out plan file is still written)")
+                   help="solve and print: start nothing, record nothing in the state DB (the "
+                        "runner observes a copy of it; a missing one is not created: the plan "
+                        "starts from an empty state; a --out plan file is still written)")
     p.add_argument("--out", help="write the plan JSON here (atomically)")
     p.add_argument("--runner", default="noop", help="noop (default), local or slurm")
     p.add_argument("--runner-dir", help="local runner: directory for job logs")
@@ -123,7 +123,7 @@ def cmd_epoch(args) -> int:
     from optalloc.cycle import run_cycle
     from optalloc.runners import make_runner, runner_options
     from optalloc.state import StateStore, check_state_file
-    from optalloc.statefile import StateLock, check_output_path, write_atomic
+    from optalloc.statefile import check_output_path, write_atomic
 
     # every input is checked before the lock is taken or anything is written
     config = load_config(args.config)
@@ -135,8 +135,8 @@ def cmd_epoch(args) -> int:
         args.runner, config, runner_dir=args.runner_dir, node=args.node,
         partition=args.partition, slurm_conf=args.slurm_conf)
     check_state_file(args.state)
-    # a dry run records nothing: with no state DB yet it plans from an empty one made in a
-    # private temporary directory (removed after), never creating --state or its lock
+    # a dry run records nothing: it plans on a copy of the state DB in a private temporary
+    # directory (an empty one when there is none yet: --state and its lock are not created)
     fresh = args.dry_run and not os.path.lexists(args.state)
     if fresh and runner_name != "noop":
         raise OptallocError(
@@ -153,13 +153,18 @@ def cmd_epoch(args) -> int:
     written: list[str] = []
     # the clock is read by the turn, once the lock is held
     clock = WallClock() if given_now is None else FixedClock(given_now)
-    with _state_path(args.state, fresh) as state, StateLock(state, wait_s=wait):
+    if args.dry_run:  # its job logs would go beside the copy: nothing is made for them
+        runner_opts.pop("directory", None)
+    with _state_path(args.state, args.dry_run, wait) as state:
         store = StateStore(state)
+        runner = None
         try:
             runner = make_runner(runner_name, state_path=state, **runner_opts)
             result = run_cycle(config, store, runner, clock, scheduler=scheduler,
                                dry_run=args.dry_run)
         finally:
+            if runner is not None:
+                runner.close()
             store.close()
         doc = plan_to_dict(result.plan)
         fault_point("epoch.before_plan_write")
@@ -185,13 +190,27 @@ def cmd_epoch(args) -> int:
 
 
 @contextlib.contextmanager
-def _state_path(path: str, fresh: bool) -> Iterator[str]:
-    """`path`, or with `fresh` an empty state DB's path in a private temporary directory."""
-    if not fresh:
-        yield path
+def _state_path(path: str, dry_run: bool, wait_s: float) -> Iterator[str]:
+    """The state DB the epoch works on: `path`, under the state lock; for a dry run, a copy of
+    it made under the lock (an empty one, and no lock, when it does not exist yet) in a
+    private temporary directory, removed after. So a dry run's runner observes and reconciles
+    exactly as a real epoch's would (the same plan), writing its own tables in the copy: the
+    state DB, its -wal and its -journal are not written, and a missing one is not created."""
+    from optalloc.state.db import copy_state_db
+    from optalloc.statefile import StateLock
+
+    if not dry_run:
+        with StateLock(path, wait_s=wait_s):
+            yield path
         return
     with tempfile.TemporaryDirectory(prefix="optalloc-dry-run-") as tmp:  # mode 0700
-        yield os.path.join(tmp, "state.db")
+        copy = os.path.join(tmp, "state.db")
+        if not os.path.lexists(path):
+            yield copy
+            return
+        with StateLock(path, wait_s=wait_s):  # not in the middle of a real epoch
+            copy_state_db(path, copy)
+            yield copy
 
 
 def parse_now(text: str, flag: str = "--now") -> float:

@@ -10,6 +10,8 @@ state store (optalloc.state.store) and the runners' tables (local_tables, slurm_
   processes that apply at once cannot both start the same job); nested use joins the outer
   transaction; anything raised inside rolls it back.
 * `sqlite_errors(path)`: SQLite's errors as StateError naming the file and what to do.
+* `copy_state_db(path, to)`: one consistent copy, made without writing a byte of the state DB
+  (a dry run works on it).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import urllib.parse
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -144,3 +147,31 @@ def open_state_db(
         conn.close()
         raise
     return conn
+
+
+def copy_state_db(path: str | os.PathLike, to: str | os.PathLike) -> None:
+    """Copy the state DB at `path` into the new file `to` (mode 0600): one consistent snapshot
+    (SQLite's backup API, committed -wal content included). Not a byte of the state DB, its
+    -wal or its -journal is written: with one of those beside it (another process has it open,
+    or one stopped uncleanly) it is read in SQLite's read-only mode, which never checkpoints
+    or rolls back; without, through a connection that refuses writes (`query_only`) and, as
+    the last to close, removes the -wal and -shm files that reading made (a read-only one
+    would leave them behind)."""
+    text = os.fspath(path)
+    full = check_state_file(text)
+    if not create_private_file(os.fspath(to)):
+        raise StateError(f"cannot copy the state DB {text} to {os.fspath(to)}: it exists")
+    side = any(os.path.lexists(full + s) for s in ("-wal", "-journal"))
+    uri = f"file:{urllib.parse.quote(full)}?mode={'ro' if side else 'rw'}"
+    with sqlite_errors(text):
+        src = sqlite3.connect(uri, uri=True, isolation_level=None)
+        try:
+            src.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            src.execute("PRAGMA query_only = ON")
+            dst = sqlite3.connect(os.fspath(to))
+            try:
+                src.backup(dst)
+            finally:
+                dst.close()
+        finally:
+            src.close()
