@@ -130,11 +130,12 @@ CASES = [
     # C, a project under the root (ratio 0.4), ranks above P (1.2): its h100 floor takes B's
     # "old" (past its protection; B's ratio 2.0) where drn restarts, and fast gets b0 (P's
     # floor is met by A and B). Until stop 34 C's path weighed half of B's (one floor row
-    # against two) and B kept "old"
-    ("contract", _contract, {"A": 16, "B": 6, "C": 16}, {"unal", "drn", "old"},
-     {"gang": (("h1", tuple(range(8))), ("h2", tuple(range(8)))),
-      "drn": (("h3", tuple(range(8))),), "fast": (("b0", tuple(range(8))),),
-      "small": (("h0", (4, 5)),)}),
+    # against two) and B kept "old". Since stop 37 a floor ranked first is worth up to twice
+    # (impact.RANK_TILT): C's "any" (4 GPUs) takes h0's free GPUs, where B's "small" (2) did
+    ("contract", _contract, {"A": 16, "B": 4, "C": 20}, {"unal", "drn", "old"},
+     {"gang": (("h2", tuple(range(8))), ("h3", tuple(range(8)))),
+      "drn": (("h1", tuple(range(8))),), "fast": (("b0", tuple(range(8))),),
+      "any": (("h0", (4, 5, 6, 7)),)}),
     ("remainder", _remainder, {"A": 24, "B": 8}, set(),
      {"gang": (("n1", tuple(range(8))), ("n2", tuple(range(8))), ("n0", (4, 5, 6, 7))),
       "small": (("n3", (6, 7)),)}),

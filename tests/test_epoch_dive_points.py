@@ -29,7 +29,8 @@ def _spy(monkeypatch) -> tuple[list, list]:
 
 def test_the_first_dive_round_that_certifies_ends_the_epoch_before_any_mip(monkeypatch):
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(scale_instance("M", 7))  # seed 4 until stop 35 (now lp-rounded)
+    # seed 4 until stop 35, 7 until stop 37 (both now lp-rounded)
+    plan = epoch.run_epoch(scale_instance("M", 9))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005
     assert rep.source == "lp-dive" and "after 1 round," in rep.message

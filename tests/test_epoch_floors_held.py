@@ -25,7 +25,9 @@ from test_epoch_toy import H, flat_org, nodes_of, pending_codes, preempted, runn
 def _gang_against_a_floor(extra=()):
     """10 nodes of 8: B's 2-GPU job (its whole floor, past protection) on n00, A's two
     protected 8-GPU jobs (its whole floor of 16) on n08-n09, A's 64-GPU gang waiting: it fits
-    only on n00-n07, so it starts only if B's job goes."""
+    only on n00-n07, so it starts only if B's job goes. B ranks just below A (1.6 against
+    1.5): a floor ranked first is worth up to twice (impact.RANK_TILT), and B's 2 GPUs ranked
+    first would outweigh the gang's targets in the objective itself."""
     jobs = [running("b0", "B", "h100", [("n00", [0, 1])], start=5 * H),
             running("a0", "A", "h100", [("n08", list(range(8)))], start=9.5 * H,
                     min_runtime_s=2 * H),
@@ -33,7 +35,7 @@ def _gang_against_a_floor(extra=()):
                     min_runtime_s=2 * H),
             Job("gang", "A", 64, min_runtime_s=H, submit_time=1.0), *extra]
     return snapshot(nodes_of(10, 8), flat_org({"A": 0.2, "B": 0.8}), jobs,
-                    usage={"A": 1.5, "B": 0.2})
+                    usage={"A": 1.5, "B": 1.6})
 
 
 def test_the_floor_and_the_gang_are_as_the_case_says():

@@ -49,7 +49,8 @@ def floor_yield(snap, req) -> np.ndarray:
     through whole jobs, the one held by work that can restart elsewhere yields: both are
     then met, one of them on the other type (8 h100 + 8 b200, per-type budgets, ratios
     equal: A's movable job kept h100 while B, confined to it, waited below its floor and
-    b200 idled). It outweighs the usage-ratio tie-break, never a floor GPU."""
+    b200 idled). It outweighs the rank tilt and the usage-ratio tie-break (A ranked first
+    yields all the same), never a floor GPU."""
     O, T = snap.org.n, len(snap.gpu_types)
     rj, rt = req.run_job, req.run_type
     if not len(rj) or not req.cand_move.any():
