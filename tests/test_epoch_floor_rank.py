@@ -46,7 +46,8 @@ def test_the_better_ranked_floor_is_met_where_the_other_is_larger_but_not_twice(
     msg = {p.job_id: p.message for p in plan.pending}["A00"]
     assert "below its h100 floor (0 of 4 GPUs)" in msg and "B (" in msg
     # A's floor is the one not met, and it is reported
-    assert [(v.org_node, v.floor_gpus, v.got_gpus) for v in plan.floor_violations] == [("A", 4.0, 0.0)]
+    assert [(v.org_node, v.floor_gpus, v.got_gpus)
+            for v in plan.floor_violations] == [("A", 4.0, 0.0)]
 
 
 def test_a_floor_more_than_twice_the_size_of_a_better_ranked_one_is_met_first():
@@ -59,8 +60,14 @@ def test_a_floor_more_than_twice_the_size_of_a_better_ranked_one_is_met_first():
     plan, greedy = _decide(snap)
     assert sorted(p.job_id for p in plan.placements) == ["A00"]
     assert greedy == ["B00"]
-    assert pending_codes(plan) == {"B00": "WaitingForCapacity"}
-    assert [(v.org_node, v.floor_gpus, v.got_gpus) for v in plan.floor_violations] == [("B", 2.0, 0.0)]
+    assert {p.job_id: (p.code.value, p.message) for p in plan.pending} == {"B00": (
+        "WaitingForCapacity",
+        "project B is below its floor (0 of 2 h100 GPUs; its target 2), but 2 GPUs of h100 are "
+        "not free, and the plan preempts none for it: 0 h100 GPUs are protected, the rest are "
+        "held by A (8 of target 6): past a target with whole jobs, which cannot shrink to it "
+        "(0 free)")}
+    assert [(v.org_node, v.floor_gpus, v.got_gpus)
+            for v in plan.floor_violations] == [("B", 2.0, 0.0)]
 
 
 def test_with_equal_ratios_the_larger_floor_is_met():

@@ -119,7 +119,7 @@ def test_a_small_job_waiting_beside_a_gang_past_its_target_says_which():
                     [Job("bg", "B", 16, min_runtime_s=H, submit_time=0.0)] + queued("A", 8, 1))
     plan = run_epoch(snap)
     assert [p.job_id for p in plan.placements] == ["bg"]
-    want = ("project A has room in its fair-share target (0 of 8 h100 GPUs), but 1 GPUs of "
+    want = ("project A is below its floor (0 of 8 h100 GPUs; its target 8), but 1 GPUs of "
             "h100 are not free, and the plan preempts none for it: 0 h100 GPUs are protected, "
             "the rest are held by "
             "B (16 of target 8): past a target with whole jobs, which cannot shrink to it (0 "

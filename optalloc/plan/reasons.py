@@ -301,8 +301,16 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         held_of = (f"{Gs[p]:g} of {Ts[p]:g} GPUs over all types" if pooled
                    else f"{got[p, t]:g} of {T[p, t]:g} {tn[t]} GPUs")
+        # below its floor too: say so (a floor ranked first loses to one more than twice its
+        # size, impact.RANK_TILT; equal ranks go by the number of floor GPUs)
+        floor_of = ((f"{Gs[p]:g} of {Fs[p]:g} GPUs over all types" if Gs[p] < Fs[p] - 1e-9
+                     else None) if pooled else
+                    (f"{got[p, t]:g} of {em.floor[p, t]:g} {tn[t]} GPUs"
+                     if got[p, t] < em.floor[p, t] - 1e-9 else None))
+        state = (f"is below its floor ({floor_of}; its target {Ts[p] if pooled else T[p, t]:g}"
+                 if floor_of else f"has room in its fair-share target ({held_of}")
         return ReasonCode.WAITING_FOR_CAPACITY, (
-            f"project {job.project} has room in its fair-share target ({held_of}"
+            f"project {job.project} {state}"
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
             f"{tn[t]} are not free, and the plan preempts none for it: "
             f"{prot}, "
