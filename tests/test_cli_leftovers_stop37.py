@@ -265,3 +265,43 @@ def test_a_dry_run_reads_a_state_db_another_process_holds_open_without_writing_i
         assert entries(lab) == before | {"st.db.lock"} and state_bytes(lab) == data
     finally:
         holder.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (ended, not yet reaped by its runner) is not alive
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_dry_run_sends_no_signal_to_a_job_past_its_grace_period(lab, capsys, no_pynvml):
+    """Unallocated a (ignoring SIGTERM) gets its notice for allocated b; its 1 s grace
+    passes. A real epoch would SIGKILL it; a dry run only looks (Runner.passive), so a still
+    runs after it, and the next real epoch kills it."""
+    (lab / "cfg.yaml").write_text(CONFIG + "policy: {grace: 1s}\n")
+    local = ["--runner", "local", "--runner-dir", "runs"]
+    assert main(SUBMIT + ["--project", "A1", "--gpus", "4", "--id", "a", "--", "sh", "-c",
+                          "trap '' TERM; while true; do sleep 0.05; done"]) == 0
+    assert epoch(capsys, *local)[0] == 0  # a starts
+    assert main(SUBMIT + ["--project", "B1", "--gpus", "4", "--id", "b", "--min-runtime", "1h",
+                          "--", "true"]) == 0
+    capsys.readouterr()
+    code, out = epoch(capsys, *local, "--json")
+    assert code == 0 and planned(out)[1] == ["a"]  # the notice goes to a
+    (pid,) = rows(lab / "st.db", "SELECT pid FROM runner_local_runs WHERE job_id = 'a'")[0]
+    wait_until(lambda: rows(lab / "st.db", "SELECT notice_sent FROM runner_local_runs "
+                                           "WHERE job_id = 'a'") == [(1,)])
+    import time
+
+    time.sleep(1.2)  # past the grace period
+    data = state_bytes(lab)
+    code, dry = epoch(capsys, *local, "--dry-run", "--json")
+    assert code == 0 and state_bytes(lab) == data
+    assert _alive(pid)  # no SIGKILL from the dry run
+    assert epoch(capsys, *local)[0] == 0  # the real epoch kills it
+    wait_until(lambda: not _alive(pid))

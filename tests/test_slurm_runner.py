@@ -195,11 +195,16 @@ def test_a_non_resumable_job_ignoring_the_notice_is_cancelled_after_the_grace_pe
     wait_until(lambda: (marks / "stub-1.term").exists(), timeout=20)
     during = runner.observe(t_notice + 1.0)  # inside the grace period: still there
     assert "stub-1" in during.running and during.events == ()
+    sid = runner.slurm_id("stub-1")
+    runner.passive = True  # a dry run (optalloc epoch --dry-run) only looks: no scancel
+    late = runner.observe(t_notice + 3.0)
+    assert "stub-1" in late.running and late.events == ()
+    assert squeue(slurm_cluster, sid).state == "RUNNING"
+    runner.passive = False
     _, events = observe_until(runner, lambda o, s: bool(s))
     (ev,) = events
     assert ev.kind is EventKind.PREEMPTED
     assert "stopped by Slurm after the grace period" in ev.message
-    sid = runner.slurm_id("stub-1")
     assert wait_until(lambda: squeue(slurm_cluster, sid).state == "CANCELLED", timeout=30)
 
 

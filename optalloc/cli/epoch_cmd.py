@@ -160,6 +160,7 @@ def cmd_epoch(args) -> int:
         runner = None
         try:
             runner = make_runner(runner_name, state_path=state, **runner_opts)
+            runner.passive = args.dry_run  # a dry run acts on no job (Runner.passive)
             result = run_cycle(config, store, runner, clock, scheduler=scheduler,
                                dry_run=args.dry_run)
         finally:

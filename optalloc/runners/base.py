@@ -119,10 +119,15 @@ class Runner:
     * `ack_events()`: the events handed out so far are recorded: do not hand them out again.
       Until then a runner that keeps its events repeats them (delivery at least once).
     * `sample_utilization(now)`: sample and store GPU utilization of running jobs.
+    * `passive`: set for a dry run (`optalloc epoch --dry-run`): `observe` only looks, it sends
+      no signal and runs no command that changes a job (a notice not yet sent, a SIGKILL or a
+      Slurm requeue/cancel after the grace period, a hold of a job Slurm requeued on its own);
+      what it reports is what runs now, so such a job still shows as running.
     """
 
     name: str = "runner"
     authoritative: bool = True
+    passive: bool = False
 
     def observe(self, now: float) -> Observation:
         """Report running jobs and events since the last acknowledgement."""

@@ -60,10 +60,11 @@ class StopsMixin:
     def _reconcile(self, now: float) -> None:
         self._reap_children()
         self._settle_starts()
-        for run in self._live_runs():  # a committed notice that may not have gone out
-            if run.state == "stopping" and not run.notice_sent:
-                self._send_notice(run)
-        self._escalate(now)
+        if not self.passive:  # a dry run only looks (Runner.passive)
+            for run in self._live_runs():  # a committed notice that may not have gone out
+                if run.state == "stopping" and not run.notice_sent:
+                    self._send_notice(run)
+            self._escalate(now)
         self._reap_children()
         with write_transaction(self.conn):
             for run in self._live_runs():

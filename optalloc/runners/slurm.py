@@ -249,8 +249,11 @@ class SlurmRunner(SubmitMixin, Runner):
         return None
 
     def _escalate(self, sjobs: Mapping[str, SlurmJob], now: float) -> list[JobEvent]:
-        """Grace over for a job still running: requeue it held (resumable) or cancel it."""
+        """Grace over for a job still running: requeue it held (resumable) or cancel it (not
+        in a dry run: Runner.passive)."""
         out = []
+        if self.passive:
+            return out
         for row in self.table.rows():
             sj = sjobs.get(row.slurm_id)
             if (row.state != "stopping" or row.kill_deadline is None or now < row.kill_deadline
@@ -303,7 +306,8 @@ class SlurmRunner(SubmitMixin, Runner):
                              f"Slurm job {row.slurm_id} ended ({sj.state}) while held", None)]
         if sj.state == "PENDING" and row.state in ("running", "stopping"):
             # Slurm requeued it on its own (node failure): optalloc decides when it runs again
-            self._try(["scontrol", "hold", row.slurm_id])
+            if not self.passive:  # a dry run only looks (Runner.passive)
+                self._try(["scontrol", "hold", row.slurm_id])
             return [self._end(row, None, now, EventKind.REQUEUED,
                               f"requeued by Slurm ({sj.reason}); held for optalloc", False)]
         return []
@@ -319,7 +323,7 @@ class SlurmRunner(SubmitMixin, Runner):
         # Slurm's own end time when the job has ended; else now (we stop it at this moment)
         end = sj.end_time if sj is not None and sj.state in TERMINAL and sj.end_time else now
         end = max(start, end)
-        if requeue:
+        if requeue and not self.passive:
             self._try(["scontrol", "requeuehold", row.slurm_id])
         placement = (self._placement(row, sj) if sj is not None else None) or row.placement
         self.table.set(row.job_id, state="held" if kind is EventKind.REQUEUED else "done",
