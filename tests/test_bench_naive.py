@@ -133,8 +133,8 @@ CASES = [
     # against two) and B kept "old". Since stop 37 a floor ranked first is worth up to twice
     # (impact.RANK_TILT): C's "any" (4 GPUs) takes h0's free GPUs, where B's "small" (2) did
     ("contract", _contract, {"A": 16, "B": 4, "C": 20}, {"unal", "drn", "old"},
-     {"gang": (("h2", tuple(range(8))), ("h3", tuple(range(8)))),
-      "drn": (("h1", tuple(range(8))),), "fast": (("b0", tuple(range(8))),),
+     {"gang": (("h1", tuple(range(8))), ("h2", tuple(range(8)))),
+      "drn": (("h3", tuple(range(8))),), "fast": (("b0", tuple(range(8))),),
       "any": (("h0", (4, 5, 6, 7)),)}),
     ("remainder", _remainder, {"A": 24, "B": 8}, set(),
      {"gang": (("n1", tuple(range(8))), ("n2", tuple(range(8))), ("n0", (4, 5, 6, 7))),

@@ -58,7 +58,7 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
     # the LP with every start its optimum left fractional forbidden rounds to 0.45%, where
     # the epoch went on to the whole MIP (6.7 s)
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(scale_instance("M", 38))  # seed 10 until stop 35, 37 until 36
+    plan = epoch.run_epoch(scale_instance("M", 39))  # seed 10 until stop 35, 37 until 36, 38 until 37
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
     assert "every start it left fractional forbidden" in rep.message

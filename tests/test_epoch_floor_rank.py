@@ -13,6 +13,7 @@ from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
 from optalloc.sim.invariants import check_plan
 from optalloc.sim.policies.greedy import GreedyScheduler
+from optalloc.types import OrgNode
 from tests.test_epoch_toy import flat_org, nodes_of, pending_codes, queued, snapshot
 
 
@@ -78,3 +79,30 @@ def test_with_equal_ratios_the_larger_floor_is_met():
     plan, _ = _decide(snap)
     assert sorted(p.job_id for p in plan.placements) == ["A00"]
     assert pending_codes(plan) == {"B00": "WaitingForCapacity"}
+
+
+# A helper's random search (stop 37) found the factor diluted: tree_position spreads [0, 1]
+# over every org node, so idle projects, and a program's own floor, took places between two
+# that compete (1.2x and 1.57x where 2x was meant). The tilt now spreads over the projects with
+# work, an inner node at its best such project's place (impact.tilt_position).
+ONE_PROJECT_PROGRAMS = OrgNode("root", children=(
+    OrgNode("P1", share=3, children=(OrgNode("a1"),)),
+    OrgNode("P2", share=5, children=(OrgNode("b1"),))))
+SHALLOW = OrgNode("root", children=(
+    OrgNode("X", share=3), OrgNode("P2", share=5, children=(OrgNode("b1"),))))
+
+
+@pytest.mark.parametrize("org,first,other,usage", [
+    (flat_org({"A": 3, "B": 4, "C": 0.5, "D": 0.5}), "A", "B",
+     {"A": 0.1, "B": 0.5, "C": 1.0, "D": 2.0}),  # C and D idle, ranked last
+    (ONE_PROJECT_PROGRAMS, "a1", "b1", {"P1": 0.1, "a1": 0.1, "P2": 0.5, "b1": 0.5}),
+    (SHALLOW, "X", "b1", {"X": 0.1, "P2": 0.5, "b1": 0.5}),
+], ids=["idle-projects", "one-project-programs", "shallow-project"])
+def test_the_better_ranked_floor_wins_whatever_else_the_tree_holds(org, first, other, usage):
+    """One 8-GPU node: `first` (ranked first) wants 3 GPUs, its floor 3; `other` an 8-GPU
+    job meeting 4 or 5 of its floor (under twice 3)."""
+    jobs = queued(first, 1, 3) + queued(other, 1, 8)
+    snap = snapshot(nodes_of(1, 8), org, jobs, usage=usage)
+    plan, greedy = _decide(snap)
+    assert sorted(p.job_id for p in plan.placements) == [f"{first}00"] == greedy
+    assert pending_codes(plan) == {f"{other}00": "WaitingForCapacity"}

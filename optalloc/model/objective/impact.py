@@ -111,11 +111,12 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     a contested node from a better-ranked project under the root (DESIGN.md rule 1). Trees
     whose projects all sit at one depth are unchanged.
 
-    A floor GPU of org node o is worth omega * (1 + RANK_TILT * p(o) + eps_o), p(o) in [0, 1]
-    o's place in the Fair-Tree order (order.tree_position: every node of a better-ranked
-    subtree above every node of a worse-ranked one; nodes whose paths tie share it). The tilt
-    (stop 37): where whole jobs make two floors exclusive, the one the scheme ranks first is
-    met unless the other is more than (1 + RANK_TILT) times its size (rule 1). With the rank
+    A floor GPU of org node o is worth omega * (1 + RANK_TILT * q(o) + eps_o), q(o) in [0, 1]
+    o's place among the projects with work this epoch (tilt_position: in the Fair-Tree order,
+    an inner node at its best project's place). The tilt (stop 37): where whole jobs make two
+    floors exclusive, the one the scheme ranks first is met unless the other is more than
+    (1 + RANK_TILT) q-apart times its size: twice between the best- and the worst-ranked
+    project with work, 1 + (their distance in that order) between two others (rule 1). With the rank
     as a tie-break only, the number of floor GPUs came first: on one 8-GPU node A's 8-GPU job
     (A's usage ratio 2.0, 4 floor GPUs met) ran and B, ranked first (ratio 0.1), got none of
     its floor of 3; a program whose two projects both want their shares lost a contested node
@@ -126,7 +127,10 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     comparing plans by floors in rank order first, lexicographically, gave 93.8 / 85.2%, and
     the 1,024-GPU bench epoch timed out where the greedy plan met 14 more floor GPUs of the
     top-ranked program and 1,946 fewer in all).
-    eps_o = FLOOR_TIE * (1 + p(o)) / 2 breaks ties between equal sizes and ranks. With f = 1 /
+    eps_o = FLOOR_TIE * (1 + p(o)) / 2, p(o) in [0, 1] o's place in the Fair-Tree order over
+    every org node (order.tree_position: every node of a better-ranked subtree above every
+    node of a worse-ranked one; equal paths tie), breaks ties between equal sizes and ranks.
+    With f = 1 /
     (1 + ratio) the tie-break summed each level's ratio over a GPU's path, so a project of
     low ratio under a slightly worse-ranked program won a tie against a better-ranked
     program's (found by a hand-written case; DESIGN.md rule 1). FLOOR_TIE * (capacity + 1)
@@ -154,11 +158,34 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # in [tie/2, tie]: the tie-break between floors of one rank
     eps = np.where(depth > 0, tie * (0.5 + 0.5 * pos), 0.0)
     # in [0, RANK_TILT]: a better-ranked floor first (rule 1), where sizes differ by less
-    tilt = np.where(depth > 0, RANK_TILT * pos, 0.0)
+    tilt = RANK_TILT * tilt_position(snap)
     # a floor whose work may move yields its rank's tilt and one tie: below every other's
     unit = (tie + tilt)[:, None] * omega[None, :] * share[:, None]
     return (wt, omega[None, :] * (1.0 + tilt[:, None] + eps[:, None]) * share[:, None],
             unit, level / 2.0)
+
+
+def tilt_position(snap: Snapshot) -> np.ndarray:
+    """(O,) the rank tilt's place of each org node in [0, 1], 1 first. The projects with
+    allocated work this epoch are spread over [0, 1] in the Fair-Tree order
+    (order.tree_position: a subtree's rank before anything inside it; equal paths tie), and an
+    inner node takes the place of its best such project (0: no such project, and the root).
+    So the floors that differ between two plans, the nodes below where two projects' paths
+    part, weigh up to twice as much for the best-ranked as for the worst-ranked. Spread over
+    every node, idle projects took places between two that compete, and a program's
+    floor sat between its project's and the next program's: the factor between two
+    one-project programs fell to 1.57 (a helper's random search, stop 37)."""
+    org = snap.org
+    alloc = snap.job_tier1.any(axis=1) if len(snap.jobs) else np.zeros(0, bool)
+    leaf = (np.bincount(snap.job_project[alloc], minlength=org.n) > 0) & (org.depth > 0)
+    pos = tree_position(snap)
+    levels = np.unique(pos[leaf])[::-1]  # best first
+    at = np.zeros(org.n)
+    if len(levels):
+        at[leaf] = 1.0 - np.searchsorted(-levels, -pos[leaf]) / max(len(levels) - 1, 1)
+    M = org.membership()  # M[u, v]: u is v or an ancestor of v
+    out = np.where(M & leaf[None, :], at[None, :], -1.0).max(axis=1)
+    return np.where((out >= 0) & (org.depth > 0), out, 0.0)
 
 
 def lost_work(snap: Snapshot) -> np.ndarray:
