@@ -204,3 +204,27 @@ def test_a_lower_priority_job_never_takes_the_type_its_displaced_teammate_could_
                                                usage={"A": 1.0, "B": 0.2},
                                                types=("h100", "a100")))
     assert sorted(p.job_id for p in greedy.placements) == ["Lo", "R", "RA"]
+
+
+def test_a_job_held_behind_its_teammate_on_one_type_while_its_other_type_is_full_is_told_so():
+    """A helper's case (stop 37): B (ranked first) takes h100 for its floor and A's running
+    priority-2 8-GPU job gives way; A's priority-0 2-GPU job may use h100 or a100, a100 is full
+    (C's protected job), and the team's order keeps it off h100 this epoch. It was told it
+    does not fit as one node beside a free node of 4; the hold is the reason."""
+    from optalloc.types import Node
+
+    nodes = [Node("n00", "h100", 8), Node("a00", "a100", 4)]
+    jobs = [running("A_run", "A", "h100", [("n00", range(8))], start=2 * H,
+                    min_runtime_s=4 * H, priority=2),
+            Job("B_q", "B", 4, min_runtime_s=H, submit_time=1.0),
+            Job("A_small", "A", 2, min_runtime_s=H, submit_time=4.0, priority=0),
+            running("C_a", "C", "a100", [("a00", range(4))], start=9.9 * H, min_runtime_s=4 * H)]
+    snap = snapshot(nodes, flat_org({"A": 1, "B": 3, "C": 1}), jobs,
+                    usage={"A": 0.5, "B": 0.1, "C": 0.3}, types=("h100", "a100"))
+    plan = run_epoch(snap)
+    assert sorted(p.job_id for p in plan.placements) == ["B_q", "C_a"]
+    assert {p.job_id: (p.code.value, p.message) for p in plan.pending} == {"A_small": (
+        "LowerPriorityInProject",
+        "A_run of project A (priority 2 > 0) lost its h100 GPUs this epoch and waits; the team's "
+        "order starts it first, and this 2-GPU job after it (4 h100 GPUs are free; a100 has 0 "
+        "free)")}

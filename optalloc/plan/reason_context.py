@@ -54,19 +54,27 @@ class ReasonContext:
                     int(req.cand_type[c]), int(req.run_job[i]))
 
     def held_behind(self, j: int, types: list[int], free: dict) -> tuple[str, str] | None:
-        """(the teammate's id, the message) when on every type job j may use a job of its
-        project ranked above it lost its GPUs this epoch and waits: the team's order starts
-        that one first (the model's keep_order rows forbid j's start there meanwhile), j
-        after it; None otherwise. `free`: the pending details' free GPUs per type name."""
+        """(the teammate's id, the message) when on a type job j may use a job of its project
+        ranked above it lost its GPUs this epoch and waits, and every other type it may use
+        has fewer free GPUs than it needs: the team's order starts that one first (the
+        model's keep_order rows forbid j's start there meanwhile), j after it; None
+        otherwise. `free`: the pending details' free GPUs per type name."""
         behind = self.behind.get(j, {})
-        if not types or not all(t in behind for t in types):
-            return None
         snap = self.em.snap
         tn = snap.type_names
-        t = max(types, key=lambda u: free[tn[u]]["free_gpus"])
+        size = int(snap.job_gpus[j])
+        linked = [t for t in types if t in behind]
+        # the other types it may use have too few free GPUs for it: the hold is the reason
+        # (a helper's case: h100 held, a100 full; it was told a 2-GPU job does not fit beside
+        # a free node of 4)
+        if not linked or any(free[tn[t]]["free_gpus"] >= size for t in types if t not in behind):
+            return None
+        full = [tn[t] for t in types if t not in behind]
+        t = max(linked, key=lambda u: free[tn[u]]["free_gpus"])
         a, job = snap.jobs[behind[t]], snap.jobs[j]
         head = f"{a.id} of project {job.project} (priority {a.priority} > {job.priority}) "
-        size, gpus = int(snap.job_gpus[j]), f"{free[tn[t]]['free_gpus']} {tn[t]} GPUs are free"
+        gpus = f"{free[tn[t]]['free_gpus']} {tn[t]} GPUs are free" + "".join(
+            f"; {u} has {free[u]['free_gpus']} free" for u in full)
         if not a.resumable:  # stopped, it ends: nobody to start first (a helper's case)
             return a.id, (
                 f"{head}is stopped this epoch and, not resumable, ends; the team's order keeps "
