@@ -126,3 +126,27 @@ def test_a_small_job_waiting_beside_a_gang_past_its_target_says_which():
             "free)")
     assert {r.job_id: (r.code, r.message) for r in plan.pending} == {
         f"A{i:02d}": (ReasonCode.WAITING_FOR_CAPACITY, want) for i in range(8)}
+
+
+def test_a_job_below_its_floor_is_not_told_its_protected_teammate_holds_it():
+    """A helper's case (stop 37): the only 8-GPU node holds C's protected 1-GPU job and A's
+    protected priority-1 job fills the 4-GPU node; A's 8-GPU job (A below its floor) was told
+    its teammate holds it by the team's order, which decides nothing here: no node can take
+    it. Below its floor, the team's order is not the reason."""
+    from test_epoch_toy import flat_org, running, snapshot
+
+    from optalloc.types import Node
+
+    nodes = [Node("n00", "h100", 8), Node("n01", "h100", 4)]
+    jobs = [running("C_run", "C", "h100", [("n00", [0])], start=9.9 * H, min_runtime_s=4 * H),
+            Job("A_big", "A", 8, min_runtime_s=H, submit_time=1.0),
+            running("A_run", "A", "h100", [("n01", range(4))], start=9.9 * H,
+                    min_runtime_s=4 * H, priority=1)]
+    snap = snapshot(nodes, flat_org({"A": 2, "B": 1, "C": 0.1}), jobs,
+                    usage={"A": 0.1, "B": 0.5, "C": 3.0})
+    plan = run_epoch(snap)
+    assert sorted(p.job_id for p in plan.placements) == ["A_run", "C_run"]
+    (r,) = plan.pending
+    assert r.code is ReasonCode.WAITING_FOR_CAPACITY
+    assert r.message.startswith("A is below its h100 floor")
+    assert "A_run" not in r.message

@@ -325,7 +325,12 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if o == p:
         mine, prio = ctx.own_holders(p, t)
         higher = mine[prio > job.priority].tolist()
-        if higher:
+        # below its floor, teammates that are all protected do not hold it by the team's
+        # order (their protection does, and the floor tier would have started it had
+        # anything else let it: a helper's case named a protected teammate on a node the job
+        # could never use); the capacity branch below says what holds the GPUs
+        below_p = (Gs[p] < Fs[p] - 1e-9) if pooled else (got[p, t] < em.floor[p, t] - 1e-9)
+        if higher and not (below_p and snap.job_protected[higher].all()):
             details["held_by"] = [snap.jobs[m].id for m in higher][:10]
             held = float(snap.job_gpus[higher].sum())
             return ReasonCode.LOWER_PRIORITY_IN_PROJECT, (
