@@ -115,16 +115,18 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     o's place among the projects with work this epoch (tilt_position: in the Fair-Tree order,
     an inner node at its best project's place). The tilt (stop 37): where whole jobs make two
     floors exclusive, the one the scheme ranks first is met unless the other is more than
-    (1 + RANK_TILT) q-apart times its size: twice between the best- and the worst-ranked
-    project with work, 1 + (their distance in that order) between two others (rule 1). With the rank
+    1 + RANK_TILT (q(o) - q(o')) times its size: twice between the best- and the worst-ranked
+    project with work, 1 + (their distance in that order) between two others (rule 1). With
+    the rank
     as a tie-break only, the number of floor GPUs came first: on one 8-GPU node A's 8-GPU job
     (A's usage ratio 2.0, 4 floor GPUs met) ran and B, ranked first (ratio 0.1), got none of
     its floor of 3; a program whose two projects both want their shares lost a contested node
     to a worse-ranked one-project program (6 floor GPUs met over the levels against 8). No
     finite weight ranks floors of any sizes (a 1-GPU floor job against a 64-GPU one); twice
     keeps the objective's own order of floors first, and the count where sizes differ more
-    (10 days of ITP cluster04, hourly: owed 94.3 -> 94.8%, the worst project 86.5 -> 86.7%;
-    comparing plans by floors in rank order first, lexicographically, gave 93.8 / 85.2%, and
+    (10 days of ITP cluster04, hourly: owed 94.3 -> 94.1%, the worst project 86.5 -> 85.9%,
+    debug p90 14 -> 34 min: results/itp.md, "Stop 37"; comparing plans by floors in rank
+    order first, lexicographically, gave 93.8 / 85.2%, and
     the 1,024-GPU bench epoch timed out where the greedy plan met 14 more floor GPUs of the
     top-ranked program and 1,946 fewer in all).
     eps_o = FLOOR_TIE * (1 + p(o)) / 2, p(o) in [0, 1] o's place in the Fair-Tree order over
