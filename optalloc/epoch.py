@@ -57,7 +57,8 @@ from optalloc.plan.outcome import Outcome, best_plan, placed_already, placed_out
 from optalloc.plan.place import prepare
 from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.preemptions import preemptions
-from optalloc.plan.reasons import floor_violations, pending_reasons
+from optalloc.plan.floors_unmet import floor_violations
+from optalloc.plan.reasons import pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
