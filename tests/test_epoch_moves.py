@@ -206,3 +206,30 @@ def test_a_floor_does_not_yield_when_waiting_work_asks_for_the_other_types_idle_
         assert by_project_type(snap, plan) == {("A", "h100"): 8, ("C", "b200"): nc}
         assert not plan.preemptions
         check_plan(snap, plan)
+
+
+def test_a_floor_that_a_waiting_job_confined_to_its_type_needs_does_not_yield_with_the_job_that_could_move():
+    """A helper's case (stop 37): per-type budgets, h100 floors A 4 and B 4, A ranked first.
+    A's running 4-GPU job could restart on idle a100, but A's queued 4-GPU job may use only
+    h100. The floor yield took all of A's h100 floor with the movable job: A's job moved, B's
+    8-GPU job took all of h100 and A's h100-only job waited below A's floor (none reported).
+    The yield is now the share of what A wants on h100 (8), so A's jobs keep h100, as under
+    greedy, and B's floor is the one reported."""
+    from optalloc.sim.policies.greedy import GreedyScheduler
+    from optalloc.types import Job, Node
+
+    nodes = (Node("n00", "h100", 8), Node("a00", "a100", 8))
+    jobs = (running("A_mv", "A", "h100", [("n00", range(4))], start=2 * H, min_runtime_s=H),
+            Job("A_q", "A", 4, gpu_types=("h100",), min_runtime_s=H, submit_time=1.0),
+            Job("B_q", "B", 8, gpu_types=("h100",), min_runtime_s=H, submit_time=2.0))
+    cfg = Config((GpuType("h100", 1.0), GpuType("a100", 1.5)), nodes,
+                 flat_org({"A": 1, "B": 1}), Policy(), jobs)
+    snap = build_snapshot(cfg, now=10 * H, usage_ratio={"A": 0.1, "B": 0.5})
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    placed = sorted((p.job_id, p.gpu_type) for p in plan.placements)
+    assert placed == [("A_mv", "h100"), ("A_q", "h100")]
+    assert placed == sorted((p.job_id, p.gpu_type) for p in GreedyScheduler().decide(snap).placements)
+    assert pending_codes(plan) == {"B_q": "WaitingForCapacity"}
+    assert [(v.org_node, v.gpu_type, v.got_gpus) for v in plan.floor_violations] == [
+        ("B", "h100", 0.0)]

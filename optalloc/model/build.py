@@ -215,7 +215,7 @@ def build_model(
     imp = compute_impact(snap) if imp is None else imp
     tg = fair_targets(snap, req)  # pooled across gpu_types when shares are (pooled.py)
     if not tg.pooled:  # floors of work that may move (a pooled row counts a move: no yield)
-        tg = replace(tg, floor_yield=floor_yield(snap, req))
+        tg = replace(tg, floor_yield=floor_yield(snap, req, tg.demand))
     res = compute_reservations(snap, req, tg)  # phase 2a: the lookahead (reservations.py)
     ctx = BuildContext(snap=snap, req=req, imp=imp, tg=tg, res=res)
     for define in DEFINES:
