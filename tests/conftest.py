@@ -50,6 +50,40 @@ def wait_until(predicate: Callable[[], object], timeout: float = 10.0, interval:
         time.sleep(interval)
 
 
+def make_lab(tmp_path: Path, monkeypatch, config: str) -> Path:
+    """A private working directory `lab` (mode 0700) holding cfg.yaml = `config`, made the
+    current directory: where the CLI tests run optalloc as a user would."""
+    d = tmp_path / "lab"
+    d.mkdir(mode=0o700)
+    (d / "cfg.yaml").write_text(config)
+    monkeypatch.chdir(d)
+    return d
+
+
+def kill_local_runs(db) -> None:
+    """SIGKILL the process group of every run the local runner's table in state DB `db` has
+    not recorded as ended (a test's teardown: never leave processes behind); nothing when the
+    DB or the table does not exist."""
+    import signal
+    import sqlite3
+
+    if not Path(db).exists():
+        return
+    conn = sqlite3.connect(db)
+    try:
+        pids = conn.execute("SELECT pid FROM runner_local_runs WHERE state != 'ended' "
+                            "AND pid IS NOT NULL").fetchall()
+    except sqlite3.OperationalError:  # no such table: the runner never ran
+        pids = []
+    finally:
+        conn.close()
+    for (pid,) in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 @pytest.fixture
 def wait_for():
     return wait_until

@@ -15,6 +15,7 @@ import pytest
 
 from optalloc.cli import main
 from optalloc.state import StateStore
+from tests.conftest import make_lab
 from tests.test_sweep_cli import SCENARIO as SWEEP_SCENARIO
 
 CONFIG = textwrap.dedent(
@@ -38,12 +39,9 @@ def mode(p: Path) -> int:
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
-    d = tmp_path / "lab"
-    d.mkdir(mode=0o700)
-    (d / "cfg.yaml").write_text(CONFIG)
+    d = make_lab(tmp_path, monkeypatch, CONFIG)
     (d / "sc.yaml").write_text(SCENARIO)
     (d / "afile").write_text("mine\n")
-    monkeypatch.chdir(d)
     return d
 
 

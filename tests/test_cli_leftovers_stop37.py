@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
 import sqlite3
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import pytest
 from optalloc.cli import main
 from optalloc.errors import StateError
 from optalloc.state import StateStore
-from tests.conftest import wait_until
+from tests.conftest import kill_local_runs, make_lab, wait_until
 from tests.test_cli_input_ranges import entries, refused
 
 CONFIG = """gpu_types: [{name: h100}]
@@ -34,25 +33,9 @@ REFUSED = "sbatch: error: Batch job submission failed: Invalid partition name sp
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
-    d = tmp_path / "lab"
-    d.mkdir(mode=0o700)
-    (d / "cfg.yaml").write_text(CONFIG)
-    monkeypatch.chdir(d)
+    d = make_lab(tmp_path, monkeypatch, CONFIG)
     yield d
-    db = d / "st.db"
-    if db.exists():  # stop anything the local runner started
-        conn = sqlite3.connect(db)
-        try:
-            pids = conn.execute("SELECT pid FROM runner_local_runs WHERE state != 'ended' "
-                                "AND pid IS NOT NULL").fetchall()
-        except sqlite3.OperationalError:
-            pids = []
-        conn.close()
-        for (pid,) in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    kill_local_runs(d / "st.db")  # stop anything the local runner started
 
 
 def fake(lab: Path, monkeypatch, **bodies: str) -> Path:

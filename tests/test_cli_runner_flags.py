@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from optalloc.cli import main
+from tests.conftest import make_lab
 from tests.test_cli_input_ranges import entries, refused
 
 CONFIG = """gpu_types: [{name: h100}]
@@ -23,11 +24,7 @@ org: {name: lab, children: [{name: A1, share: 1}, {name: B1, share: 1}]}
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
-    d = tmp_path / "lab"
-    d.mkdir(mode=0o700)
-    (d / "cfg.yaml").write_text(CONFIG)
-    monkeypatch.chdir(d)
-    return d
+    return make_lab(tmp_path, monkeypatch, CONFIG)
 
 
 def fake_slurm(d: Path, monkeypatch, *, fail: bool = False) -> Path:

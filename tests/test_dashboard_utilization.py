@@ -5,9 +5,6 @@ runner samples, `optalloc jobs`, the dashboard page and the metrics report the i
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 
 import pytest
 from hypothesis import given, strategies as st
@@ -19,7 +16,7 @@ from optalloc.dashboard.utilization import job_utilization, project_utilization
 from optalloc.errors import ConfigError
 from optalloc.runners import nvml
 from optalloc.types import Job, JobState, NodeAlloc, Placement, Policy
-from tests.conftest import FakeGpu
+from tests.conftest import FakeGpu, kill_local_runs
 
 M = 60.0
 POLICY = Policy()  # idle under 5% for 30 minutes
@@ -159,17 +156,7 @@ def lab(tmp_path, monkeypatch, fake_pynvml):
     (tmp_path / "lab.yaml").write_text(LAB)
     mod = fake_pynvml([FakeGpu(uuid=f"GPU-{i}", util_gpu=0) for i in range(4)])
     yield tmp_path, mod
-    conn = sqlite3.connect(tmp_path / "st.db")  # stop what the local runner started
-    try:
-        pids = conn.execute("SELECT pid FROM runner_local_runs WHERE state != 'ended'").fetchall()
-    except sqlite3.OperationalError:
-        pids = []
-    conn.close()
-    for (pid,) in pids:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    kill_local_runs(tmp_path / "st.db")  # stop what the local runner started
 
 
 def cli(capsys, *argv):

@@ -31,7 +31,7 @@ from optalloc.types import (
     Preemption,
     ReasonCode,
 )
-from tests.conftest import FakeGpu, wait_until
+from tests.conftest import FakeGpu, kill_local_runs, wait_until
 
 NODE = Node("box", "h100", 4)
 T0 = 1_000_000.0
@@ -91,13 +91,7 @@ def make_runner(tmp_path):
     yield make
     # never leave processes behind: kill every live run's process group
     if made:
-        conn = sqlite3.connect(tmp_path / "state.db")
-        for (pid,) in conn.execute("SELECT pid FROM runner_local_runs WHERE state != 'ended'"):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        conn.close()
+        kill_local_runs(tmp_path / "state.db")
         for r in made:
             for proc in r._children.values():
                 proc.wait(timeout=10)

@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 
 import pytest
 
@@ -14,7 +11,7 @@ from optalloc.cli import main
 from optalloc.state import StateStore
 from optalloc.runners import nvml
 from optalloc.types import Job
-from tests.conftest import FakeGpu, wait_until
+from tests.conftest import FakeGpu, kill_local_runs, wait_until
 
 CONFIG = """
 gpu_types: [{name: h100}]
@@ -30,19 +27,7 @@ def env(tmp_path, monkeypatch):
     monkeypatch.setattr(nvml, "_warned", set())
     (tmp_path / "cfg.yaml").write_text(CONFIG)
     yield tmp_path
-    db = tmp_path / "st.db"
-    if db.exists():  # stop anything the local runner started
-        conn = sqlite3.connect(db)
-        try:
-            pids = conn.execute("SELECT pid FROM runner_local_runs WHERE state != 'ended'").fetchall()
-        except sqlite3.OperationalError:
-            pids = []
-        for (pid,) in pids:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        conn.close()
+    kill_local_runs(tmp_path / "st.db")  # stop anything the local runner started
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

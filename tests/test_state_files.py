@@ -15,7 +15,7 @@ from optalloc.errors import StateError
 from optalloc.state import STORED_PLANS, StateStore
 from optalloc.runners import nvml
 from optalloc.statefile import StateLock, write_atomic
-from tests.conftest import wait_until
+from tests.conftest import kill_local_runs, make_lab, wait_until
 
 CONFIG = textwrap.dedent(
     """
@@ -33,26 +33,9 @@ def mode(p: Path) -> int:
 @pytest.fixture
 def lab(tmp_path, monkeypatch, no_pynvml):
     monkeypatch.setattr(nvml, "_warned", set())
-    d = tmp_path / "lab"
-    d.mkdir(mode=0o700)
-    (d / "cfg.yaml").write_text(CONFIG)
-    monkeypatch.chdir(d)
+    d = make_lab(tmp_path, monkeypatch, CONFIG)
     yield d
-    db = d / "st.db"
-    if db.exists():
-        import signal
-        import sqlite3
-
-        conn = sqlite3.connect(db)
-        try:
-            for (pid,) in conn.execute("SELECT pid FROM runner_local_runs WHERE pid IS NOT NULL"):
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        except sqlite3.OperationalError:
-            pass
-        conn.close()
+    kill_local_runs(d / "st.db")
 
 
 @pytest.fixture
