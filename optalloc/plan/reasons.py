@@ -293,6 +293,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         gl, tl = ctx.lists()  # got and target as nested lists: the same floats, read faster
         limit = {t: next((o for o in path if gl[o][t] + g > tl[o][t] + 1e-9), None) for t in t1}
     details["targets"] = targets
+
+    def below(o: int, t: int) -> bool:  # org node o below its floor on t (or over all types)
+        return bool(Gs[o] < Fs[o] - 1e-9) if pooled else bool(got[o, t] < em.floor[o, t] - 1e-9)
+
     room = [t for t in t1 if limit[t] is None]
     if room:
         t = room[0]
@@ -301,14 +305,12 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         held_of = (f"{Gs[p]:g} of {Ts[p]:g} GPUs over all types" if pooled
                    else f"{got[p, t]:g} of {T[p, t]:g} {tn[t]} GPUs")
-        # below its floor too: say so (a floor ranked first loses to one more than twice its
-        # size, impact.RANK_TILT; equal ranks go by the number of floor GPUs)
-        floor_of = ((f"{Gs[p]:g} of {Fs[p]:g} GPUs over all types" if Gs[p] < Fs[p] - 1e-9
-                     else None) if pooled else
-                    (f"{got[p, t]:g} of {em.floor[p, t]:g} {tn[t]} GPUs"
-                     if got[p, t] < em.floor[p, t] - 1e-9 else None))
+        # below its floor too: say so (a better-ranked floor can lose to a larger one beyond
+        # the rank tilt, impact.RANK_TILT; equal ranks go by the number of floor GPUs)
+        floor_of = (f"{Gs[p]:g} of {Fs[p]:g} GPUs over all types" if pooled
+                    else f"{got[p, t]:g} of {em.floor[p, t]:g} {tn[t]} GPUs")
         state = (f"is below its floor ({floor_of}; its target {Ts[p] if pooled else T[p, t]:g}"
-                 if floor_of else f"has room in its fair-share target ({held_of}")
+                 if below(p, t) else f"has room in its fair-share target ({held_of}")
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} {state}"
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
@@ -329,8 +331,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         # order (their protection does, and the floor tier would have started it had
         # anything else let it: a helper's case named a protected teammate on a node the job
         # could never use); the capacity branch below says what holds the GPUs
-        below_p = (Gs[p] < Fs[p] - 1e-9) if pooled else (got[p, t] < em.floor[p, t] - 1e-9)
-        if higher and not (below_p and snap.job_protected[higher].all()):
+        if higher and not (below(p, t) and snap.job_protected[higher].all()):
             details["held_by"] = [snap.jobs[m].id for m in higher][:10]
             held = float(snap.job_gpus[higher].sum())
             return ReasonCode.LOWER_PRIORITY_IN_PROJECT, (
@@ -345,15 +346,15 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     # (optalloc.model.pooled) of any type the job may use, which it would hold in their place
     others = (sum(got[0, u] - got[o, u] for u in t1) if em.tg.pooled
               else got[0, t] - got[o, t])
-    below = Gs[o] < Fs[o] - 1e-9 if pooled else got[o, t] < em.floor[o, t] - 1e-9
-    if below or others <= 1e-9:
+    short = below(o, t)
+    if short or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
         end = ctx.first_end[t]
         note = reserved_note(ctx.reserved, o, t)
         where = ((f"{snap.org.names[o]} is below its floor over all types ({Gs[o]:g} of "
                   f"{Fs[o]:g} GPUs{note})" if pooled else
                   f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
-                  f"{em.floor[o, t]:g} GPUs{note})") if below else
+                  f"{em.floor[o, t]:g} GPUs{note})") if short else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
         held = ctx.about(_holders_outside, o, t)
         over = ctx.about(_others_over, o, t)
