@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -279,8 +280,6 @@ def test_a_dry_run_sends_no_signal_to_a_job_past_its_grace_period(lab, capsys, n
     (pid,) = rows(lab / "st.db", "SELECT pid FROM runner_local_runs WHERE job_id = 'a'")[0]
     wait_until(lambda: rows(lab / "st.db", "SELECT notice_sent FROM runner_local_runs "
                                            "WHERE job_id = 'a'") == [(1,)])
-    import time
-
     time.sleep(1.2)  # past the grace period
     data = state_bytes(lab)
     code, dry = epoch(capsys, *local, "--dry-run", "--json")

@@ -183,8 +183,10 @@ def test_a_floor_does_not_yield_when_the_idle_gpus_of_the_other_type_cannot_hold
                  flat_org({"A": 1, "B": 1, "C": 1}), Policy(), tuple(jobs))
     snap = build_snapshot(cfg, now=10 * H, usage_ratio={})
     from optalloc.model.constraints.fairshare import floor_yield
+    from optalloc.model.pooled import fair_targets
     from optalloc.model.requirements import compute_requirements
-    assert not floor_yield(snap, compute_requirements(snap)).any()
+    req = compute_requirements(snap)
+    assert not floor_yield(snap, req, fair_targets(snap, req).demand).any()
     plan = run_epoch(snap)
     assert by_project_type(snap, plan) == {("A", "h100"): 8, ("C", "b200"): 8}
     assert not plan.preemptions

@@ -41,7 +41,7 @@ def tier_bounds(floor: np.ndarray, target: np.ndarray) -> np.ndarray:
     return np.concatenate([seg, top[..., None]], axis=-1).astype(float)
 
 
-def floor_yield(snap, req, demand: np.ndarray | None = None) -> np.ndarray:
+def floor_yield(snap, req, demand: np.ndarray) -> np.ndarray:
     """(O, T) in [0, 1]: the share of the GPUs each org node's jobs hold on t that belong to
     running jobs that could move (requirements: a move candidate) to another type whose idle
     GPUs (up nodes, held by no running job) hold the job's shape and are more than the work
@@ -51,7 +51,7 @@ def floor_yield(snap, req, demand: np.ndarray | None = None) -> np.ndarray:
     equal: A's movable job kept h100 while B, confined to it, waited below its floor and
     b200 idled). It outweighs the rank tilt and the usage-ratio tie-break (A ranked first
     yields all the same), never a floor GPU. `demand` (O, T), the targets' demand: the share
-    is of what o wants on t when that is more than it holds, so a floor its waiting jobs
+    is of what o wants on t where that is more than it holds, so a floor its waiting jobs
     confined to t would meet does not yield with the job that can move (a helper's case,
     stop 37: A's movable job took A's whole h100 floor's yield with it, and A's h100-only job
     waited below the floor while B took all of h100)."""
@@ -80,9 +80,7 @@ def floor_yield(snap, req, demand: np.ndarray | None = None) -> np.ndarray:
     m = t1 & can[rj]
     np.add.at(mov, (snap.job_project[rj[m]], rt[m]), snap.job_gpus[rj[m]])
     M = snap.org.membership().astype(float)
-    held, mov = M @ held, M @ mov
-    if demand is not None:
-        held = np.maximum(held, demand)
+    held, mov = np.maximum(M @ held, demand), M @ mov
     return np.divide(mov, held, out=np.zeros((O, T)), where=held > 0)
 
 
