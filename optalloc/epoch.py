@@ -17,10 +17,10 @@ Numbered phases (Kueue style):
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
                       it breaks a reservation, also that plan without those starts;
-                   3a+ when neither is certified, the `order_types` rows (the team's order
-                      across gpu_types) the LP's point breaks added and the LP re-solved
-                      warm until it breaks none (optalloc.model.type_rows; the status and
-                      the cut loop: optalloc.epoch_status), its new point rounded;
+                   3a+ when neither is certified, the `order_types` rows the LP's point
+                      breaks and the `keep_order` rows of starts a placement gave back
+                      (optalloc.model.type_rows, team_rows; the cut loop: epoch_status)
+                      added, the LP re-solved warm and each new point rounded;
                    3c when the best so far is not within mip_gap of the bound, the MIP around
                       it (RINS: integer columns where it and the LP agree fixed), then
                    3d if still not, the MIP of settings.backend (from scratch: a warm start
@@ -64,7 +64,9 @@ from optalloc.snapshot import Snapshot
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
     CUT_ROUNDS,
     certified as _certified,
+    cut_rows as _cut_rows,
     cut_type_rows as _cut_type_rows,
+    team_pairs as _team_pairs,
     final as _final,
     floor_terms as _floor_terms,
     floors_traded as _floors_traded,
@@ -217,23 +219,16 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     if backend.relaxation or _certified(best, bound, settings):
         return em, _final(best, name, bound, settings, solve_s, place_s, lp.status)
     # 3a+. not certified: the `order_types` rows the LP's point breaks (the team's order
-    #      across gpu_types, optalloc.model.type_rows) added, warm, until it breaks none, and
-    #      the new point rounded. Only now: the placement keeps every link anyway, and a
-    #      certified plan needs no rows (the 16,384-GPU bench epoch: 0.5 s a round, where its
-    #      rounding was certified without them)
-    n_cons = lm.n_cons
-    em = _cut_type_rows(em, dive)
-    if em.lm.n_cons > n_cons:
-        lm, lp, solve_s = em.lm, dive.first, dive.solve_s
-        if lp.has_solution and lp.x is not None:
-            bound = lp.bound if bound is None else min(bound, lp.bound)
-            plans.append(placed_outcome(
-                em, lp.x, "lp-rounded", backend=name, status="feasible",
-                message="LP relaxation with the team's order across gpu_types rounded and placed"))
-            best = best_plan(plans)
-            place_s = sum(p.place_s for p in plans)
-            if _certified(best, bound, settings):
-                return em, _final(best, name, bound, settings, solve_s, place_s, lp.status)
+    #      across gpu_types, optalloc.model.type_rows) and the `keep_order` rows of the
+    #      starts a placement gave back (a running job's own priority, optalloc.model.
+    #      team_rows) added, warm, and each new point rounded, until none is broken. Only
+    #      now: the placement keeps every link anyway, and a certified plan needs no rows (the
+    #      16,384-GPU bench epoch: 0.5 s a round, where its rounding was certified without)
+    em, bound, done = _cut_rows(em, dive, plans, bound, settings, name)
+    lm, lp, solve_s = em.lm, dive.first, dive.solve_s
+    place_s = sum(p.place_s for p in plans)
+    if done:
+        return em, _final(best_plan(plans), name, bound, settings, solve_s, place_s, lp.status)
     rc = (lp.x, dive.reduced_costs) if dive.reduced_costs is not None else None
     if exact:  # a small MIP: straight to 3d (measured: the dive and RINS decide ~1% of them)
         return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
@@ -339,20 +334,25 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
         if mip.bound is not None:  # a bound without rows is one too: they only take plans away
             mb = max(mip.bound, inc) if n_fixed else mip.bound
             bound = mb if bound is None else min(bound, mb)
-        # the `order_types` rows its solution breaks, added, and the MIP solved again; the
-        # solution is placed all the same (the placement keeps every link), as the MIP
-        # again may not finish in the time left (the 1,024-GPU bench epoch, seed 2: the
-        # first MIP's solution 0.0008% from its bound broke 29 links, the second timed out)
-        more = em.ordx.broken(mip.x) if mip.has_solution else None
-        if more is None or not more.any() or settings.time_limit_s - solve_s <= 0.05:
+        # the `order_types` rows its solution breaks and the `keep_order` rows of the starts
+        # its placement gave back (optalloc.model.team_rows), added, and the MIP solved
+        # again; the solution is placed all the same (the placement keeps every link), as
+        # the MIP again may not finish in the time left (the 1,024-GPU bench epoch, seed 2:
+        # the first MIP's solution 0.0008% from its bound broke 29 links, the second timed
+        # out)
+        if not mip.has_solution:
             break
+        more = em.ordx.broken(mip.x)
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
-                             message=mip.message + "; placed keeping the team's order across "
-                                                   "gpu_types")
-        if _certified(best_plan(plans), bound, settings):  # that plan is within the gap
-            mip = replace(mip, x=None)  # placed already
+                             message=mip.message + ("; placed keeping the team's order across "
+                                                    "gpu_types" if more.any() else ""))
+        mip = replace(mip, x=None)  # placed already
+        cut = em.with_team_rows(_team_pairs(plans))
+        cut = cut.with_type_rows(more) if more.any() else cut
+        if (cut is em or _certified(best_plan(plans), bound, settings)
+                or settings.time_limit_s - solve_s <= 0.05):
             break
-        em = em.with_type_rows(more)
+        em = cut
         lm = em.lm
     if mip.has_solution:
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,

@@ -14,7 +14,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import floor_columns
-from optalloc.plan.outcome import Outcome
+from optalloc.plan.outcome import Outcome, best_plan, placed_outcome
 from optalloc.solve import relative_gap
 from optalloc.types import SolverSettings
 
@@ -102,3 +102,37 @@ def cut_type_rows(em: EpochModel, dive, rounds: int = CUT_ROUNDS) -> EpochModel:
         em = em.with_type_rows(more)
         dive.add_rows(em.lm)
     return em
+
+
+def team_pairs(plans: list[Outcome]) -> np.ndarray:
+    """(P, 2) the (running job's position, job) pairs the placements of `plans` gave a start
+    back for (optalloc.plan.team_order), each pair a `keep_order` row the model may lack."""
+    held = [o.placed.held for o in plans if o.placed.held is not None and len(o.placed.held)]
+    return np.concatenate(held) if held else np.zeros((0, 2), np.int64)
+
+
+def cut_rows(em: EpochModel, dive, plans: list[Outcome], bound, settings: SolverSettings,
+             backend: str, rounds: int = CUT_ROUNDS) -> tuple[EpochModel, object, bool]:
+    """Step 3a+: the rows the LP's point or the plans placed so far break, added and the LP
+    solved again warm, its new point rounded, placed and added to `plans`; again while a
+    round adds rows (at most `rounds`): the `order_types` rows (cut_type_rows) and the
+    `keep_order` rows for the starts a placement gave back so that a running job of their
+    team ranked above them keeps its GPUs (optalloc.model.team_rows: without them the bound
+    counted such a start). (The model, the bound, whether the best plan is certified.)"""
+    for _ in range(rounds):
+        n = em.lm.n_cons
+        em = cut_type_rows(em, dive)
+        more = em.with_team_rows(team_pairs(plans))
+        if more is not em:
+            em = more
+            dive.add_rows(em.lm)
+        lp = dive.first
+        if em.lm.n_cons == n or not lp.has_solution or lp.x is None:
+            break
+        bound = lp.bound if bound is None else min(bound, lp.bound)
+        plans.append(placed_outcome(em, lp.x, "lp-rounded", backend=backend, status="feasible",
+                                    message="LP relaxation with the team's order rows its "
+                                            "plans broke rounded and placed"))
+        if certified(best_plan(plans), bound, settings):
+            return em, bound, True
+    return em, bound, False

@@ -128,7 +128,7 @@ def _priority_cases() -> list[Case]:
              pending={}),
         Case("an equal-priority job submitted earlier never displaces a running one",
              snapshot(nodes_of(1, 8), flat_org({"A": 1}), equal, now=NOW),
-             {"A-run": 8}, pending={"A-old": "WaitingForCapacity"}),
+             {"A-run": 8}, pending={"A-old": "LowerPriorityInProject"}),
         Case("in a project not ranked first, a running priority-0 job past its protection "
              "yields to its project's waiting priority-1 job that fits in its place",
              snapshot(nodes_of(3, 8), OrgNode("root", children=(

@@ -121,6 +121,8 @@ def test_with_the_rows_added_only_where_broken_no_plan_breaks_a_link(monkeypatch
 
         g = greedy_placed(em)
         full = (em.with_fill(_left_idle(em, g)) if g is not None else em).with_all_type_rows()
-        exact = solve(full.lm, SolverSettings(mip_gap=1e-9, time_limit_s=60.0))
+        # with every team row too (stricter than the team's order: optalloc.model.team_rows)
+        exact = solve(full.with_all_team_rows().lm,
+                      SolverSettings(mip_gap=1e-9, time_limit_s=60.0))
         if "bound of the plans that meet the floors" not in rep.message:
             assert rep.bound >= exact.objective - 1e-6 * max(1.0, abs(exact.objective))

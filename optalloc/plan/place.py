@@ -12,7 +12,9 @@ Order (each step only uses GPUs no earlier step took, so the plan never overlaps
      for gangs), falling back to where the model's packing counts (u) put them;
   4. repair: a chosen job that cannot be placed is dropped (it waits; its reason says what
      holds the GPUs, or GangDoesNotFit when enough of them are free);
-  5. restore + backfill, in descending marginal objective: a preempted job whose GPUs nobody
+  5. the team's order: a running job the solution stops for its own team's queued jobs
+     ranked below it keeps its GPUs, they wait (optalloc.plan.team_order);
+  6. restore + backfill, in descending marginal objective: a preempted job whose GPUs nobody
      took is kept after all (never one that must leave a drain node), and every waiting job
      that fits the free GPUs starts (work conservation, and a guard against a solver stopping
      inside its gap with idle GPUs); a job whose project's job ahead of it in line waits does
@@ -33,6 +35,7 @@ from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
 from optalloc.plan.symmetry import canonical_empty_nodes
+from optalloc.plan.team_order import given_back, restore_over_teammates
 from optalloc.snapshot import Snapshot
 from optalloc.types import Placement
 
@@ -176,13 +179,27 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
 
     _repair_order(em, pool, placements, started, cand_of, others)
     _repair_keeps(em, pool, placements, started, cand_of, kept)
+    gpus = (rn, rg, ri)
+    held = [restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
+                                   k_ub > 0)]
+    if len(held[0]):
+        # a start given back may be ahead of one that started: it takes that one's place
+        _repair_order(em, pool, placements, started, cand_of, others)
+        held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
+                                           k_ub > 0))
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
     if backfill:
         restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started,
                               placements, cand_of, backfilled, value, k_ub > 0)
+        # the backfill's starts too (a queued teammate may outbid a restore)
+        held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
+                                           k_ub > 0))
+        backfilled[held[-1][:, 1]] = False
     free = np.where(pool.accept, pool.free, 0)
-    return Placed(started, kept | restored, placements, backfilled, restored, free)
+    held.append(given_back(em, x, kept | restored, started, k_ub > 0))
+    return Placed(started, kept | restored, placements, backfilled, restored, free,
+                  np.unique(np.concatenate(held), axis=0))
 
 
 def _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes):

@@ -84,6 +84,39 @@ class ReasonContext:
             f"{head}lost its {tn[t]} GPUs this epoch and waits; the team's order starts it "
             f"first, and this {size}-GPU job after it ({gpus})")
 
+    def team_above(self, j: int, types: list[int], free: dict) -> tuple[list, str] | None:
+        """(the teammates' ids, the message) when on every type job j may use as allocated
+        work fewer GPUs than it needs are free, but enough would be without the running jobs
+        of its project past their protection ranked above it in the team's order (a higher
+        priority, or its own and running) and the starts of a higher priority: the team's
+        order never stops a running job for a job it ranks below (optalloc.plan.team_order).
+        None otherwise. `free`: free GPUs per type name."""
+        snap = self.em.snap
+        tn = snap.type_names
+        g, p, prio = int(snap.job_gpus[j]), int(snap.job_project[j]), snap.jobs[j].priority
+        best = None
+        for t in types:
+            mine, pr = self.own_holders(p, t)
+            above = mine[~snap.job_protected[mine] & ((pr > prio) | (
+                (pr == prio) & snap.job_running[mine]))]
+            f = free[tn[t]]["free_gpus"]
+            held = int(snap.job_gpus[above].sum())
+            if not (f < g <= f + held):
+                return None
+            if best is None or held > best[1]:
+                best = (t, held, above)
+        if best is None:
+            return None
+        t, held, above = best
+        ids = [snap.jobs[m].id for m in above.tolist()]
+        return ids, (
+            f"{held} of the {tn[t]} GPUs it needs are held by running jobs of project "
+            f"{snap.jobs[j].project} ranked above it in the team's order (priority, then "
+            f"running jobs, then submit time): {', '.join(ids[:3])}"
+            f"{'...' if len(ids) > 3 else ''}; the team's order never stops a running job "
+            f"for a job it ranks above, and this {g}-GPU job needs {g} "
+            f"({free[tn[t]]['free_gpus']} {tn[t]} GPUs are free)")
+
     def once(self, key, make):
         """make(), once per epoch per key: what reads only the plan and the model (a line
         naming who holds what, the holders of a level), the same for every pending job."""

@@ -9,7 +9,9 @@ Pending (queued job not started), checked in this order:
                                      project or an ancestor) past its fair-share target on
                                      every type it may use; the message names that level
   LowerPriorityInProject             its project's target is held by the project's own jobs
-                                     ahead of it in line (priority, then submit)
+                                     ahead of it in line (priority, then submit), or a
+                                     running job of its project ranked above it keeps the
+                                     GPUs it would need (optalloc.plan.team_order)
   WaitingForCapacity                 its project has room in its target, but the GPUs are
                                      held by protected jobs or other projects' floors/targets
   SolverDegraded                     the plan is a fallback (the above stays in details)
@@ -297,7 +299,16 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     def below(o: int, t: int) -> bool:  # org node o below its floor on t (or over all types)
         return bool(Gs[o] < Fs[o] - 1e-9) if pooled else bool(got[o, t] < em.floor[o, t] - 1e-9)
 
+    def team():  # the GPUs it lacks are held by running jobs of its team ranked above it
+        out = ctx.team_above(j, t1, fr)
+        if out is not None:
+            details["held_by"] = out[0][:10]
+            return ReasonCode.LOWER_PRIORITY_IN_PROJECT, out[1], True
+        return None
+
     room = [t for t in t1 if limit[t] is None]
+    if room and (held := team()) is not None:
+        return held
     if room:
         t = room[0]
         end = ctx.first_end[t]
@@ -347,6 +358,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     others = (sum(got[0, u] - got[o, u] for u in t1) if em.tg.pooled
               else got[0, t] - got[o, t])
     short = below(o, t)
+    if (short or others <= 1e-9) and (held := team()) is not None:
+        return held
     if short or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
         end = ctx.first_end[t]

@@ -180,7 +180,8 @@ def swapped_in_place(em: EpochModel, placed, pairs: list[tuple[int, int]]):
         placements[j] = Placement(snap.jobs[j].id, snap.type_names[t],
                                   tuple(NodeAlloc(a.node, tuple(a.gpus)) for a in holds),
                                   bool(snap.job_tier1[j, t]))
-    return Placed(started, kept, placements, placed.backfilled, restored, placed.free)
+    return Placed(started, kept, placements, placed.backfilled, restored, placed.free,
+                  placed.held)
 
 
 def priority_swapped_x(em: EpochModel, x: np.ndarray, pairs: list[tuple[int, int]]

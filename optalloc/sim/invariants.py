@@ -160,3 +160,26 @@ def check_conservation(result: SimResult, ledger: Ledger | None = None) -> tuple
             f"ledger charged {charged:.6f} GPU-hours but the run intervals hold {ran:.6f}"
         )
     return charged, ran
+
+
+def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, ...]]]:
+    """The team's order over running jobs (DESIGN.md rule 3; the published system's, so not
+    in check_plan, which every policy keeps): (job, the jobs on its GPUs) for each running
+    allocated job the plan stops for fair share whose GPUs, after the plan, only queued jobs
+    of its own project with its priority or a lower one hold (a job is never stopped for
+    jobs its team ranks below it). Empty when the order holds."""
+    owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
+    placed = {p.job_id for p in plan.placements}
+    out = []
+    for pre in plan.preemptions:
+        if pre.code is not ReasonCode.PREEMPTED_FAIR_SHARE or pre.job_id in placed:
+            continue
+        job = snap.jobs[snap.job_index[pre.job_id]]
+        if job.placement is None:
+            continue
+        on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus} - {None}
+        others = [snap.jobs[snap.job_index[o]] for o in on]
+        if others and all(not o.running and o.project == job.project
+                          and o.priority <= job.priority for o in others):
+            out.append((job.id, tuple(sorted(on))))
+    return out
