@@ -105,10 +105,10 @@ def cut_type_rows(em: EpochModel, dive, rounds: int = CUT_ROUNDS) -> EpochModel:
 
 
 def team_pairs(plans: list[Outcome]) -> np.ndarray:
-    """(P, 2) the (running job's position, job) pairs the placements of `plans` gave a start
-    back for (optalloc.plan.team_order), each pair a `keep_order` row the model may lack."""
+    """(P, 3) the (running job's position, job, moved) the placements of `plans` gave a start
+    back for (optalloc.plan.team_order), each a `keep_order` row the model may lack."""
     held = [o.placed.held for o in plans if o.placed.held is not None and len(o.placed.held)]
-    return np.concatenate(held) if held else np.zeros((0, 2), np.int64)
+    return np.concatenate(held) if held else np.zeros((0, 3), np.int64)
 
 
 def cut_rows(em: EpochModel, dive, plans: list[Outcome], bound, settings: SolverSettings,

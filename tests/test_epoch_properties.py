@@ -297,9 +297,9 @@ def assert_true_bound_and_honest_status(snap, run) -> None:
         em = em.with_fill(_left_idle(em, g))
     plan = run(snap, SolverSettings(mip_gap=0.005))
     # the whole problem: every `order_types` row (the epoch adds those its solutions break);
-    # the team's order for a running job's own priority lies between the model without its
-    # rows (a plan is worth no more) and with all of them (stricter: the bound is no lower,
-    # optalloc.model.team_rows)
+    # the team's order for a running job's own priority is kept by the placement: a plan is
+    # worth no more than the model without its rows, and the epoch's bound (some of the
+    # rows) is no lower than the model with all of them (optalloc.model.team_rows)
     full = em.with_all_type_rows()
     exact = solve(full.lm, SolverSettings(mip_gap=1e-9, time_limit_s=60.0))
     strict = solve(full.with_all_team_rows().lm, SolverSettings(mip_gap=1e-9, time_limit_s=60.0))

@@ -58,9 +58,9 @@ def test_a_running_job_is_not_stopped_for_a_whole_node_job_of_its_priority_below
     plan, greedy = _both(snap)
     assert _outcome(plan) == (["R"], [], {"W": "LowerPriorityInProject"})
     assert plan.pending[0].message == (
-        "2 of the h100 GPUs it needs are held by running jobs of project A ranked above it in "
-        "the team's order (priority, then running jobs, then submit time): R; the team's "
-        "order never stops a running job for a job it ranks above, and this 8-GPU job needs 8 "
+        "2 h100 GPUs are held by running jobs of project A ranked above it in the team's order "
+        "(priority, then running jobs, then submit time): R; the team's order never stops a "
+        "running job for a job it ranks above, and this 8-GPU job would fit in their place "
         "(6 h100 GPUs are free)")
     # the model learns the rule from the placement (optalloc.model.team_rows): the plan is
     # certified against the bound of the plans that keep it, not 300% below a bound that
@@ -94,6 +94,53 @@ def test_a_higher_priority_teammate_still_takes_a_running_jobs_place_whatever_it
     plan, greedy = _both(snap)
     assert _outcome(plan) == (["P"], ["L"], {})
     assert _outcome(greedy) == (["P"], ["L"], {})
+
+
+def test_a_row_added_for_the_order_still_lets_another_project_displace_and_the_team_fill():
+    """A helper's case (stop 38): one 8-GPU node, A runs j1 (8 GPUs, past its protection) and
+    queues j7 (2 GPUs, j1's priority); B, below its floor of 3, queues j9 (4 GPUs). A placed
+    rounding put j7 alone on j1's GPUs, so the row for (j1, j7) was added; written pairwise it
+    forbade j7 whenever j1 stops, also where B takes j1's place, and the epoch called a plan
+    24% below the best `optimal` with B below its floor. The row now lets j7 start where
+    another project's job starts on the type: B's job displaces j1, j7 fills the rest."""
+    jobs = [running("j1", "A", "h100", [("n00", range(8))], start=5 * H, priority=1,
+                    submit_time=1.0),
+            Job("j7", "A", 2, min_runtime_s=900.0, resumable=False, priority=1, submit_time=7.0),
+            Job("j9", "B", 4, min_runtime_s=2 * H, submit_time=9.0)]
+    snap = snapshot(nodes_of(1, 8), flat_org({"A": 3, "B": 2}), jobs,
+                    usage={"A": 1.0, "B": 1.0})
+    plan, _ = _both(snap)
+    assert _outcome(plan) == (["j7", "j9"], ["j1"], {})
+    assert plan.report.status == "optimal"
+
+
+def test_a_running_job_is_not_moved_to_another_type_for_a_queued_teammate():
+    """A helper's case (stop 38): A alone, R (8 GPUs, past its protection) on the h100 node,
+    an idle a100 node, and Aq (8 GPUs, R's priority, h100 only). R was moved to a100 so that
+    Aq could take its place (a move only where a job would be displaced anyway: README rule
+    8). R stays; greedy the same."""
+    from optalloc.types import Node, NodeState
+    nodes = [Node("n00", "h100", 8, NodeState.UP), Node("a00", "a100", 8, NodeState.UP)]
+    jobs = [running("R", "A", "h100", [("n00", range(8))], start=5 * H, submit_time=0.0),
+            Job("Aq", "A", 8, gpu_types=("h100",), min_runtime_s=H, submit_time=1.0)]
+    snap = snapshot(nodes, flat_org({"A": 1}), jobs, types=("h100", "a100"))
+    plan, greedy = _both(snap)
+    assert _outcome(plan) == (["R"], [], {"Aq": "LowerPriorityInProject"})
+    assert _outcome(greedy)[:2] == (["R"], [])
+
+
+def test_a_job_that_would_not_fit_without_its_teammates_is_not_told_they_hold_it():
+    """A helper's case (stop 38): B's protected jobs split both nodes (2 on n00, 6 on n01), so
+    A's 8-GPU single-node job fits nowhere even if A's running R (4 GPUs on n00) left: its
+    reason names the capacity, not R."""
+    jobs = [running("R", "A", "h100", [("n00", range(4))], start=5 * H, submit_time=0.0),
+            running("Bx", "B", "h100", [("n00", (4, 5))], start=9.5 * H, min_runtime_s=2 * H),
+            running("By", "B", "h100", [("n01", range(6))], start=9.5 * H, min_runtime_s=2 * H),
+            Job("Aq", "A", 8, min_runtime_s=H, submit_time=2.0)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 3, "B": 1}), jobs,
+                    usage={"A": 0.1, "B": 1.0})
+    plan, _ = _both(snap)
+    assert _outcome(plan) == (["Bx", "By", "R"], [], {"Aq": "WaitingForCapacity"})
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])

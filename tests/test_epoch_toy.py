@@ -167,8 +167,7 @@ def cases() -> list[Case]:
                     "at once on the up node, ahead of its project's queued jobs",
                     snapshot(nodes, flat_org({"A": 1}), [d_old] + queued("A", 3, 4, prefix="Q")),
                     {"A": 8}, preempted={"D1": ("Moved", ())},
-                    pending={"Q01": "LowerPriorityInProject",
-                             "Q02": "LowerPriorityInProject"}))
+                    pending={"Q01": "WaitingForCapacity", "Q02": "WaitingForCapacity"}))
     nodes = nodes_of(1, 8) + nodes_of(1, 8, gpu_type="b200", prefix="d", state=NodeState.DRAIN)
     jobs = [Job("B1", "A", 4, gpu_types=("b200",), min_runtime_s=H)]
     out.append(Case("a job whose only type is draining says so",

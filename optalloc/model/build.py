@@ -111,8 +111,8 @@ class EpochModel:
     # links, and their `order_types` rows, in lm only once a solution broke them (type_rows);
     # made on first use (`ordx`), which in a large epoch comes while its LP solves
     make_ordx: Callable[[], TypeRows] | None = None
-    # the (running job's position, queued job) pairs whose `keep_order` row for the running
-    # job's own priority is in lm (with_team_rows)
+    # the (running job's position, job, moved) whose `keep_order` row for the running job's
+    # own priority is in lm (with_team_rows)
     team: frozenset = frozenset()
 
     @property
@@ -135,32 +135,33 @@ class EpochModel:
         return self.ordx.c if self.ordx is not None else _EMPTY
 
     def with_team_rows(self, pairs: np.ndarray) -> "EpochModel":
-        """This model with a `keep_order` row for each (running job's position, queued job)
-        pair a placement gave a start back for (optalloc.model.team_rows) that it does not
-        have yet; itself when there is none."""
-        pairs = np.asarray(pairs, np.int64).reshape(-1, 2)
-        new = sorted({(int(a), int(b)) for a, b in pairs} - self.team)
+        """This model with a `keep_order` row for each (running job's position, job, moved)
+        a placement gave a start back for (optalloc.model.team_rows) that it does not have
+        yet; itself when there is none."""
+        pairs = np.asarray(pairs, np.int64).reshape(-1, 3)
+        new = sorted({(int(a), int(b), int(m)) for a, b, m in pairs} - self.team)
         if not new:
             return self
-        rows = team_rows(self.req, self.x, self.k, self.lm.n_vars, len(self.snap.jobs),
+        forced = self.res.forced if self.res is not None else np.zeros(0)
+        rows = team_rows(self.snap, self.req, forced, self.x, self.k, self.lm.n_vars,
                          np.array(new, np.int64))
         out = replace(self, lm=self.lm.with_rows("keep_order_team", rows, -np.inf, 0.0),
                       team=self.team | frozenset(new))
         return self._carry(out)
 
     def with_all_team_rows(self) -> "EpochModel":
-        """This model with the `keep_order` row of every running job and every queued job of
-        its project and its priority (optalloc.model.order.keep_links with `equal`): stricter
-        than the team's order (they also forbid a start where another project takes the
-        running job's GPUs), so its optimum is at most that of the plans that keep the order
-        and the epoch's bound (it adds only those its placements needed) is at least it."""
+        """This model with the team row (optalloc.model.team_rows) of every running job and
+        every queued job of its project and its priority (optalloc.model.order.keep_links
+        with `equal`): the rows never forbid a plan that keeps the team's order, so its
+        optimum bounds those plans, and the epoch's bound (it adds only the rows its
+        placements needed) is at least it."""
         lb, ub = self.lm.lb[self.k], self.lm.ub[self.k]
         i, c = keep_links(self.snap, self.req, (ub > 0) & (lb < 1) & ~self.req.run_fixed,
                           equal=True)
         if self.res is not None and len(self.res.forced) and len(i):
             keep = np.asarray(self.res.forced)[c] <= 0
             i, c = i[keep], c[keep]
-        return self.with_team_rows(np.stack([i, self.req.cand_job[c]], axis=1))
+        return self.with_team_rows(np.stack([i, self.req.cand_job[c], np.zeros_like(i)], axis=1))
 
     def with_all_type_rows(self) -> "EpochModel":
         """This model with every `order_types` row: the whole problem (its MIP's optimum is

@@ -23,9 +23,10 @@ class Placed:
     backfilled: np.ndarray | None = None  # (J,) bool: started by backfill, not the solver
     restored: np.ndarray | None = None  # (K,) bool: preempted by the solver, kept by restore
     free: np.ndarray | None = None  # (N,) free GPUs per node after the plan (0 on drain/down)
-    # (P, 2) (running job's position in req.run_job, job): a start given back so that that
-    # running job, ranked above it in its team's order, keeps its GPUs (the job waits, or
-    # started elsewhere after: optalloc.plan.team_order)
+    # (P, 3) (running job's position in req.run_job, job, moved): a start given back so that
+    # that running job, ranked above it in its team's order, keeps its GPUs (the job waits,
+    # or started elsewhere after; moved: the running job's own move was undone too:
+    # optalloc.plan.team_order)
     held: np.ndarray | None = None
 
 

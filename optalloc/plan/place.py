@@ -35,7 +35,7 @@ from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
 from optalloc.plan.symmetry import canonical_empty_nodes
-from optalloc.plan.team_order import given_back, restore_over_teammates
+from optalloc.plan.team_order import restore_over_teammates
 from optalloc.snapshot import Snapshot
 from optalloc.types import Placement
 
@@ -197,7 +197,6 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
                                            k_ub > 0))
         backfilled[held[-1][:, 1]] = False
     free = np.where(pool.accept, pool.free, 0)
-    held.append(given_back(em, x, kept | restored, started, k_ub > 0))
     return Placed(started, kept | restored, placements, backfilled, restored, free,
                   np.unique(np.concatenate(held), axis=0))
 

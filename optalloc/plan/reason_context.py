@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from optalloc.plan.fit import chunks
+
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fill import unallocated_held
 from optalloc.model.order import project_order
@@ -18,7 +20,7 @@ class ReasonContext:
     def __init__(self, em: EpochModel, placed: Placed, got: np.ndarray,
                  reserved: np.ndarray | None = None):
         snap, req = em.snap, em.req
-        self.em, self.got = em, got
+        self.em, self.got, self.placed = em, got, placed
         self.reserved = reserved  # the part of got that is waiting reserved gangs
         self.pos = project_order(snap)
         self.anc = snap.org.membership()
@@ -85,37 +87,45 @@ class ReasonContext:
             f"first, and this {size}-GPU job after it ({gpus})")
 
     def team_above(self, j: int, types: list[int], free: dict) -> tuple[list, str] | None:
-        """(the teammates' ids, the message) when on every type job j may use as allocated
-        work fewer GPUs than it needs are free, but enough would be without the running jobs
-        of its project past their protection ranked above it in the team's order (a higher
-        priority, or its own and running) and the starts of a higher priority: the team's
-        order never stops a running job for a job it ranks below (optalloc.plan.team_order).
-        None otherwise. `free`: free GPUs per type name."""
-        snap = self.em.snap
+        """(the teammates' ids, the message) when on no type job j may use as allocated work
+        it fits the free GPUs after the plan, but on some it would with the GPUs of the
+        running jobs of its project that the plan keeps where they run, past their
+        protection and ranked above it in the team's order (a higher priority, or its own:
+        running first): the team's order never stops a running job for a job it ranks below
+        (optalloc.plan.team_order). None otherwise. `free`: free GPUs per type name."""
+        em, snap, req = self.em, self.em.snap, self.em.req
         tn = snap.type_names
-        g, p, prio = int(snap.job_gpus[j]), int(snap.job_project[j]), snap.jobs[j].priority
+        g, p = int(snap.job_gpus[j]), int(snap.job_project[j])
+        placed = self.placed
         best = None
         for t in types:
-            mine, pr = self.own_holders(p, t)
-            above = mine[~snap.job_protected[mine] & ((pr > prio) | (
-                (pr == prio) & snap.job_running[mine]))]
-            f = free[tn[t]]["free_gpus"]
-            held = int(snap.job_gpus[above].sum())
-            if not (f < g <= f + held):
-                return None
-            if best is None or held > best[1]:
-                best = (t, held, above)
+            if free[tn[t]]["free_gpus"] >= g:
+                return None  # it is not the GPUs (the shape or the plan's order decides)
+            mine, _ = self.own_holders(p, t)
+            above = mine[snap.job_running[mine] & ~snap.job_protected[mine]
+                         & (self.pos[mine] < self.pos[j])]
+            above = np.array([m for m in above.tolist() if m not in placed.placements],
+                             np.int64)
+            if not len(above):
+                continue
+            room = np.where(snap.node_type == t, placed.free, 0).astype(np.int64)
+            for m in above.tolist():
+                for a in snap.jobs[m].placement.nodes:
+                    room[snap.node_index[a.node]] += len(a.gpus)
+            if _fits(room[(snap.node_type == t) & snap.node_up], chunks(req, j, t)):
+                held = int(snap.job_gpus[above].sum())
+                if best is None or held > best[1]:
+                    best = (t, held, above)
         if best is None:
             return None
         t, held, above = best
         ids = [snap.jobs[m].id for m in above.tolist()]
         return ids, (
-            f"{held} of the {tn[t]} GPUs it needs are held by running jobs of project "
-            f"{snap.jobs[j].project} ranked above it in the team's order (priority, then "
-            f"running jobs, then submit time): {', '.join(ids[:3])}"
-            f"{'...' if len(ids) > 3 else ''}; the team's order never stops a running job "
-            f"for a job it ranks above, and this {g}-GPU job needs {g} "
-            f"({free[tn[t]]['free_gpus']} {tn[t]} GPUs are free)")
+            f"{held} {tn[t]} GPUs are held by running jobs of project {snap.jobs[j].project} "
+            f"ranked above it in the team's order (priority, then running jobs, then submit "
+            f"time): {', '.join(ids[:3])}{'...' if len(ids) > 3 else ''}; the team's order "
+            f"never stops a running job for a job it ranks above, and this {g}-GPU job would "
+            f"fit in their place ({free[tn[t]]['free_gpus']} {tn[t]} GPUs are free)")
 
     def once(self, key, make):
         """make(), once per epoch per key: what reads only the plan and the model (a line
@@ -204,3 +214,10 @@ class ReasonContext:
                          "target": float(em.target[o, t]), "floor": float(em.floor[o, t])}
                         for o in path] for t in types})
         return out
+
+
+def _fits(room: np.ndarray, sizes: list[int]) -> bool:
+    """Chunks of `sizes` GPUs, one per node, fit nodes with `room` GPUs free (Hall's condition
+    on the nested sets {room >= s}, largest chunk first)."""
+    need = np.sort(np.asarray(sizes, np.int64))[::-1]
+    return all(int((room >= s).sum()) >= k + 1 for k, s in enumerate(need.tolist()))

@@ -12,11 +12,15 @@ tiers value GPUs, so a larger queued job of the same priority could take a runni
 place (a helper's search, stop 37: A's running non-resumable priority-2 6-GPU job stopped,
 48.5 GPU-hours lost, for A's queued priority-2 8-GPU gang; greedy kept it).
 
-So the placement checks who took the GPUs: a running job the plan stops (past its
-protection, allocated where it runs, free to stay, not moved) whose GPUs are held after the
-plan only by starts of this epoch of its own project's queued jobs ranked below it (same or
-lower priority, not a due reservation's gang) keeps them after all; those starts give them
-back and wait (or start elsewhere in the backfill). Where another project, or a higher
+So the placement checks who took the GPUs: a running job the plan stops or moves to another
+type (past its protection, allocated where it runs, free to stay) whose GPUs are held
+after the plan only by starts of this epoch of jobs its team ranks below it (queued jobs of
+its priority or lower, or running ones' moves; not a due reservation's gang) keeps them
+after all; those starts give them back and wait (or start elsewhere in the backfill), and a
+moved job's new place is given back too (README rule 8: a job leaves its type only where it
+would be displaced anyway; a helper's search of stop 38 found a job moved to an idle a100
+node for its own queued teammate). A restart on its own type, beside another job so that its
+project's gang takes its node whole, stays the model's packing choice. Where another project, or a higher
 priority of its own, takes any of its GPUs, the stop stands and its teammates may fill what
 is left (greedy's order: the displacer ranks above it)."""
 
@@ -25,54 +29,72 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.order import project_order
 from optalloc.plan.nodepool import NodePool
 
 
 def restore_over_teammates(em: EpochModel, pool: NodePool, run_gpus, kept: np.ndarray,
                            placements: dict, started: np.ndarray, cand_of: dict,
                            restorable: np.ndarray) -> np.ndarray:
-    """Running jobs (positions in req.run_job) stopped only for their own team's queued jobs
-    ranked below them get their GPUs back (kept[i] set), those starts undone (they wait).
-    `run_gpus`: (node, GPU index, position) of every GPU running jobs hold
-    (optalloc.plan.place._running_gpus). Returns the (position, job) pairs: each running job
-    kept and a job whose start on its GPUs was undone ((0, 2) when none)."""
+    """Running jobs (positions in req.run_job) stopped, or moved to another type, only for
+    jobs of their own team ranked below them get their GPUs back (kept[i] set): the
+    starts of this epoch on them are undone (a queued job waits; a running one's move or
+    restart is undone, and it is checked in turn), and so is the moved job's new place.
+    Repeated while a pass restores one. `run_gpus`: (node, GPU index, position) of every GPU
+    running jobs hold (optalloc.plan.place._running_gpus). Returns (P, 3) rows (position,
+    job whose start on its GPUs was undone, 1 when the running job had been moved else 0)."""
+    out = []
+    for _ in range(4):
+        pairs = _restore_once(em, pool, run_gpus, kept, placements, started, cand_of,
+                              restorable)
+        if not len(pairs):
+            break
+        out.append(pairs)
+    return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
+
+
+def _restore_once(em, pool, run_gpus, kept, placements, started, cand_of, restorable):
     snap, req = em.snap, em.req
     rn, rg, ri = run_gpus
-    none = np.zeros((0, 2), np.int64)
+    none = np.zeros((0, 3), np.int64)
     if not len(ri) or not placements:
         return none
     rj, rt = req.run_job, req.run_type
     stopped = ~kept & restorable & snap.job_tier1[rj, rt]
-    if not stopped.any():
-        return none
-    moved = np.zeros(len(snap.jobs), bool)
-    moved[list(placements)] = True
-    stopped &= ~moved[rj]
+    # a restart on its own type (beside another job, so that its project's gang takes its
+    # node whole) is packing the model may choose: the job runs on (tests/test_epoch_restarts)
+    restart = np.array([j in cand_of and bool(req.cand_restart[cand_of[j]])
+                        for j in rj.tolist()], bool) if len(rj) else np.zeros(0, bool)
+    stopped &= ~restart
     on = stopped[ri]
     if not on.any():
         return none
     n, g, i = rn[on], rg[on], ri[on]
     o = pool.owner[n, g]
-    held = o >= 0
-    oo = np.maximum(o, 0)
     j = rj[i]
+    started_job = np.zeros(len(snap.jobs), bool)
+    started_job[list(placements)] = True
+    # a start of this epoch (a queued job's, or a running job's move or restart), not a due
+    # reservation's gang (the lookahead's call), of a job its team ranks below the running one
     forced = np.zeros(len(snap.jobs), bool)
     if em.res is not None and len(em.res.forced):
-        cf = np.flatnonzero(np.asarray(em.res.forced) > 0)
-        forced[req.cand_job[cf]] = True
-    below = (held & ~snap.job_running[oo] & ~forced[oo]
-             & (snap.job_project[oo] == snap.job_project[j])
-             & (snap.job_priority[oo] <= snap.job_priority[j]))
+        forced[req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
+    held = (o >= 0) & (o != j)
+    oo = np.maximum(o, 0)
+    pos = project_order(snap)
+    below = (held & started_job[oo] & ~forced[oo]
+             & (snap.job_project[oo] == snap.job_project[j]) & (pos[oo] > pos[j]))
     K = len(rj)
     # per stopped job: any GPU of it held, and none held by anyone but a teammate below it
     any_held = np.bincount(i, weights=held, minlength=K) > 0
-    other = np.bincount(i, weights=held & ~below, minlength=K) > 0
+    other = np.bincount(i, weights=(held & ~below) | (o == j), minlength=K) > 0
     back = np.flatnonzero(any_held & ~other)
     if not len(back):
         return none
     take = np.isin(i, back) & held
     pairs = np.unique(np.stack([i[take], o[take]], axis=1), axis=0)
-    for e in np.unique(pairs[:, 1]).tolist():
+    moved = started_job[rj[back]]
+    for e in np.unique(np.r_[pairs[:, 1], rj[back[moved]]]).tolist():
         pool.release(e)
         del placements[e]
         started[cand_of.pop(e)] = False
@@ -80,37 +102,5 @@ def restore_over_teammates(em: EpochModel, pool: NodePool, run_gpus, kept: np.nd
         sel = ri == k
         pool.hold_many(rn[sel], rg[sel], np.full(int(sel.sum()), rj[k]))
         kept[k] = True
-    return pairs
-
-
-def given_back(em: EpochModel, x: np.ndarray | None, kept: np.ndarray,
-               started: np.ndarray, restorable: np.ndarray) -> np.ndarray:
-    """(P, 2) (running job's position, job) pairs where solution x stops a running allocated
-    job that the plan keeps after all and starts a queued job of its project on its type,
-    ranked below it in the team's order (its priority or lower), that the plan does not start
-    there: the solution counted a start in that job's place that the team's order (or the
-    placement's restore) did not make, so its bound may count it too (optalloc.model.
-    team_rows: the row for such a pair)."""
-    none = np.zeros((0, 2), np.int64)
-    if x is None:
-        return none
-    snap, req = em.snap, em.req
-    rj, rt = req.run_job, req.run_type
-    xk = np.asarray(x)[em.k]
-    back = np.flatnonzero((xk < 0.5) & kept & restorable & ~req.run_fixed
-                          & snap.job_tier1[rj, rt])
-    if not len(back):
-        return none
-    xs = np.asarray(x)[em.x]
-    cj, ct = req.cand_job, req.cand_type
-    c = np.flatnonzero((xs > 0.5) & ~started & ~(req.cand_move | req.cand_restart)
-                       & ~snap.job_running[cj])
-    if not len(c):
-        return none
-    proj, prio = snap.job_project, snap.job_priority
-    out = []
-    for i in back.tolist():
-        j = int(rj[i])
-        hit = c[(ct[c] == rt[i]) & (proj[cj[c]] == proj[j]) & (prio[cj[c]] <= prio[j])]
-        out += [(i, int(e)) for e in cj[hit].tolist()]
-    return np.array(out, np.int64).reshape(-1, 2)
+    was_moved = np.isin(pairs[:, 0], back[moved]).astype(np.int64)
+    return np.column_stack([pairs, was_moved])

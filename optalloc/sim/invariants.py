@@ -165,21 +165,31 @@ def check_conservation(result: SimResult, ledger: Ledger | None = None) -> tuple
 def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, ...]]]:
     """The team's order over running jobs (DESIGN.md rule 3; the published system's, so not
     in check_plan, which every policy keeps): (job, the jobs on its GPUs) for each running
-    allocated job the plan stops for fair share whose GPUs, after the plan, only queued jobs
-    of its own project with its priority or a lower one hold (a job is never stopped for
-    jobs its team ranks below it). Empty when the order holds."""
+    allocated job the plan stops for fair share, or moves to another type, whose GPUs, after
+    the plan, only new placements (queued jobs' starts, running jobs' moves) of jobs its own
+    project ranks below it hold (a job is never stopped or moved for jobs its team ranks
+    below it; a restart on its own type is packing). Empty when the order holds."""
+    from optalloc.model.order import project_order
+
+    pos = project_order(snap)
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
-    placed = {p.job_id for p in plan.placements}
+    new = {p.job_id for p in plan.placements
+           if p != getattr(snap.jobs[snap.job_index[p.job_id]], "placement", None)}
     out = []
     for pre in plan.preemptions:
-        if pre.code is not ReasonCode.PREEMPTED_FAIR_SHARE or pre.job_id in placed:
+        if pre.code not in (ReasonCode.PREEMPTED_FAIR_SHARE, ReasonCode.MOVED):
             continue
-        job = snap.jobs[snap.job_index[pre.job_id]]
+        k = snap.job_index[pre.job_id]
+        job = snap.jobs[k]
         if job.placement is None:
             continue
-        on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus} - {None}
-        others = [snap.jobs[snap.job_index[o]] for o in on]
-        if others and all(not o.running and o.project == job.project
-                          and o.priority <= job.priority for o in others):
+        again = next((p for p in plan.placements if p.job_id == job.id), None)
+        if again is not None and again.gpu_type == job.placement.gpu_type:
+            continue  # a restart on its own type: packing, the job runs on
+        on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus}
+        on -= {None, job.id}
+        ks = [snap.job_index[o] for o in on]
+        if on and all(snap.jobs[q].id in new and snap.jobs[q].project == job.project
+                      and pos[q] > pos[k] for q in ks):
             out.append((job.id, tuple(sorted(on))))
     return out
