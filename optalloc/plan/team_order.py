@@ -63,9 +63,10 @@ def _restore_once(em, pool, run_gpus, kept, placements, started, cand_of, restor
     stopped = ~kept & restorable & snap.job_tier1[rj, rt]
     # a restart on its own type (beside another job, so that its project's gang takes its
     # node whole) is packing the model may choose: the job runs on (tests/test_epoch_restarts)
-    restart = np.array([j in cand_of and bool(req.cand_restart[cand_of[j]])
-                        for j in rj.tolist()], bool) if len(rj) else np.zeros(0, bool)
-    stopped &= ~restart
+    for k in np.flatnonzero(stopped).tolist():
+        c = cand_of.get(int(rj[k]))
+        if c is not None and req.cand_restart[c]:
+            stopped[k] = False
     on = stopped[ri]
     if not on.any():
         return none
