@@ -28,12 +28,12 @@ from optalloc.model.constraints.lookahead import define_lookahead
 from optalloc.model.constraints.precedence import (
     define_keep_order,
     define_precedence,
+    free_keep_links,
 )
 from optalloc.model.context import BuildContext
 from optalloc.model.fill import fill_targets
 from optalloc.model.matrix import LinearModel
 from optalloc.model.type_order import type_links
-from optalloc.model.order import keep_links
 from optalloc.model.team_rows import team_rows
 from optalloc.model.type_rows import TypeRows, type_rows
 from optalloc.model.objective.impact import Impact, compute_impact
@@ -155,12 +155,8 @@ class EpochModel:
         with `equal`): the rows never forbid a plan that keeps the team's order, so its
         optimum bounds those plans, and the epoch's bound (it adds only the rows its
         placements needed) is at least it."""
-        lb, ub = self.lm.lb[self.k], self.lm.ub[self.k]
-        i, c = keep_links(self.snap, self.req, (ub > 0) & (lb < 1) & ~self.req.run_fixed,
-                          equal=True)
-        if self.res is not None and len(self.res.forced) and len(i):
-            keep = np.asarray(self.res.forced)[c] <= 0
-            i, c = i[keep], c[keep]
+        i, c = free_keep_links(self.snap, self.req, self.lm.lb[self.k], self.lm.ub[self.k],
+                               self.res, equal=True)
         return self.with_team_rows(np.stack([i, self.req.cand_job[c], np.zeros_like(i)], axis=1))
 
     def with_all_type_rows(self) -> "EpochModel":

@@ -42,13 +42,12 @@ def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
         return sp.csr_matrix((0, n_vars))
     i, e = pairs[:, 0], pairs[:, 1]
     cj, ct = req.cand_job, req.cand_type
-    T = int(ct.max(initial=0)) + 1
     start = ~runs_elsewhere(req)
-    at = np.full((len(snap.jobs), T), -1, np.int64)  # (job, type) -> its start candidate
+    at = np.full((len(snap.jobs), len(snap.gpu_types)), -1, np.int64)  # (job, type) -> start
     at[cj[start], ct[start]] = np.flatnonzero(start)
     t = req.run_type[i]
-    c = at[e, np.minimum(t, T - 1)]
-    ok = (c >= 0) & (t < T)
+    c = at[e, t]
+    ok = c >= 0
     rows_c, cols_c = np.flatnonzero(ok), x[c[ok]]
     # a restart on its own type runs it too (packing the placement allows); a move to another
     # type does not: it leaves its type only where something that may displace it starts

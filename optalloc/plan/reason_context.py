@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from optalloc.plan.fit import chunks
-
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fill import unallocated_held
 from optalloc.model.order import project_order
+from optalloc.plan.freemap import FitCounter, FreeMap
 from optalloc.plan.holdings import Placed
 
 
@@ -93,7 +92,7 @@ class ReasonContext:
         protection and ranked above it in the team's order (a higher priority, or its own:
         running first): the team's order never stops a running job for a job it ranks below
         (optalloc.plan.team_order). None otherwise. `free`: free GPUs per type name."""
-        em, snap, req = self.em, self.em.snap, self.em.req
+        snap = self.em.snap
         tn = snap.type_names
         g, p = int(snap.job_gpus[j]), int(snap.job_project[j])
         placed = self.placed
@@ -108,11 +107,14 @@ class ReasonContext:
                              np.int64)
             if not len(above):
                 continue
-            room = np.where(snap.node_type == t, placed.free, 0).astype(np.int64)
+            room = placed.free.astype(np.int64)
             for m in above.tolist():
                 for a in snap.jobs[m].placement.nodes:
                     room[snap.node_index[a.node]] += len(a.gpus)
-            if _fits(room[(snap.node_type == t) & snap.node_up], chunks(req, j, t)):
+            on_t = np.zeros(len(tn), bool)
+            on_t[t] = True
+            fm = self.once("freemap", lambda: FreeMap.empty(snap))  # its nodes, types, sizes
+            if FitCounter(fm, snap.jobs[j], on_t).fits_free(room):
                 held = int(snap.job_gpus[above].sum())
                 if best is None or held > best[1]:
                     best = (t, held, above)
@@ -215,9 +217,3 @@ class ReasonContext:
                         for o in path] for t in types})
         return out
 
-
-def _fits(room: np.ndarray, sizes: list[int]) -> bool:
-    """Chunks of `sizes` GPUs, one per node, fit nodes with `room` GPUs free (Hall's condition
-    on the nested sets {room >= s}, largest chunk first)."""
-    need = np.sort(np.asarray(sizes, np.int64))[::-1]
-    return all(int((room >= s).sum()) >= k + 1 for k, s in enumerate(need.tolist()))

@@ -173,8 +173,9 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
 
     pos = project_order(snap)
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
-    new = {p.job_id for p in plan.placements
-           if p != getattr(snap.jobs[snap.job_index[p.job_id]], "placement", None)}
+    by_id = {p.job_id: p for p in plan.placements}
+    new = {jid for jid, p in by_id.items()
+           if p != getattr(snap.jobs[snap.job_index[jid]], "placement", None)}
     out = []
     for pre in plan.preemptions:
         if pre.code not in (ReasonCode.PREEMPTED_FAIR_SHARE, ReasonCode.MOVED):
@@ -183,7 +184,7 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
         job = snap.jobs[k]
         if job.placement is None:
             continue
-        again = next((p for p in plan.placements if p.job_id == job.id), None)
+        again = by_id.get(job.id)
         if again is not None and again.gpu_type == job.placement.gpu_type:
             continue  # a restart on its own type: packing, the job runs on
         on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus}

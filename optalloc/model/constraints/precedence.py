@@ -54,11 +54,7 @@ def define_keep_order(ctx: BuildContext) -> None:
     if not len(req.run_job) or not len(req.cand_job):
         return
     lb, ub = keep_bounds(ctx)
-    i, c = keep_links(snap, req, (ub > 0) & (lb < 1) & ~req.run_fixed)
-    forced = ctx.res.forced if ctx.res is not None and len(ctx.res.forced) else None
-    if forced is not None and len(i):  # a due reservation's gang starts: the lookahead's call
-        keep = np.asarray(forced)[c] <= 0
-        i, c = i[keep], c[keep]
+    i, c = free_keep_links(snap, req, lb, ub, ctx.res)
     ctx.keep_i, ctx.keep_c = i, c
     if not len(i):
         return
@@ -68,3 +64,16 @@ def define_keep_order(ctx: BuildContext) -> None:
     b.add_rows("keep_order", n, np.concatenate([np.arange(n), np.arange(n), rm]),
                np.concatenate([ctx.x[c], ctx.k[i], cm]),
                np.concatenate([np.ones(n), -np.ones(n + len(rm))]), -np.inf, 0.0)
+
+
+def free_keep_links(snap, req, lb: np.ndarray, ub: np.ndarray, res,
+                    equal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """optalloc.model.order.keep_links for the running jobs free to stay (keep bounds `lb`,
+    `ub`: past their protection, may stay, not fixed), without a due reservation's gang's
+    starts (`res.forced`: the lookahead's call)."""
+    i, c = keep_links(snap, req, (ub > 0) & (lb < 1) & ~req.run_fixed, equal)
+    forced = res.forced if res is not None and len(res.forced) else None
+    if forced is not None and len(i):
+        keep = np.asarray(forced)[c] <= 0
+        i, c = i[keep], c[keep]
+    return i, c
