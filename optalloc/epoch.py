@@ -30,7 +30,8 @@ Numbered phases (Kueue style):
                       epoch whose MIP has at most solver.exact_up_to integer columns is
                       solved to a 1e-4 gap and goes from 3a/3b straight to 3d
                       (effective_settings)
-  4. place         solution -> nodes and GPU indices, repair, restore + backfill
+  4. place         solution -> nodes and GPU indices, repair, restore + backfill; on the
+                   plan chosen, the team's order by proxy (optalloc.plan.proxy_order)
   5. reasons       preemptions, pending reasons, floor violations, drain progress, the
                    reservations after the plan and those that ended, the report
 
@@ -62,16 +63,9 @@ from optalloc.plan.reasons import pending_reasons
 from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
-    CUT_ROUNDS,
-    certified as _certified,
-    cut_rows as _cut_rows,
-    cut_type_rows as _cut_type_rows,
-    team_pairs as _team_pairs,
-    final as _final,
-    floor_terms as _floor_terms,
-    floors_traded as _floors_traded,
-    gap as _gap,
-    point_key as _point_key,
+    CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
+    team_pairs as _team_pairs, final as _final, floor_terms as _floor_terms,
+    floors_traded as _floors_traded, gap as _gap, keep_team_order, point_key as _point_key,
     tol as _tol,
 )
 from optalloc.solve import BACKENDS, EarlyLp, neighborhood, solve, start_dive
@@ -112,6 +106,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         prepare(em)
     # 3. solve + 4. place
     em, out = _solve_and_place(em, settings, g, greedy_s, early)
+    out = keep_team_order(em, out, settings)  # the team's order by proxy (plan.proxy_order)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"

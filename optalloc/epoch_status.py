@@ -8,14 +8,17 @@ infeasible / error)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import floor_columns
-from optalloc.plan.outcome import Outcome, best_plan, placed_outcome
+from optalloc.plan.outcome import Outcome, best_plan, placed_outcome, scored
+from optalloc.plan.proxy_order import keep_over_proxies
 from optalloc.solve import relative_gap
+from optalloc.solve.base import effective_settings
 from optalloc.types import SolverSettings
 
 #: rounds of `order_types` rows added (optalloc.model.type_rows) to the LP, and to the MIP,
@@ -136,3 +139,31 @@ def cut_rows(em: EpochModel, dive, plans: list[Outcome], bound, settings: Solver
         if certified(best_plan(plans), bound, settings):
             return em, bound, True
     return em, bound, False
+
+
+def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) -> Outcome:
+    """The chosen plan with the running jobs kept that it stopped only so that their team's
+    lower-ranked starts had room (optalloc.plan.proxy_order), scored again; its status and
+    gap from the same bound. `out` itself where there is none."""
+    if out.placed is None or not out.placed.placements:
+        return out
+    t = time.perf_counter()
+    placed = keep_over_proxies(em, out.placed)
+    if placed is None:
+        return out
+    alt = scored(em, placed, out.source, backend=out.backend, status=out.status,
+                 bound=out.bound, solve_s=out.solve_s)
+    alt.place_s = out.place_s + time.perf_counter() - t
+    n = len(np.unique(placed.held[:, 0])) - (0 if out.placed.held is None else
+                                               len(np.unique(out.placed.held[:, 0])))
+    g = gap(alt.objective, out.bound)
+    mip_gap = effective_settings(settings, em.lm)[0].mip_gap
+    if g is not None and g <= mip_gap:
+        alt.status = "optimal"
+    elif out.status == "optimal":
+        alt.status = "feasible"
+    alt.message = (f"{out.message}; then {n} running job{'s' if n != 1 else ''} kept that it "
+                   f"stopped only for starts of {'their' if n != 1 else 'its'} team ranked "
+                   f"below {'them' if n != 1 else 'it'} (another start moved to free GPUs)"
+                   + ("" if g is None else f": gap {g:.2e} to the bound"))
+    return alt

@@ -26,7 +26,7 @@ from optalloc.org import OrgTree
 from optalloc.shape import chunks
 from optalloc.snapshot import Snapshot
 from optalloc.sim.result import SimResult
-from optalloc.types import Plan, ReasonCode
+from optalloc.types import NodeState, Plan, ReasonCode
 
 
 class SimulationInvariantError(OptallocError):
@@ -168,7 +168,8 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
     allocated job the plan stops for fair share, or moves to another type, whose GPUs, after
     the plan, only new placements (queued jobs' starts, running jobs' moves) of jobs its own
     project ranks below it hold (a job is never stopped or moved for jobs its team ranks
-    below it; a restart on its own type is packing). Empty when the order holds."""
+    below it; a restart on its own type is packing; a job on a draining node leaves it
+    anyway). Empty when the order holds."""
     from optalloc.model.order import project_order
 
     pos = project_order(snap)
@@ -182,8 +183,10 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
             continue
         k = snap.job_index[pre.job_id]
         job = snap.jobs[k]
-        if job.placement is None:
-            continue
+        if job.placement is None or any(
+                snap.nodes[snap.node_index[a.node]].state is not NodeState.UP
+                for a in job.placement.nodes if a.node in snap.node_index):
+            continue  # a draining (or down) node's job leaves whoever takes its GPUs
         again = by_id.get(job.id)
         if again is not None and again.gpu_type == job.placement.gpu_type:
             continue  # a restart on its own type: packing, the job runs on
@@ -194,3 +197,64 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
                       and pos[q] > pos[k] for q in ks):
             out.append((job.id, tuple(sorted(on))))
     return out
+
+
+def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, ...]]]:
+    """The team's order by proxy (optalloc.plan.proxy_order), checked on the plan alone:
+    (job, the starts on its GPUs) for each running allocated job past its protection, on up
+    nodes, that the plan stops for fair share while queued jobs its own project ranks below
+    it start on its type, where its GPUs went only to other queued jobs' starts, and those
+    starts would all fit (largest first, best fit) on the GPUs left free if it stayed and
+    none of those teammates started. Empty when the order holds."""
+    from optalloc.model.order import project_order
+
+    pos = project_order(snap)
+    by_id = {p.job_id: p for p in plan.placements}
+    owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
+    up = {n.name: n for n in snap.nodes if n.state is NodeState.UP}
+    out = []
+    for pre in plan.preemptions:
+        k = snap.job_index[pre.job_id]
+        job = snap.jobs[k]
+        if (pre.code is not ReasonCode.PREEMPTED_FAIR_SHARE or job.id in by_id
+                or job.placement is None or snap.job_protected[k] or not job.allocated
+                or any(a.node not in up for a in job.placement.nodes)):
+            continue
+        t = job.placement.gpu_type
+        mates = {jid for jid, p in by_id.items() if p.gpu_type == t
+                 and not snap.job_running[snap.job_index[jid]]
+                 and snap.jobs[snap.job_index[jid]].project == job.project
+                 and pos[snap.job_index[jid]] > pos[k]}
+        on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus} - {None}
+        others = on - mates
+        if not mates or not others or any(snap.job_running[snap.job_index[o]] for o in others):
+            continue
+        gone = mates | others
+        used = {(a.node, g) for p in plan.placements if p.job_id not in gone
+                for a in p.nodes for g in a.gpus}
+        used |= {(a.node, g) for a in job.placement.nodes for g in a.gpus}
+        free = {name: n.gpus - sum((name, g) in used for g in range(n.gpus))
+                for name, n in up.items()}
+        if all(_fits_free(snap, snap.jobs[snap.job_index[o]], by_id[o].gpu_type, up, free)
+               for o in sorted(others, key=lambda o: -snap.jobs[snap.job_index[o]].gpus)):
+            out.append((job.id, tuple(sorted(on))))
+    return out
+
+
+def _fits_free(snap: Snapshot, job, gpu_type: str, up: dict, free: dict) -> bool:
+    """Place `job` on `free` (GPUs free per up node; updated when it fits), best fit."""
+    nodes = [n for n in up.values() if n.gpu_type == gpu_type]
+    size = max((n.gpus for n in nodes), default=0)
+    ch = chunks(job.gpus, job.gpus_per_node, size) if size else None
+    if ch is None:
+        return False
+    taken: dict = {}
+    for c in ch:
+        room = sorted((free[n.name], n.name) for n in nodes
+                      if n.name not in taken and free[n.name] >= c)
+        if not room:
+            return False
+        taken[room[0][1]] = c
+    for name, c in taken.items():
+        free[name] -= c
+    return True

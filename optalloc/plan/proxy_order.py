@@ -1,0 +1,179 @@
+"""The team's order by proxy, once on the epoch's chosen plan (optalloc.epoch_status.
+keep_team_order): a running job stopped for another project's start that would fit on free
+GPUs but for starts of teammates it ranks above keeps its GPUs; those teammates' starts are
+undone and the other start moves (DESIGN.md section 8, rule 3).
+
+optalloc.plan.team_order gives a running job its GPUs back where only its team's lower-ranked
+starts hold them. The model sees GPU counts per type, not nodes, so it can also swap a
+running job for them by proxy: R (project A, past its protection) is stopped and B's start
+takes its GPUs, while A's queued jobs that R ranks above take free GPUs that B's start could
+have had (a helper's case of stop 38: R stopped "for" B's 4-GPU job while A's queued 8-GPU
+job of R's priority took a whole node; greedy puts B's job there and keeps R). In the bench's
+1,024-GPU instance such swaps came up in every placement (A's target tier counts its queued
+jobs' GPUs, 18 of them for R's 16).
+
+It runs once on the plan the epoch chose, not in every candidate's placement: the model has
+no row for it (a row per such pair cannot tell a proxy from a start that truly needs R's
+GPUs without nodes), so placing every candidate this way left none certified and sent the
+bench's 1,024-GPU epoch to the whole MIP (0.12 -> 5.6 s) and the 16,384-GPU one to its time
+limit. The plan's gap to the bound is reported as it is after it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.objective.impact import candidate_values
+from optalloc.model.order import project_order
+from optalloc.plan.backfill import restore_and_backfill
+from optalloc.plan.fit import alloc, nodes_for
+from optalloc.plan.holdings import Placed
+from optalloc.plan.nodepool import NodePool
+from optalloc.plan.place import _running_gpus, _running_holds, evictable_jobs, keep_bounds_of
+from optalloc.plan.team_order import restore_over_teammates
+
+
+def keep_over_proxies(em: EpochModel, placed: Placed) -> Placed | None:
+    """`placed` with every running job kept that was stopped only so that its team's
+    lower-ranked starts had room (see the module docstring), or None when there is none."""
+    snap, req = em.snap, em.req
+    if not len(req.run_job) or not placed.placements:
+        return None
+    rj, rt = req.run_job, req.run_type
+    _, ub = keep_bounds_of(em)
+    stopped = ~placed.kept & (ub > 0) & snap.job_tier1[rj, rt]
+    stopped &= ~np.isin(rj, np.fromiter(placed.placements, np.int64, len(placed.placements)))
+    forced = np.zeros(len(snap.jobs), bool)
+    if em.res is not None and len(em.res.forced):
+        forced[req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
+    started_job = np.zeros(len(snap.jobs), bool)
+    started_job[list(placed.placements)] = True
+    movable = started_job & ~forced & ~snap.job_running
+    pos = project_order(snap)
+    # a stopped job with a queued start of its project ranked below it on its type
+    cand_of = {int(req.cand_job[c]): int(c) for c in np.flatnonzero(placed.started)}
+    q = np.array([e for e in placed.placements if movable[e]], np.int64)
+    if not len(q) or not stopped.any():
+        return None
+    qt = req.cand_type[[cand_of[int(e)] for e in q]]
+    ks = np.flatnonzero(stopped)
+    has = ((snap.job_project[q][None, :] == snap.job_project[rj[ks]][:, None])
+           & (pos[q][None, :] > pos[rj[ks]][:, None]) & (qt[None, :] == rt[ks][:, None]))
+    if not has.any():
+        return None
+    pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
+    rn, rg, ri = _running_gpus(em, _running_holds(em))
+    on = placed.kept[ri]
+    pool.hold_many(rn[on], rg[on], rj[ri[on]])
+    for e, pl in placed.placements.items():
+        _hold_placement(pool, snap, e, pl)
+    kept, started = placed.kept.copy(), placed.started.copy()
+    placements = dict(placed.placements)
+    pairs = []
+    for r in np.flatnonzero(has.any(axis=1)).tolist():
+        k = int(ks[r])
+        mine = {e for e in q[has[r]].tolist() if e in placements}
+        undone = _keep_one(em, pool, k, (rn, rg, ri), pos, mine, movable, placements, cand_of)
+        if undone is None:
+            continue
+        for e in undone:
+            started[cand_of.pop(e)] = False
+        kept[k] = True
+        pairs += [(k, e, 0) for e in undone]
+    if not pairs:
+        return None
+    J, K = len(snap.jobs), len(rj)
+    backfilled = np.zeros(J, bool) if placed.backfilled is None else placed.backfilled.copy()
+    backfilled[[e for _, e, _ in pairs]] = False
+    restored = np.zeros(K, bool) if placed.restored is None else placed.restored.copy()
+    # what the moved starts left free goes to the backfill, as after any placement (a
+    # teammate may start there now: its running job ranked above it stays where it is)
+    value = candidate_values(em.imp, req)
+    more = np.zeros(J, bool)
+    restore_and_backfill(em, pool, _running_holds(em), {int(j): i for i, j in enumerate(rj)},
+                         kept, restored, started, placements, cand_of, more, value, ub > 0)
+    held = [np.array(pairs, np.int64),
+            restore_over_teammates(em, pool, (rn, rg, ri), kept, placements, started, cand_of,
+                                   ub > 0)]
+    more[held[-1][:, 1]] = False
+    if placed.held is not None and len(placed.held):
+        held.insert(0, placed.held)
+    return replace(placed, started=started, kept=kept | restored, placements=placements,
+                   backfilled=backfilled | more, restored=restored,
+                   free=np.where(pool.accept, pool.free, 0),
+                   held=np.unique(np.concatenate(held), axis=0))
+
+
+def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of) -> list | None:
+    """Running job k kept: the starts on its GPUs moved to free GPUs (its teammates' ranked
+    below it undone instead), undoing as few more of those teammates' starts on its type as
+    that needs, the lowest ranked first (`mine`: those teammates' jobs). The teammates' starts
+    undone, or None with the pool and `placements` as they were (a start on its GPUs that may
+    not move, or no room)."""
+    snap, req = em.snap, em.req
+    rn, rg, ri = run_gpus
+    j = int(req.run_job[k])
+    sel = ri == k
+    n, g = rn[sel], rg[sel]
+    owners = pool.owner[n, g]
+    on = set(np.unique(owners[owners >= 0]).tolist())
+    others = sorted(on - mine)
+    if not mine or not others or not all(movable[e] for e in others):
+        return None  # nothing of its team in the way, or a start there that does not move
+    mates = sorted(mine, key=lambda e: (e not in on, -pos[e]))  # on its GPUs first
+    saved = {e: placements[e] for e in others}
+    undone = [e for e in mates if e in on]
+    saved.update({e: placements[e] for e in undone})
+    for e, pl in saved.items():
+        _release_placement(pool, snap, e, pl)
+    pool.hold_many(n, g, np.full(len(n), j))
+    moved = _fit_all(pool, em, others, cand_of)
+    while moved is None and len(undone) < len(mates):
+        e = mates[len(undone)]
+        saved[e] = placements[e]
+        _release_placement(pool, snap, e, saved[e])
+        undone.append(e)
+        moved = _fit_all(pool, em, others, cand_of)
+    if moved is None:  # everything as it was
+        pool.occ[n, g], pool.owner[n, g] = False, -1
+        np.add.at(pool.free, n, 1)
+        for e, pl in saved.items():
+            _hold_placement(pool, snap, e, pl)
+        return None
+    placements.update(moved)
+    for e in undone:
+        del placements[e]
+    return undone
+
+
+def _fit_all(pool: NodePool, em: EpochModel, jobs, cand_of) -> dict | None:
+    """Each of `jobs` (largest first) placed on free GPUs of its candidate's type, or None
+    with the pool as it was."""
+    done = {}
+    for e in sorted(jobs, key=lambda e: -int(em.snap.job_gpus[e])):
+        c = cand_of[e]
+        nodes = nodes_for(pool, em, c, [], {}, evict=False)
+        if nodes is None:
+            for d, pl in done.items():
+                _release_placement(pool, em.snap, d, pl)
+            return None
+        done[e] = alloc(pool, em, e, int(em.req.cand_type[c]), nodes)
+    return done
+
+
+def _hold_placement(pool: NodePool, snap, j: int, pl) -> None:
+    for a in pl.nodes:
+        pool.hold(snap.node_index[a.node], np.asarray(a.gpus, np.int64), j)
+
+
+def _release_placement(pool: NodePool, snap, j: int, pl) -> None:
+    """NodePool.release for a job whose placement is known (no search of the whole grid)."""
+    for a in pl.nodes:
+        n, g = snap.node_index[a.node], np.asarray(a.gpus, np.int64)
+        pool.occ[n, g] = False
+        pool.owner[n, g] = -1
+        pool.free[n] += len(g)
+        if pool.evictable[j]:
+            pool.ev[n] -= len(g)
