@@ -106,7 +106,7 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
         prepare(em)
     # 3. solve + 4. place
     em, out = _solve_and_place(em, settings, g, greedy_s, early)
-    out = keep_team_order(em, out, settings)  # the team's order by proxy (plan.proxy_order)
+    out = keep_team_order(em, out, settings, g)  # the team's order by proxy (plan.proxy_order)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"

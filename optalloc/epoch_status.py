@@ -15,8 +15,10 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import floor_columns
+from optalloc.plan.holdings import Placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_outcome, scored
 from optalloc.plan.proxy_order import keep_over_proxies
+from optalloc.plan.reservations import keep_reservations
 from optalloc.solve import relative_gap
 from optalloc.solve.base import effective_settings
 from optalloc.types import SolverSettings
@@ -141,29 +143,40 @@ def cut_rows(em: EpochModel, dive, plans: list[Outcome], bound, settings: Solver
     return em, bound, False
 
 
-def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) -> Outcome:
+def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
+                    greedy: Placed | None = None) -> Outcome:
     """The chosen plan with the running jobs kept that it stopped only so that their team's
     lower-ranked starts had room (optalloc.plan.proxy_order), scored again; its status and
-    gap from the same bound. `out` itself where there is none."""
+    gap from the same bound. Where the greedy baseline's plan (`greedy`, reservations kept)
+    keeps the model's rules and now scores better by the scheme's order, that plan: undoing
+    the teammates' starts can leave fewer floor GPUs than greedy's packing around the same
+    running job (a helper's search: 10 of 6,700 random snapshots), and the optimizer never
+    loses to greedy. `out` itself where no job is kept so."""
     if out.placed is None or not out.placed.placements:
         return out
     t = time.perf_counter()
-    placed = keep_over_proxies(em, out.placed)
-    if placed is None:
+    got = keep_over_proxies(em, out.placed)
+    if got is None:
         return out
-    alt = scored(em, placed, out.source, backend=out.backend, status=out.status,
-                 bound=out.bound, solve_s=out.solve_s)
+    n, placed = got
+    kw = dict(backend=out.backend, status=out.status, bound=out.bound, solve_s=out.solve_s)
+    alt = scored(em, placed, out.source, **kw)
+    note = (f"then {n} running job{'s' if n != 1 else ''} kept that it stopped only for "
+            f"starts of {'their' if n != 1 else 'its'} team ranked below "
+            f"{'them' if n != 1 else 'it'} (another start moved to free GPUs)")
+    if greedy is not None:
+        g2 = keep_reservations(em, greedy)
+        base = scored(em, greedy if g2 is None else g2, "greedy", **kw)
+        if base.model_point and (base.score, base.objective) > (alt.score, alt.objective):
+            alt = base
+            note = (f"{note}; the greedy baseline's plan scores better than that by the "
+                    "scheme's order, and is the plan")
     alt.place_s = out.place_s + time.perf_counter() - t
-    n = len(np.unique(placed.held[:, 0])) - (0 if out.placed.held is None else
-                                               len(np.unique(out.placed.held[:, 0])))
     g = gap(alt.objective, out.bound)
     mip_gap = effective_settings(settings, em.lm)[0].mip_gap
     if g is not None and g <= mip_gap:
         alt.status = "optimal"
     elif out.status == "optimal":
         alt.status = "feasible"
-    alt.message = (f"{out.message}; then {n} running job{'s' if n != 1 else ''} kept that it "
-                   f"stopped only for starts of {'their' if n != 1 else 'its'} team ranked "
-                   f"below {'them' if n != 1 else 'it'} (another start moved to free GPUs)"
-                   + ("" if g is None else f": gap {g:.2e} to the bound"))
+    alt.message = f"{out.message}; {note}" + ("" if g is None else f": gap {g:.2e} to the bound")
     return alt

@@ -27,17 +27,23 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.objective.impact import candidate_values
 from optalloc.model.order import project_order
-from optalloc.plan.backfill import restore_and_backfill
+from optalloc.plan.backfill import candidates_by_job, restore_and_backfill
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
-from optalloc.plan.place import _running_gpus, _running_holds, evictable_jobs, keep_bounds_of
+from optalloc.plan.place import (
+    _repair_order,
+    _running_gpus,
+    _running_holds,
+    evictable_jobs,
+    keep_bounds_of,
+)
 from optalloc.plan.team_order import restore_over_teammates
 
 
-def keep_over_proxies(em: EpochModel, placed: Placed) -> Placed | None:
-    """`placed` with every running job kept that was stopped only so that its team's
-    lower-ranked starts had room (see the module docstring), or None when there is none."""
+def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | None:
+    """(how many, `placed` with every running job kept that was stopped only so that its
+    team's lower-ranked starts had room: see the module docstring), or None when none is."""
     snap, req = em.snap, em.req
     if not len(req.run_job) or not placed.placements:
         return None
@@ -71,47 +77,65 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> Placed | None:
         _hold_placement(pool, snap, e, pl)
     kept, started = placed.kept.copy(), placed.started.copy()
     placements = dict(placed.placements)
-    pairs = []
+    # the GPUs the plan's stopped jobs leave idle are room for a moved start only where it
+    # fits nowhere else: the backfill may give them back (a helper's case: a 1-GPU job stayed
+    # preempted "for" a start moved onto its GPU while two GPUs of its node sat idle; greedy
+    # keeps it)
+    # (the GPUs of a job that must leave, a drain's, are room; an unallocated job's only when
+    # a move fits nowhere else: unallocated work yields to allocated work, but not for nothing)
+    may = ~kept & (ub > 0)
+    idle = may[ri]
+    alloc_ = (may & snap.job_tier1[rj, rt])[ri]
+    pairs, n_kept = [], 0
     for r in np.flatnonzero(has.any(axis=1)).tolist():
         k = int(ks[r])
         mine = {e for e in q[has[r]].tolist() if e in placements}
-        undone = _keep_one(em, pool, k, (rn, rg, ri), pos, mine, movable, placements, cand_of)
+        b1, b2 = idle & (ri != k), alloc_ & (ri != k)
+        undone = _keep_one(em, pool, k, (rn, rg, ri), pos, mine, movable, placements, cand_of,
+                           ((rn[b1], rg[b1]), (rn[b2], rg[b2]), (rn[:0], rg[:0])))
         if undone is None:
             continue
         for e in undone:
             started[cand_of.pop(e)] = False
         kept[k] = True
+        n_kept += 1
         pairs += [(k, e, 0) for e in undone]
-    if not pairs:
+    if not n_kept:
         return None
     J, K = len(snap.jobs), len(rj)
     backfilled = np.zeros(J, bool) if placed.backfilled is None else placed.backfilled.copy()
-    backfilled[[e for _, e, _ in pairs]] = False
+    backfilled[[int(e) for _, e, _ in pairs]] = False
     restored = np.zeros(K, bool) if placed.restored is None else placed.restored.copy()
-    # what the moved starts left free goes to the backfill, as after any placement (a
+    # a teammate undone may be ahead of one that still starts (submit order): it takes that
+    # one's place (a helper's search: the undone 4-GPU job waited behind a later 6-GPU one);
+    # then what the moved starts left free goes to the backfill, as after any placement (a
     # teammate may start there now: its running job ranked above it stays where it is)
+    _repair_order(em, pool, placements, started, cand_of, candidates_by_job(em)[0])
     value = candidate_values(em.imp, req)
     more = np.zeros(J, bool)
     restore_and_backfill(em, pool, _running_holds(em), {int(j): i for i, j in enumerate(rj)},
                          kept, restored, started, placements, cand_of, more, value, ub > 0)
-    held = [np.array(pairs, np.int64),
+    held = [np.array(pairs, np.int64).reshape(-1, 3),
             restore_over_teammates(em, pool, (rn, rg, ri), kept, placements, started, cand_of,
                                    ub > 0)]
     more[held[-1][:, 1]] = False
+    now = np.zeros(J, bool)
+    now[list(placements)] = True
     if placed.held is not None and len(placed.held):
         held.insert(0, placed.held)
-    return replace(placed, started=started, kept=kept | restored, placements=placements,
-                   backfilled=backfilled | more, restored=restored,
+    return n_kept, replace(placed, started=started, kept=kept | restored, placements=placements,
+                   backfilled=(backfilled | more) & now, restored=restored,
                    free=np.where(pool.accept, pool.free, 0),
                    held=np.unique(np.concatenate(held), axis=0))
 
 
-def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of) -> list | None:
+def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of,
+              blocked) -> list | None:
     """Running job k kept: the starts on its GPUs moved to free GPUs (its teammates' ranked
     below it undone instead), undoing as few more of those teammates' starts on its type as
     that needs, the lowest ranked first (`mine`: those teammates' jobs). The teammates' starts
     undone, or None with the pool and `placements` as they were (a start on its GPUs that may
-    not move, or no room)."""
+    not move, or no room). `blocked`: GPUs no moved start may take, as `_fit_all` reads them."""
     snap, req = em.snap, em.req
     rn, rg, ri = run_gpus
     j = int(req.run_job[k])
@@ -129,13 +153,13 @@ def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of) ->
     for e, pl in saved.items():
         _release_placement(pool, snap, e, pl)
     pool.hold_many(n, g, np.full(len(n), j))
-    moved = _fit_all(pool, em, others, cand_of)
+    moved = _fit_all(pool, em, others, cand_of, blocked)
     while moved is None and len(undone) < len(mates):
         e = mates[len(undone)]
         saved[e] = placements[e]
         _release_placement(pool, snap, e, saved[e])
         undone.append(e)
-        moved = _fit_all(pool, em, others, cand_of)
+        moved = _fit_all(pool, em, others, cand_of, blocked)
     if moved is None:  # everything as it was
         pool.occ[n, g], pool.owner[n, g] = False, -1
         np.add.at(pool.free, n, 1)
@@ -148,9 +172,33 @@ def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of) ->
     return undone
 
 
-def _fit_all(pool: NodePool, em: EpochModel, jobs, cand_of) -> dict | None:
-    """Each of `jobs` (largest first) placed on free GPUs of its candidate's type, or None
-    with the pool as it was."""
+def _fit_all(pool: NodePool, em: EpochModel, jobs, cand_of, blocked) -> dict | None:
+    """Each of `jobs` (largest first) placed on free GPUs of its candidate's type, not on
+    those of `blocked[0]` ((nodes, GPUs): every stopped running job's that may stay, which
+    the backfill may give back), else not on those of `blocked[1]` (the allocated ones'),
+    else anywhere free (`blocked[2]`, none: a job the plan stopped anyway, its GPUs idle,
+    is no reason to stop one more), or None with the pool as it was."""
+    for b in blocked:
+        out = _fit_around(pool, em, jobs, cand_of, b)
+        if out is not None:
+            return out
+    return None
+
+
+def _fit_around(pool: NodePool, em: EpochModel, jobs, cand_of, blocked) -> dict | None:
+    bn, bg = blocked
+    free = ~pool.occ[bn, bg]
+    bn, bg = bn[free], bg[free]
+    pool.occ[bn, bg] = True  # taken for the fit only (no owner), released below
+    np.subtract.at(pool.free, bn, 1)
+    try:
+        return _fit(pool, em, jobs, cand_of)
+    finally:
+        pool.occ[bn, bg] = False
+        np.add.at(pool.free, bn, 1)
+
+
+def _fit(pool: NodePool, em: EpochModel, jobs, cand_of) -> dict | None:
     done = {}
     for e in sorted(jobs, key=lambda e: -int(em.snap.job_gpus[e])):
         c = cand_of[e]
