@@ -68,6 +68,25 @@ class NodePool:
         if self.evictable[j]:
             np.subtract.at(self.ev, rows, 1)
 
+    def release_gpus(self, nodes: np.ndarray, gpus: np.ndarray, j: int) -> None:
+        """release() of job j's GPUs at (nodes[i], gpus[i]), known: no search of the grid."""
+        self.occ[nodes, gpus] = False
+        self.owner[nodes, gpus] = -1
+        np.add.at(self.free, nodes, 1)
+        if self.evictable[j]:
+            np.subtract.at(self.ev, nodes, 1)
+
+    def hold_placement(self, pl, j: int) -> None:
+        """hold() of every GPU of placement `pl` (a types.Placement) for job j."""
+        for a in pl.nodes:
+            self.hold(self.snap.node_index[a.node], np.asarray(a.gpus, np.int64), j)
+
+    def release_placement(self, pl, j: int) -> None:
+        """release() of job j, whose placement `pl` is known."""
+        for a in pl.nodes:
+            g = np.asarray(a.gpus, np.int64)
+            self.release_gpus(np.full(len(g), self.snap.node_index[a.node]), g, j)
+
     def take(self, n: int, count: int, j: int) -> tuple[int, ...]:
         g = np.flatnonzero(~self.occ[n])[:count]
         self.hold(n, g, j)

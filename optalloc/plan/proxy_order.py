@@ -38,7 +38,7 @@ from optalloc.plan.place import (
     evictable_jobs,
     keep_bounds_of,
 )
-from optalloc.plan.team_order import restore_over_teammates
+from optalloc.plan.team_order import forced_jobs, restore_over_teammates
 
 
 def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | None:
@@ -51,12 +51,9 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     _, ub = keep_bounds_of(em)
     stopped = ~placed.kept & (ub > 0) & snap.job_tier1[rj, rt]
     stopped &= ~np.isin(rj, np.fromiter(placed.placements, np.int64, len(placed.placements)))
-    forced = np.zeros(len(snap.jobs), bool)
-    if em.res is not None and len(em.res.forced):
-        forced[req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
     started_job = np.zeros(len(snap.jobs), bool)
     started_job[list(placed.placements)] = True
-    movable = started_job & ~forced & ~snap.job_running
+    movable = started_job & ~forced_jobs(em) & ~snap.job_running
     pos = project_order(snap)
     # a stopped job with a queued start of its project ranked below it on its type
     cand_of = {int(req.cand_job[c]): int(c) for c in np.flatnonzero(placed.started)}
@@ -74,15 +71,14 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     on = placed.kept[ri]
     pool.hold_many(rn[on], rg[on], rj[ri[on]])
     for e, pl in placed.placements.items():
-        _hold_placement(pool, snap, e, pl)
+        pool.hold_placement(pl, e)
     kept, started = placed.kept.copy(), placed.started.copy()
     placements = dict(placed.placements)
-    # the GPUs the plan's stopped jobs leave idle are room for a moved start only where it
-    # fits nowhere else: the backfill may give them back (a helper's case: a 1-GPU job stayed
-    # preempted "for" a start moved onto its GPU while two GPUs of its node sat idle; greedy
-    # keeps it)
-    # (the GPUs of a job that must leave, a drain's, are room; an unallocated job's only when
-    # a move fits nowhere else: unallocated work yields to allocated work, but not for nothing)
+    # the GPUs the plan's stopped jobs that may stay leave idle are room for a moved start
+    # only where it fits nowhere else, the backfill may give them back (a helper's case: a
+    # 1-GPU job stayed preempted "for" a start moved onto its GPU while two GPUs of its node
+    # sat idle; greedy keeps it); an unallocated job's before an allocated one's (it yields
+    # to allocated work, but not for nothing); a job's that must leave (a drain's) are room
     may = ~kept & (ub > 0)
     idle = may[ri]
     alloc_ = (may & snap.job_tier1[rj, rt])[ri]
@@ -136,7 +132,7 @@ def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of,
     that needs, the lowest ranked first (`mine`: those teammates' jobs). The teammates' starts
     undone, or None with the pool and `placements` as they were (a start on its GPUs that may
     not move, or no room). `blocked`: GPUs no moved start may take, as `_fit_all` reads them."""
-    snap, req = em.snap, em.req
+    req = em.req
     rn, rg, ri = run_gpus
     j = int(req.run_job[k])
     sel = ri == k
@@ -151,20 +147,19 @@ def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of,
     undone = [e for e in mates if e in on]
     saved.update({e: placements[e] for e in undone})
     for e, pl in saved.items():
-        _release_placement(pool, snap, e, pl)
+        pool.release_placement(pl, e)
     pool.hold_many(n, g, np.full(len(n), j))
     moved = _fit_all(pool, em, others, cand_of, blocked)
     while moved is None and len(undone) < len(mates):
         e = mates[len(undone)]
         saved[e] = placements[e]
-        _release_placement(pool, snap, e, saved[e])
+        pool.release_placement(saved[e], e)
         undone.append(e)
         moved = _fit_all(pool, em, others, cand_of, blocked)
     if moved is None:  # everything as it was
-        pool.occ[n, g], pool.owner[n, g] = False, -1
-        np.add.at(pool.free, n, 1)
+        pool.release_gpus(n, g, j)
         for e, pl in saved.items():
-            _hold_placement(pool, snap, e, pl)
+            pool.hold_placement(pl, e)
         return None
     placements.update(moved)
     for e in undone:
@@ -205,23 +200,8 @@ def _fit(pool: NodePool, em: EpochModel, jobs, cand_of) -> dict | None:
         nodes = nodes_for(pool, em, c, [], {}, evict=False)
         if nodes is None:
             for d, pl in done.items():
-                _release_placement(pool, em.snap, d, pl)
+                pool.release_placement(pl, d)
             return None
         done[e] = alloc(pool, em, e, int(em.req.cand_type[c]), nodes)
     return done
 
-
-def _hold_placement(pool: NodePool, snap, j: int, pl) -> None:
-    for a in pl.nodes:
-        pool.hold(snap.node_index[a.node], np.asarray(a.gpus, np.int64), j)
-
-
-def _release_placement(pool: NodePool, snap, j: int, pl) -> None:
-    """NodePool.release for a job whose placement is known (no search of the whole grid)."""
-    for a in pl.nodes:
-        n, g = snap.node_index[a.node], np.asarray(a.gpus, np.int64)
-        pool.occ[n, g] = False
-        pool.owner[n, g] = -1
-        pool.free[n] += len(g)
-        if pool.evictable[j]:
-            pool.ev[n] -= len(g)

@@ -216,4 +216,3 @@ class ReasonContext:
                          "target": float(em.target[o, t]), "floor": float(em.floor[o, t])}
                         for o in path] for t in types})
         return out
-

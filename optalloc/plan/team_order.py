@@ -33,6 +33,15 @@ from optalloc.model.order import project_order
 from optalloc.plan.nodepool import NodePool
 
 
+def forced_jobs(em: EpochModel) -> np.ndarray:
+    """(J,) bool: the jobs of a due reservation's gang (`em.res.forced`: the lookahead's
+    call), whose starts no team-order rule undoes."""
+    forced = np.zeros(len(em.snap.jobs), bool)
+    if em.res is not None and len(em.res.forced):
+        forced[em.req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
+    return forced
+
+
 def restore_over_teammates(em: EpochModel, pool: NodePool, run_gpus, kept: np.ndarray,
                            placements: dict, started: np.ndarray, cand_of: dict,
                            restorable: np.ndarray) -> np.ndarray:
@@ -77,9 +86,7 @@ def _restore_once(em, pool, run_gpus, kept, placements, started, cand_of, restor
     started_job[list(placements)] = True
     # a start of this epoch (a queued job's, or a running job's move or restart), not a due
     # reservation's gang (the lookahead's call), of a job its team ranks below the running one
-    forced = np.zeros(len(snap.jobs), bool)
-    if em.res is not None and len(em.res.forced):
-        forced[req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
+    forced = forced_jobs(em)
     held = (o >= 0) & (o != j)
     oo = np.maximum(o, 0)
     pos = project_order(snap)
