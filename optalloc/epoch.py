@@ -203,7 +203,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
             # the model counts reserved nodes by class, so a plan that starts a long job on a
             # reserved node can still be a model point (it swapped nodes with a short start
             # that fitted there): it breaks the reservation all the same, so it is not eligible
-            out.model_point = False
+            out.model_point = out.eligible = False
             plans.append(scored(em, g2, "greedy", backend=name, status="feasible",
                                  message="the greedy baseline's plan, reservations kept"))
     if not plans:

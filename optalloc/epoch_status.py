@@ -47,7 +47,7 @@ def final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver
     if bound is not None and 0 < best.objective - bound <= 1e-9 * max(1.0, abs(bound)):
         bound = best.objective  # the same optimum summed in another order: a rounding, not a gap
     g = gap(best.objective, bound)
-    if g is not None and g <= settings.mip_gap:
+    if g is not None and g <= settings.mip_gap and not beyond_bound(best):
         status = "optimal"
     elif solver_status in ("timeout", "infeasible", "error"):
         status = solver_status
@@ -55,12 +55,29 @@ def final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver
         status = "feasible"
     parts = [best.message]
     if g is not None:
-        parts.append(f"gap {g:.2e} to the bound" + ("" if best.model_point else
-                                                     "; the placed plan leaves the model"))
+        parts.append(f"gap {g:.2e} to the bound" + _outside(best))
     if solver_msg:
         parts.append(f"solver: {solver_msg}")
     return replace(best, backend=backend, status=status, bound=bound, solve_s=solve_s,
                    place_s=place_s, message="; ".join(parts))
+
+
+def beyond_bound(best: Outcome) -> bool:
+    """The plan breaks a `keep_order` row of the model where its running job gave way to work
+    ranked above it (optalloc.model.keep_displaced): the model's bound counts no such plan,
+    so no gap to it makes the plan optimal."""
+    return best.eligible and not best.model_point
+
+
+def _outside(best: Outcome) -> str:
+    """What the message says of a plan that is no point of the model."""
+    if best.model_point:
+        return ""
+    if best.eligible:  # optalloc.model.keep_displaced
+        return ("; the plan starts a lower-priority job on a type where a running job of its "
+                "project gave way to work ranked above it, which the model does not allow, so "
+                "its bound counts no such plan")
+    return "; the placed plan leaves the model"
 
 
 def point_key(em: EpochModel, x) -> bytes:
@@ -167,16 +184,18 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
     if greedy is not None:
         g2 = keep_reservations(em, greedy)
         base = scored(em, greedy if g2 is None else g2, "greedy", **kw)
-        if base.model_point and (base.score, base.objective) > (alt.score, alt.objective):
+        if ((base.model_point or base.eligible)
+                and (base.score, base.objective) > (alt.score, alt.objective)):
             alt = base
             note = (f"{note}; the greedy baseline's plan scores better than that by the "
                     "scheme's order, and is the plan")
     alt.place_s = out.place_s + time.perf_counter() - t
     g = gap(alt.objective, out.bound)
     mip_gap = effective_settings(settings, em.lm)[0].mip_gap
-    if g is not None and g <= mip_gap:
+    if g is not None and g <= mip_gap and not beyond_bound(alt):
         alt.status = "optimal"
     elif out.status == "optimal":
         alt.status = "feasible"
-    alt.message = f"{out.message}; {note}" + ("" if g is None else f": gap {g:.2e} to the bound")
+    alt.message = f"{out.message}; {note}" + ("" if g is None else
+                                               f": gap {g:.2e} to the bound{_outside(alt)}")
     return alt

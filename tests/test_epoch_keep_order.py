@@ -123,8 +123,12 @@ def test_a_lower_priority_job_does_not_move_onto_a_running_higher_priority_jobs_
 @given(instances())
 def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(snap):
     """Every `keep_order` link of the model holds in the epoch's plan: a start on the linked
-    type only while the running job runs (kept where it is, or moved); a start is a queued
-    job's, or a running job's move or restart (not its keep: a placement other than its own)."""
+    type only while the running job runs (kept where it is, or moved), or, on the running
+    job's own type, where work ranked above it starts there (another project's, or a
+    strictly higher priority of its own: a plan is eligible so only where the running job
+    gave way, optalloc.model.keep_displaced); a start is a queued job's, or a running job's
+    move or restart (not its keep: a placement other than its own). Whose GPUs the start
+    then takes is the team_order property's (optalloc.sim.invariants.team_order_breaks)."""
     plan = run_epoch(snap)
     em = build_model(snap)
     req = em.req
@@ -134,50 +138,77 @@ def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(s
     for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
         b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
         a = snap.jobs[int(req.run_job[i])]
-        if on.get(b.id) == t and b.id in new:
+        # on a's own type, a start there that may displace a: b fills what is left
+        jobs = [snap.jobs[snap.job_index[j]] for j in new if on[j] == t]
+        shoved = t == a.placement.gpu_type and any(
+            d.project != a.project or d.priority > a.priority for d in jobs)
+        if on.get(b.id) == t and b.id in new and not shoved:
             assert a.id in on, f"{b.id} started on {t} while {a.id} was preempted"
 
 
 def _held_behind_b_run(resumable: bool):
-    """One 8-GPU node: B's priority-1 6-GPU job B_run (past its protection) yields to A's
-    6-GPU job A_q; B's priority-0 1-GPU job B_small waits behind it. The whole outcome is
-    asserted; B_small's pending reason is returned."""
+    """Three 8-GPU nodes: B's priority-1 6-GPU job B_run (past its protection) on n00, C's
+    protected jobs of 4 and 5 GPUs on n01 and n02. A (ranked first) queues an 8-GPU job A_q,
+    which fits only in B_run's place; B's priority-0 1-GPU job B_small waits behind B_run,
+    which fits in none of the 7 free GPUs (4 + 3) but would at the type's count (17 of 24
+    GPUs run without it): the keep_order row cannot tell that stop from one for B_small
+    (optalloc.model.keep_displaced). The whole outcome is asserted; B_small's pending reason
+    is returned."""
     jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1,
                     resumable=resumable),
-            Job("A_q", "A", 6, min_runtime_s=H, submit_time=1.0),
+            running("C4", "C", "h100", [("n01", range(4))], start=9.5 * H),
+            running("C5", "C", "h100", [("n02", range(5))], start=9.5 * H),
+            Job("A_q", "A", 8, min_runtime_s=H, submit_time=1.0),
             Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0)]
-    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs,
-                    usage={"A": 1.0, "B": 3.0})
+    snap = snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1, "C": 1}), jobs,
+                    usage={"A": 0.5, "B": 3.0, "C": 1.0})
     plan = run_epoch(snap)
     check_plan(snap, plan)
-    assert _outcome(plan) == (["A_q"], ["B_run"], {"B_small": "LowerPriorityInProject"})
+    assert _outcome(plan) == (["A_q", "C4", "C5"], ["B_run"],
+                              {"B_small": "LowerPriorityInProject"})
     (r,) = plan.pending
     return r
 
 
 def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
-    """One 8-GPU node: B's priority-1 6-GPU job B_run (past its protection) yields to A's
-    6-GPU job (A ranks first) and cannot restart in the 2 GPUs left; B's priority-0 1-GPU job
-    waits behind it in its team's order (it starts on h100 after B_run: the keep_order rows).
-    Its message says so, where it said the 2 free GPUs were "not free or preemptible" (found
-    by a hand-written case at stop 35). Greedy starts it at once: the price of the rows,
-    measured in the README."""
+    """B_run gives way to A's job (A ranks first) and cannot restart in the GPUs left; B's
+    priority-0 1-GPU job waits behind it in its team's order (it starts on h100 after
+    B_run: the keep_order rows). Its message says so, where it said the free GPUs were "not
+    free or preemptible" (found by a hand-written case at stop 35). Greedy starts it at
+    once: the price of the rows where whole jobs leave GPUs B_run cannot use."""
     r = _held_behind_b_run(resumable=True)
     assert r.message == ("B_run of project B (priority 1 > 0) lost its h100 GPUs this epoch "
                          "and waits; the team's order starts it first, and this 1-GPU job "
-                         "after it (2 h100 GPUs are free)")
+                         "after it (7 h100 GPUs are free)")
 
 
 def test_a_job_held_back_behind_a_stopped_job_that_is_not_resumable_is_told_it_ends():
     """The same, B_run not resumable: stopped, it ends and is never requeued, so the message
     no longer says it waits to start first (a helper's case at stop 36 found that false).
     B_small still waits this epoch: its keep_order row keeps a job from displacing one its
-    team ranks above, and cannot tell a stop for A from one for B_small."""
+    team ranks above, and here cannot tell a stop for A from one for B_small."""
     r = _held_behind_b_run(resumable=False)
     assert r.message == ("B_run of project B (priority 1 > 0) is stopped this epoch and, not "
                          "resumable, ends; the team's order keeps this 1-GPU job off h100 "
                          "this epoch, so that B_run is never stopped for a job it ranks "
-                         "above, and starts it from the next (2 h100 GPUs are free)")
+                         "above, and starts it from the next (7 h100 GPUs are free)")
+
+
+def test_a_lower_priority_job_fills_what_is_left_when_its_teammate_gives_way_to_another():
+    """One 8-GPU node: B's priority-1 6-GPU job B_run (past its protection) gives way to A's
+    6-GPU job (A ranks first) and cannot restart in the 2 GPUs left; B's priority-0 1-GPU
+    job takes one of them at once, as under greedy: B_run does not fit beside A's job, so it
+    was stopped for A, not for B_small (keep_displaced). Before, B_small waited an epoch
+    behind it."""
+    jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1),
+            Job("A_q", "A", 6, min_runtime_s=H, submit_time=1.0),
+            Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0)]
+    snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs,
+                    usage={"A": 1.0, "B": 3.0})
+    plan, greedy = run_epoch(snap), GreedyScheduler().decide(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["A_q", "B_small"], ["B_run"], {})
+    assert _outcome(greedy) == (["A_q", "B_small"], ["B_run"], {})
 
 
 def test_a_lower_priority_job_never_takes_the_type_its_displaced_teammate_could_move_to():
@@ -206,11 +237,12 @@ def test_a_lower_priority_job_never_takes_the_type_its_displaced_teammate_could_
     assert sorted(p.job_id for p in greedy.placements) == ["Lo", "R", "RA"]
 
 
-def test_a_job_held_behind_its_teammate_on_one_type_while_its_other_type_is_full_is_told_so():
+def test_a_job_whose_teammate_gave_way_to_another_project_starts_beside_its_job():
     """A helper's case (stop 37): B (ranked first) takes h100 for its floor and A's running
-    priority-2 8-GPU job gives way; A's priority-0 2-GPU job may use h100 or a100, a100 is full
-    (C's protected job), and the team's order keeps it off h100 this epoch. It was told it
-    does not fit as one node beside a free node of 4; the hold is the reason."""
+    priority-2 8-GPU job gives way; A's priority-0 2-GPU job may use h100 or a100, a100 is
+    full (C's protected job). A_run does not fit beside B's job, so A_small takes 2 of the
+    4 GPUs it leaves, as under greedy (keep_displaced). Before, the team's order kept it off
+    h100 for an epoch."""
     from optalloc.types import Node
 
     nodes = [Node("n00", "h100", 8), Node("a00", "a100", 4)]
@@ -221,10 +253,60 @@ def test_a_job_held_behind_its_teammate_on_one_type_while_its_other_type_is_full
             running("C_a", "C", "a100", [("a00", range(4))], start=9.9 * H, min_runtime_s=4 * H)]
     snap = snapshot(nodes, flat_org({"A": 1, "B": 3, "C": 1}), jobs,
                     usage={"A": 0.5, "B": 0.1, "C": 0.3}, types=("h100", "a100"))
-    plan = run_epoch(snap)
-    assert sorted(p.job_id for p in plan.placements) == ["B_q", "C_a"]
-    assert {p.job_id: (p.code.value, p.message) for p in plan.pending} == {"A_small": (
-        "LowerPriorityInProject",
-        "A_run of project A (priority 2 > 0) lost its h100 GPUs this epoch and waits; the team's "
-        "order starts it first, and this 2-GPU job after it (4 h100 GPUs are free; a100 has 0 "
-        "free)")}
+    plan, greedy = run_epoch(snap), GreedyScheduler().decide(snap)
+    check_plan(snap, plan)
+    assert _outcome(plan) == (["A_small", "B_q", "C_a"], ["A_run"], {})
+    assert _outcome(greedy) == (["A_small", "B_q", "C_a"], ["A_run"], {})
+
+
+def _displaced_r(displacer: Job, usage=None):
+    """Two 8-GPU nodes: A's R (priority 1, 8 GPUs, past its protection) fills n00; n01 holds
+    B's protected 4-GPU job X and 4 free GPUs. A also queues Q (priority 0, 4 GPUs), which
+    fits only beside X. `displacer` (a whole node) fits only in R's place."""
+    jobs = [running("R", "A", "h100", [("n00", range(8))], start=5 * H, priority=1),
+            running("X", "B", "h100", [("n01", range(4))], start=9.5 * H),
+            displacer,
+            Job("Q", "A", 4, min_runtime_s=H, submit_time=2.0, priority=0)]
+    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs,
+                    usage=usage or {"A": 0.1, "B": 0.5})
+    plan, greedy = run_epoch(snap), GreedyScheduler().decide(snap)
+    check_plan(snap, plan)
+    return plan, greedy
+
+
+def test_a_higher_priority_job_takes_its_teammates_place_while_a_lower_one_fills_the_rest():
+    """A helper's case (stop 37): A queues H (priority 2, a whole node) beside R and Q above.
+    H takes R's place and Q the 4 free GPUs beside X, as under greedy. Before, Q's
+    keep_order row tied its start to R, so the model could not have H and Q together: it
+    kept R, started Q, and H, A's first job, waited ("OverShare", with A at its target of
+    12 either way)."""
+    plan, greedy = _displaced_r(Job("H", "A", 8, min_runtime_s=H, submit_time=1.0, priority=2,
+                                    gpus_per_node=8))
+    assert _outcome(plan) == (["H", "Q", "X"], ["R"], {})
+    placed = {p.job_id: [(a.node, a.gpus) for a in p.nodes] for p in plan.placements}
+    assert placed["H"] == [("n00", tuple(range(8)))]
+    assert placed["Q"] == [("n01", (4, 5, 6, 7))]
+    (pre,) = plan.preemptions
+    assert pre.message == ("past its protection; a higher-priority job of project A takes its "
+                           "place (priority 2 > 1) (H)")
+    # the greedy baseline's plan: the model keeps Q off h100 while R is stopped, and the plan
+    # is eligible by the scheme's rule (optalloc.model.keep_displaced), beyond its bound
+    assert plan.report.status == "feasible" and plan.report.source == "greedy"
+    assert ("the plan starts a lower-priority job on a type where a running job of its "
+            "project gave way to work ranked above it") in plan.report.message
+    assert _outcome(greedy) == (["H", "Q", "X"], ["R"], {})
+
+
+def test_another_project_below_its_floor_takes_the_place_while_a_lower_job_fills_the_rest():
+    """The same with B's whole-node job Bw. B ranked first (ratio 0.1 against 0.9) and below
+    its floor (4 of 8): Bw takes R's place and Q the 4 free GPUs beside X, as under greedy.
+    Before, Q's row tied its start to R: the model kept R and Q, and B stayed below its floor
+    while A held 12 GPUs of a target of 8. With A ranked first, R and Q run and Bw waits
+    (the two floors short by 4 either way, the better-ranked one's met), as under greedy."""
+    bw = Job("Bw", "B", 8, min_runtime_s=H, submit_time=1.0, gpus_per_node=8)
+    plan, greedy = _displaced_r(bw, usage={"A": 0.9, "B": 0.1})
+    assert _outcome(plan) == (["Bw", "Q", "X"], ["R"], {})
+    assert _outcome(greedy) == (["Bw", "Q", "X"], ["R"], {})
+    plan, greedy = _displaced_r(bw, usage={"A": 0.1, "B": 0.5})
+    assert _outcome(plan) == (["Q", "R", "X"], [], {"Bw": "WaitingForCapacity"})
+    assert _outcome(greedy) == (["Q", "R", "X"], [], {"Bw": "WaitingForCapacity"})

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.keep_displaced import breaks_only_given_way
 from optalloc.model.type_rows import broken_links
 from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.place import place
@@ -42,6 +43,10 @@ class Outcome:
     place_s: float = 0.0
     message: str = ""
     model_point: bool = True  # the placed plan satisfies every row of the model
+    # ... or every row but `keep_order` rows of running jobs that gave way on their type to
+    # work ranked above them (optalloc.model.keep_displaced): the scheme's order, which the
+    # model keeps stricter; such a plan may be chosen, but the model's bound does not count it
+    eligible: bool = True
     model_value: float | None = None  # em.lm's objective at the placed plan, when a model point
     tiers: tuple = ()  # (floors, targets, work): the objective by the scheme's order
     score: tuple = ()  # optalloc.plan.score: the scheme's order, compared lexicographically
@@ -123,15 +128,19 @@ def placed_already(em: EpochModel, x, plans: list[Outcome]) -> Outcome | None:
 
 def scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
     tiers = em.plan_tiers(placed.started, placed.kept, got_by_org(em, placed))
-    point, value = True, None
+    point, value, eligible = True, None, True
     if em.lm.n_vars:
         sol = as_solution(em, placed)
         # every `order_types` link, whether its row is in the model yet or not
         # (optalloc.model.type_rows): a plan that breaks one is no answer
-        point = em.lm.violation(sol) <= 1e-6 and not breaks_type_order(em, placed)
+        typed = breaks_type_order(em, placed)
+        point = em.lm.violation(sol) <= 1e-6 and not typed
         value = em.lm.objective(sol) if point else None
+        eligible = point
+        if not point and not typed:  # only keep_order rows broken, where their jobs gave way?
+            eligible = breaks_only_given_way(em, sol, placed.started, placed.kept)
     return Outcome(placed, sum(tiers), source, model_point=point, model_value=value, tiers=tiers,
-                   score=placed_score(em, placed), **kw)
+                   score=placed_score(em, placed), eligible=eligible, **kw)
 
 
 def breaks_type_order(em: EpochModel, placed: Placed) -> bool:
@@ -152,8 +161,10 @@ def best_plan(plans: list[Outcome]) -> Outcome:
     a 512-GPU gang), so among the candidates the scheme's order decides. Only plans that keep
     every rule of the model (the contract, the teams' own order, no self-displacement) are
     eligible while one exists: the greedy baseline's plan breaks the teams' own order now and
-    then, and such a plan is not an answer, however well it scores."""
-    ok = [o for o in plans if o.model_point] or plans
+    then, and such a plan is not an answer, however well it scores. Nor is a `keep_order` row
+    of the model a rule where its running job gave way on its type to work ranked above it
+    (Outcome.eligible: the team's lower-priority job may fill what is left, as greedy does)."""
+    ok = [o for o in plans if o.model_point or o.eligible] or plans
     return max(ok, key=lambda o: (o.score, o.objective))
 
 

@@ -1,0 +1,121 @@
+"""A running job that gave way on its type: which `keep_order` rows a plan may break and still
+keep the team's order (DESIGN.md section 8, rule 3).
+
+A `keep_order` row lets a job b of a strictly lower priority start on a running job a's type
+only while a runs (kept, or moved). Where a had to give way to work ranked above it, that is
+stricter than the scheme: b may fill what is left, as under greedy (helpers' cases of stop
+37, two 8-GPU nodes: A runs R, priority 1, 8 GPUs past its protection, on n00; n01 holds B's
+protected 4-GPU job and 4 free GPUs; A queues Q, priority 0, 4 GPUs):
+- A queues H, priority 2, a whole node: greedy starts H in R's place and Q beside B's job.
+  The epoch kept R and Q, and H, A's first job, waited;
+- B, ranked first and below its floor (4 of 8), queues a whole node: greedy starts it in
+  R's place and Q beside it. The epoch kept R and Q, and B stayed below its floor while A
+  held 12 GPUs of a target of 8.
+
+So a plan that breaks a row on a's own type t only where a gave way there is eligible: a does
+not fit on t beside the allocated work the plan runs there but its team's jobs below it
+(u_t - u_g >= cap_t - g_a + 1: u_t the GPUs of allocated starts and keeps on t, keeps off
+drain nodes; u_g those of a's project there with a priority below a's, or a's own but not
+running, not a due reservation's gang's start; cap_t the GPUs of t's up nodes). The count is
+per type: where whole jobs leave GPUs on t that a cannot use, the row holds as written.
+
+The solver's model keeps the rows pairwise. Written into the model (stop 40: a column per
+running job, 1 only where its room condition holds, a big-M row per job, and segment sums
+of the GPUs per project, type and priority), the relaxation let the LP drop the rows almost
+everywhere on a full cluster (the coefficient is nearly the type's capacity): on the
+1,024-GPU bench instance, seeds 9-99, the whole MIP hit its time limit in 8 epochs where it
+did in 1, its plans moved -1.06% to +1.15% (mean -0.06%), and the 16,384-GPU LP took 1.40 s
+where it took 1.29 s. So the rows stay, and the candidate plans (the greedy baseline's,
+which follows the scheme's order and nothing else) are judged by the scheme's rule:
+optalloc.plan.outcome.scored, `eligible`. The bound is the model's, which counts no such
+plan, so a plan chosen for it is `feasible`, never `optimal`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def own_type_rows(req, keep_i: np.ndarray, keep_c: np.ndarray) -> np.ndarray:
+    """(R,) bool: the keep_order rows on the running job's own type (not a type it may move
+    to)."""
+    return req.cand_type[keep_c] == req.run_type[keep_i]
+
+
+def _items(snap, req, forced):
+    """Every start and every keep as one list of items (C + K: the candidates, then
+    req.run_job's keeps): per item its type, project, GPUs, level (2 r for a start of
+    priority rank r, 2 r + 1 for a keep: below a running job of rank p are the items of
+    level <= 2 p), whether it counts toward u_t (allocated work there; a keep off drain
+    nodes) and toward u_g (the same, not a forced start); and per job its priority's rank
+    among the distinct priorities (lowest 0)."""
+    cj, ct = req.cand_job, req.cand_type
+    rj, rt = req.run_job, req.run_type
+    _, rank = np.unique(snap.job_priority, return_inverse=True)
+    rank = rank.reshape(-1).astype(np.int64)
+    f = (np.asarray(forced) > 0 if forced is not None and len(forced)
+         else np.zeros(len(cj), bool))
+    typ = np.r_[ct, rt].astype(np.int64)
+    proj = np.r_[snap.job_project[cj], snap.job_project[rj]].astype(np.int64)
+    gpus = np.r_[snap.job_gpus[cj], snap.job_gpus[rj]].astype(float)
+    level = np.r_[2 * rank[cj], 2 * rank[rj] + 1]
+    # allocated work only: an allocated job evicts unallocated work wherever it goes
+    alloc = np.r_[snap.job_tier1[cj, ct], snap.job_tier1[rj, rt]]
+    in_t = alloc & np.r_[np.ones(len(cj), bool), ~snap.job_on_drain[rj]]
+    in_g = in_t & np.r_[~f, np.ones(len(rj), bool)]
+    return typ, proj, gpus, level, in_t, in_g, rank
+
+
+def gave_way(em, keep_i: np.ndarray, keep_c: np.ndarray, started: np.ndarray,
+             kept: np.ndarray) -> np.ndarray:
+    """(R,) bool per keep_order row (running positions keep_i, candidates keep_c) of model
+    em: on its running job's own type, the running job does not fit beside the allocated
+    work the plan (`started` (C,), `kept` (K,) bool) runs there but its team's jobs below
+    it."""
+    snap, req = em.snap, em.req
+    R = len(keep_i)
+    if not R:
+        return np.zeros(0, bool)
+    own = own_type_rows(req, keep_i, keep_c)
+    if not own.any():
+        return np.zeros(R, bool)
+    T = len(snap.gpu_types)
+    items = em.__dict__.get("_gave_way_items")
+    if items is None:  # once per model: every candidate plan's check reads them
+        forced = em.res.forced if em.res is not None else None
+        items = em.__dict__["_gave_way_items"] = _items(snap, req, forced)
+    typ, proj, gpus, level, in_t, in_g, rank = items
+    on = np.r_[np.asarray(started, bool), np.asarray(kept, bool)]
+    used_t = np.bincount(typ[on & in_t], weights=gpus[on & in_t], minlength=T)
+    n = 2 * (int(rank.max(initial=0)) + 1)
+    sel = np.flatnonzero(on & in_g)
+    key = (proj[sel] * T + typ[sel]) * n + level[sel]
+    order = np.argsort(key, kind="stable")
+    sk, cum = key[order], np.r_[0.0, np.cumsum(gpus[sel][order])]
+    run = req.run_job[keep_i]
+    t = req.run_type[keep_i]
+    base = (snap.job_project[run] * T + t) * n
+    below = (cum[np.searchsorted(sk, base + 2 * rank[run], "right")]
+             - cum[np.searchsorted(sk, base, "left")])
+    need = snap.capacity_by_type()[t] - snap.job_gpus[run] + 1
+    return own & (used_t[t] - below >= need)
+
+
+def breaks_only_given_way(em, sol: np.ndarray, started: np.ndarray, kept: np.ndarray,
+                          tol: float = 1e-6) -> bool:
+    """The point `sol` of em.lm (a placed plan: `started` (C,), `kept` (K,) bool) breaks
+    rows, and only `keep_order` rows of running jobs that gave way on their type
+    (`gave_way`): the plan keeps the scheme's order where the model is stricter."""
+    lm = em.lm
+    if (lm.lb - sol > tol).any() or (sol - lm.ub > tol).any():
+        return False
+    ax = lm.A @ sol
+    bad = np.flatnonzero((lm.row_lo - ax > tol) | (ax - lm.row_hi > tol))
+    block = [(a, b) for label, a, b in lm.row_blocks if label == "keep_order"]
+    if not len(bad) or not block:
+        return False
+    a, b = block[0]
+    if ((bad < a) | (bad >= b)).any():
+        return False
+    r = bad - a
+    return bool(gave_way(em, em.keep_i[r], em.keep_c[r], started, kept).all())
