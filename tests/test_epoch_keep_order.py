@@ -310,3 +310,25 @@ def test_another_project_below_its_floor_takes_the_place_while_a_lower_job_fills
     plan, greedy = _displaced_r(bw, usage={"A": 0.1, "B": 0.5})
     assert _outcome(plan) == (["Q", "R", "X"], [], {"Bw": "WaitingForCapacity"})
     assert _outcome(greedy) == (["Q", "R", "X"], [], {"Bw": "WaitingForCapacity"})
+
+
+def test_a_job_whose_teammate_started_in_the_place_left_is_not_told_the_order_holds_it():
+    """A helper's case (stop 40): as above, with B's second priority-0 job B_two (2 GPUs).
+    B_small takes one of the 2 GPUs B_run leaves, as under greedy; B_two waits for GPUs, and
+    is told so. Before, it was told the team's order kept it off h100 this epoch, which its
+    teammate's start there contradicts (the row holds nothing back in such a plan)."""
+    for resumable in (True, False):
+        jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1,
+                        resumable=resumable),
+                Job("A_q", "A", 6, min_runtime_s=H, submit_time=1.0),
+                Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0),
+                Job("B_two", "B", 2, min_runtime_s=H, priority=0, submit_time=3.0)]
+        snap = snapshot(nodes_of(1, 8), flat_org({"A": 1, "B": 1}), jobs,
+                        usage={"A": 1.0, "B": 3.0})
+        plan = run_epoch(snap)
+        check_plan(snap, plan)
+        assert _outcome(plan) == (["A_q", "B_small"], ["B_run"],
+                                  {"B_two": "WaitingForCapacity"}), resumable
+        (r,) = plan.pending
+        assert "team's order" not in r.message
+        assert r.message.endswith("(1 free)")

@@ -8,6 +8,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fill import unallocated_held
+from optalloc.model.keep_displaced import gave_way
 from optalloc.model.order import project_order
 from optalloc.plan.freemap import FitCounter, FreeMap
 from optalloc.plan.holdings import Placed
@@ -45,14 +46,39 @@ class ReasonContext:
         self._memo: dict = {}
         # per waiting job, per type: the running job of its project with a higher priority
         # that the plan preempts to the queue (not kept, moved or restarted), whose `keep_order`
-        # rows hold the job back on that type this epoch (the first such, in link order)
+        # rows hold the job back on that type this epoch (the first such, in link order); in
+        # a plan that breaks such rows where their running job gave way (it starts a teammate
+        # there: optalloc.model.keep_displaced), those rows hold nothing back, and the job
+        # waits for what it waits for (a helper's case of stop 40: B_two was told the team's
+        # order kept it off h100 while its priority-0 teammate B_small started there)
         self.behind: dict[int, dict[int, int]] = {}
         if len(em.keep_i):
             runs = placed.kept[em.keep_i] | np.isin(req.run_job[em.keep_i],
                                                    list(placed.placements))
+            if (placed.started[em.keep_c] & ~runs).any():
+                runs |= gave_way(em, em.keep_i, em.keep_c, placed.started, placed.kept)
             for i, c in zip(em.keep_i[~runs].tolist(), em.keep_c[~runs].tolist()):
                 self.behind.setdefault(int(req.cand_job[c]), {}).setdefault(
                     int(req.cand_type[c]), int(req.run_job[i]))
+
+    def holds_behind(self, p: int) -> bool:
+        """Some waiting job of project p is held behind a teammate (`behind`): whether a job
+        of p is depends on its priority."""
+        projects = self.once("behind projects", lambda: {
+            int(self.em.snap.job_project[j]) for j in self.behind})
+        return p in projects
+
+    def runs_unprotected(self, p: int, types: list[int]) -> bool:
+        """Project p has a running job past its protection kept where it runs on one of
+        `types`: whether team_above finds it above a job depends on the job's priority."""
+        snap, placed = self.em.snap, self.placed
+
+        def make(t):
+            mine, _ = self.own_holders(p, t)
+            return any(snap.job_running[m] and not snap.job_protected[m]
+                       and m not in placed.placements for m in mine.tolist())
+
+        return any(self.once(("unprotected", p, t), lambda t=t: make(t)) for t in types)
 
     def held_behind(self, j: int, types: list[int], free: dict) -> tuple[str, str] | None:
         """(the teammate's id, the message) when on a type job j may use a job of its project

@@ -156,19 +156,21 @@ def pending_reasons(
     out = []
     for j, c, f in zip(wj.tolist(), cls.tolist(), shaped.tolist()):
         job = jobs[j]
+
+        def key(hit):  # what the class's jobs must also share to share this reason
+            if hit[4]:  # it read the shapes (and maybe the priority): jobs alike of those
+                return ("shapes", f, job.priority) if hit[3] else ("shapes", f)
+            return (c, job.priority) if hit[3] else None  # ... of that priority
+
         hit = seen.get(c)
-        if hit is not None and hit[4]:  # it read the shapes: jobs alike of those shapes
-            hit = seen.get(("shapes", f))
-        elif hit is not None and hit[3]:  # it read the priority: jobs alike of that priority
-            hit = seen.get((c, job.priority))
+        if hit is not None and key(hit) is not None:
+            hit = seen.get(key(hit))
         if hit is None:
             hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
                           degraded)
             seen.setdefault(c, hit)  # if it read either, later jobs alike see so
-            if hit[4]:
-                seen[("shapes", f)] = hit
-            if hit[3]:
-                seen[(c, job.priority)] = hit
+            if key(hit) is not None:
+                seen[key(hit)] = hit
         out.append(PendingReason(job.id, hit[0], hit[1], hit[2]))
     return tuple(out)
 
@@ -257,6 +259,12 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if held is not None:
         details["held_by"] = [held[0]]
         return ReasonCode.LOWER_PRIORITY_IN_PROJECT, held[1], True
+    # whether what follows depends on the job's priority even where it says nothing of it: a
+    # teammate held behind, or running teammates that may rank above it (team()), make jobs
+    # alike of another priority read otherwise (stop 40: a shared WaitingForCapacity where the
+    # job alone was LowerPriorityInProject, tests/test_reasons_shared.py)
+    p = int(snap.job_project[j])
+    by_prio = ctx.holds_behind(p)
     # enough free GPUs, in the wrong nodes (a job the solver chose that could not be placed
     # for lack of GPUs is explained by what holds them, below)
     if any(fr[tn[t]]["free_gpus"] >= g for t in types):
@@ -266,7 +274,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
             f"the largest free node has {fr[tn[t]]['largest_free_node']} and "
             f"{fr[tn[t]]['free_whole_nodes']} nodes are entirely free"
-        ), False
+        ), by_prio
     t1 = [t for t in types if snap.job_tier1[j, t]]
     if not t1:
         why = "unallocated (min_runtime 0)" if not job.allocated else (
@@ -300,10 +308,12 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         return bool(Gs[o] < Fs[o] - 1e-9) if pooled else bool(got[o, t] < em.floor[o, t] - 1e-9)
 
     def team():  # the GPUs it lacks are held by running jobs of its team ranked above it
+        nonlocal by_prio
         out = ctx.team_above(j, t1, fr)
         if out is not None:
             details["held_by"] = out[0][:10]
             return ReasonCode.LOWER_PRIORITY_IN_PROJECT, out[1], True
+        by_prio = by_prio or ctx.runs_unprotected(p, t1)
         return None
 
     room = [t for t in t1 if limit[t] is None]
@@ -331,7 +341,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
                else "the rest hold other projects' floors and targets")
             + f" ({fr[tn[t]]['free_gpus']} free)"
-        ), False
+        ), by_prio
     # every type: some level is at its target. Project level: who holds its share?
     t = max(t1, key=lambda u: (path.index(limit[u]), T[p, u] - got[p, u]))
     o = limit[t]
@@ -381,11 +391,11 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
                else f"; the rest are held by {held}: past a target with whole jobs, which "
                     "cannot shrink to it" if held else "")
-        ), o == p
+        ), o == p or by_prio
     sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (
         f"{ctx.once(('share', o, t), lambda: share_line(snap, em, got, o, t, ctx.reserved))}"
         f"; starting this {g}-GPU job would "
         "exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
-    ), o == p
+    ), o == p or by_prio
