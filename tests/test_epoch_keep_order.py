@@ -7,10 +7,12 @@ case asserts the whole outcome; the property checks every plan over random snaps
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 
 from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
+from optalloc.model.keep_displaced import gave_way
 from optalloc.sim.invariants import check_plan
 from optalloc.sim.policies.greedy import GreedyScheduler
 from optalloc.types import Job
@@ -119,31 +121,52 @@ def test_a_lower_priority_job_does_not_move_onto_a_running_higher_priority_jobs_
     assert [p.job_id for p in plan.preemptions] == ["L"]
 
 
+def _plan_arrays(em, snap, plan):
+    """(started (C,), kept (K,)) of the model's candidates and running jobs in the plan: a
+    running job kept where it runs; a queued job's start, or a running job's restart or move
+    (a placement other than its own), on its type."""
+    req = em.req
+    on = {p.job_id: p for p in plan.placements}
+    kept = np.array([snap.jobs[j].id in on and on[snap.jobs[j].id].nodes
+                     == snap.jobs[j].placement.nodes for j in req.run_job.tolist()], bool)
+    started = np.zeros(len(req.cand_job), bool)
+    for c, (j, t) in enumerate(zip(req.cand_job.tolist(), req.cand_type.tolist())):
+        job = snap.jobs[j]
+        p = on.get(job.id)
+        if p is None or p.gpu_type != snap.type_names[t]:
+            continue
+        if not job.running:
+            started[c] = True
+        elif p.nodes != job.placement.nodes and (req.cand_restart[c] or req.cand_move[c]):
+            started[c] = True
+    return started, kept
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(snap):
     """Every `keep_order` link of the model holds in the epoch's plan: a start on the linked
     type only while the running job runs (kept where it is, or moved), or, on the running
-    job's own type, where work ranked above it starts there (another project's, or a
-    strictly higher priority of its own: a plan is eligible so only where the running job
-    gave way, optalloc.model.keep_displaced); a start is a queued job's, or a running job's
-    move or restart (not its keep: a placement other than its own). Whose GPUs the start
-    then takes is the team_order property's (optalloc.sim.invariants.team_order_breaks)."""
+    job's own type, where it gave way there (it does not fit beside the allocated work the
+    plan runs there but its team's jobs below it: optalloc.model.keep_displaced, the rule
+    itself, not a stand-in); a start is a queued job's, or a running job's move or restart
+    (not its keep: a placement other than its own). Whose GPUs the start then takes is the
+    team_order property's (optalloc.sim.invariants.team_order_breaks)."""
     plan = run_epoch(snap)
     em = build_model(snap)
     req = em.req
     on = {p.job_id: p.gpu_type for p in plan.placements}
     new = {p.job_id for p in plan.placements
            if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
-    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
+    started, kept = _plan_arrays(em, snap, plan)
+    gave = gave_way(em, em.keep_i, em.keep_c, started, kept)
+    for i, c, g in zip(em.keep_i.tolist(), em.keep_c.tolist(), gave.tolist()):
         b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
         a = snap.jobs[int(req.run_job[i])]
-        # on a's own type, a start there that may displace a: b fills what is left
-        jobs = [snap.jobs[snap.job_index[j]] for j in new if on[j] == t]
-        shoved = t == a.placement.gpu_type and any(
-            d.project != a.project or d.priority > a.priority for d in jobs)
-        if on.get(b.id) == t and b.id in new and not shoved:
+        if on.get(b.id) == t and b.id in new and not g:
             assert a.id in on, f"{b.id} started on {t} while {a.id} was preempted"
+        if g and on.get(b.id) == t and b.id in new and a.id not in on:
+            assert plan.report.status != "optimal"  # beyond the model's bound
 
 
 def _held_behind_b_run(resumable: bool):
