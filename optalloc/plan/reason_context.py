@@ -68,17 +68,22 @@ class ReasonContext:
             int(self.em.snap.job_project[j]) for j in self.behind})
         return p in projects
 
+    def kept_unprotected(self, p: int, t: int) -> np.ndarray:
+        """Project p's running jobs past their protection that the plan keeps where they run
+        on t (in hold order), once per epoch: those team_above weighs."""
+        def make():
+            snap = self.em.snap
+            mine, _ = self.own_holders(p, t)
+            mine = mine[snap.job_running[mine] & ~snap.job_protected[mine]]
+            return np.array([m for m in mine.tolist() if m not in self.placed.placements],
+                            np.int64)
+
+        return self.once(("kept unprotected", p, t), make)
+
     def runs_unprotected(self, p: int, types: list[int]) -> bool:
         """Project p has a running job past its protection kept where it runs on one of
         `types`: whether team_above finds it above a job depends on the job's priority."""
-        snap, placed = self.em.snap, self.placed
-
-        def make(t):
-            mine, _ = self.own_holders(p, t)
-            return any(snap.job_running[m] and not snap.job_protected[m]
-                       and m not in placed.placements for m in mine.tolist())
-
-        return any(self.once(("unprotected", p, t), lambda t=t: make(t)) for t in types)
+        return any(len(self.kept_unprotected(p, t)) for t in types)
 
     def held_behind(self, j: int, types: list[int], free: dict) -> tuple[str, str] | None:
         """(the teammate's id, the message) when on a type job j may use a job of its project
@@ -126,11 +131,8 @@ class ReasonContext:
         for t in types:
             if free[tn[t]]["free_gpus"] >= g:
                 return None  # it is not the GPUs (the shape or the plan's order decides)
-            mine, _ = self.own_holders(p, t)
-            above = mine[snap.job_running[mine] & ~snap.job_protected[mine]
-                         & (self.pos[mine] < self.pos[j])]
-            above = np.array([m for m in above.tolist() if m not in placed.placements],
-                             np.int64)
+            mine = self.kept_unprotected(p, t)
+            above = mine[self.pos[mine] < self.pos[j]]
             if not len(above):
                 continue
             room = placed.free.astype(np.int64)

@@ -156,23 +156,26 @@ def pending_reasons(
     out = []
     for j, c, f in zip(wj.tolist(), cls.tolist(), shaped.tolist()):
         job = jobs[j]
-
-        def key(hit):  # what the class's jobs must also share to share this reason
-            if hit[4]:  # it read the shapes (and maybe the priority): jobs alike of those
-                return ("shapes", f, job.priority) if hit[3] else ("shapes", f)
-            return (c, job.priority) if hit[3] else None  # ... of that priority
-
         hit = seen.get(c)
-        if hit is not None and key(hit) is not None:
-            hit = seen.get(key(hit))
+        if hit is not None and (k := _share_key(hit, c, f, job.priority)) is not None:
+            hit = seen.get(k)
         if hit is None:
             hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
                           degraded)
             seen.setdefault(c, hit)  # if it read either, later jobs alike see so
-            if key(hit) is not None:
-                seen[key(hit)] = hit
+            if (k := _share_key(hit, c, f, job.priority)) is not None:
+                seen[k] = hit
         out.append(PendingReason(job.id, hit[0], hit[1], hit[2]))
     return tuple(out)
+
+
+def _share_key(hit: tuple, c: int, f: int, priority: int):
+    """What jobs of class c (finer class f: their shapes too) must also share to share the
+    reason `hit`: its shapes where it read them, its priority where it read it; None where
+    the class alone is enough."""
+    if hit[4]:
+        return ("shapes", f, priority) if hit[3] else ("shapes", f)
+    return (c, priority) if hit[3] else None
 
 
 def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -280,7 +283,6 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         why = "unallocated (min_runtime 0)" if not job.allocated else (
             f"its project has no share of {'/'.join(tn[t] for t in types)}")
         fill, held = ctx.fill()
-        p = int(snap.job_project[j])
         ahead = ctx.fill_ahead(p) if fill[p] < 1 else ""
         share = (f"; the idle GPUs are shared among the projects' unallocated work in the "
                  f"Fair-Tree order: {job.project}'s share is {fill[p]:g} GPUs{ahead}, it runs "
@@ -290,7 +292,6 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"{why}: runs only on GPUs no allocated job wants; {g} GPUs needed, "
             + ", ".join(f"{tn[t]}: {fr[tn[t]]['free_gpus']} free" for t in types) + share
         ), False
-    p = int(snap.job_project[j])
     path, targets = ctx.targets(p, tuple(t1))
     T = em.target
     # the highest level on its path whose target this job would exceed, per type
