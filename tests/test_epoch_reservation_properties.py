@@ -18,7 +18,7 @@ from optalloc.model.reservations import candidate_hold
 from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.place import place
 from optalloc.solve import solve
-from optalloc.sim.invariants import check_plan
+from optalloc.sim.invariants import check_plan, team_order_breaks
 from optalloc.snapshot import build_snapshot
 from optalloc.types import (
     Config,
@@ -63,7 +63,11 @@ def gang_clusters(draw):
                         placement=Placement(f"r{i}", "h100",
                                             (NodeAlloc(node.name, tuple(range(used))),),
                                             allocated=mr > 0),
-                        duration_s=draw(st.sampled_from([None, 9 * H, 20 * H]))))
+                        duration_s=draw(st.sampled_from([None, 9 * H, 20 * H])),
+                        # the gangs' team's order: a running teammate of a higher priority, or
+                        # of its own submitted before it, is never stopped for it
+                        priority=draw(st.sampled_from([0, 0, 0, 1])),
+                        submit_time=draw(st.sampled_from([-200.0, 0.5, 0.5]))))
     for q in range(draw(st.integers(1, 8))):
         g = draw(st.sampled_from([16, 16, 16, 24, 32, 64, 2, 4, 8]))
         # gangs mostly first in their project's line (a job ahead that waits goes first)
@@ -94,6 +98,7 @@ def _check(snap) -> None:
     assert plan.degraded is None
     check_plan(snap, plan)  # whole gangs, no GPU twice, protected jobs never preempted
     assert "leaves the model" not in plan.report.message
+    assert team_order_breaks(snap, plan) == []
     res = em.res
     hold = candidate_hold(snap, em.req)
     cand = {(int(j), int(t)): c for c, (j, t) in enumerate(zip(em.req.cand_job,
@@ -188,10 +193,17 @@ def _short_work_behind_a_held_job():
     return build_snapshot(cfg, now=NOW, usage_ratio={})
 
 
+def _table_case(prefix: str):
+    """The snapshot of tests/test_epoch_reservations.py's case whose name starts `prefix`."""
+    return next(c.snap for c in reservation_cases() if c.name.startswith(prefix))
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(gang_clusters())
 @example(_swapped_onto_a_reserved_node())
 @example(_short_work_behind_a_held_job())
+@example(_table_case("a gang's reservation never holds the node of a running teammate of a "
+                     "higher"))
 def test_reservations_never_break_a_protection_and_reserved_nodes_take_only_short_work(snap):
     _check(snap)
 
@@ -201,11 +213,6 @@ def test_reservations_never_break_a_protection_and_reserved_nodes_take_only_shor
 def test_the_optimizer_with_reservations_is_never_worse_than_greedy_where_greedy_keeps_them(
         snap):
     dominance(snap)
-
-
-def _table_case(prefix: str):
-    """The snapshot of tests/test_epoch_reservations.py's case whose name starts `prefix`."""
-    return next(c.snap for c in reservation_cases() if c.name.startswith(prefix))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

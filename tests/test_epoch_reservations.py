@@ -88,6 +88,28 @@ def cases() -> list[Case]:
         reserved={},
         preempted={f"b{i}": ("PreemptedForFairShare", ("G",)) for i in range(3)},
         ended={"G": "started"}))
+    for prio, why in ((1, "a higher priority"), (0, "its own priority submitted before it")):
+        team = [_b("a0", "n00", -H, project="A", priority=prio, submit_time=0.0)] + due[1:]
+        out.append(Case(
+            f"a gang's reservation never holds the node of a running teammate of {why}: the "
+            "team's order keeps it there, so a due reservation on it moves to nodes the gang "
+            "may take and nothing is preempted",
+            _snap(nodes_of(6, 8), {"A": 1, "B": 1}, team + [gang], usage={"B": 1.0},
+                  prev=[_prev("G", ("n00", "n01", "n02"), NOW - 10 * M)]),
+            placed={"a0": 8, "b1": 8, "b2": 8, "b3": 8, "b4": 8, "b5": 8},
+            pending={"G": "Reserved"},
+            reserved={"G": (("n01", "n02", "n03"), NOW + 3 * H, 0)}))
+    out.append(Case(
+        "a running teammate of the gang's priority submitted after it (it ran because the gang "
+        "could not) leaves with notice when the gang's reservation is due",
+        _snap(nodes_of(6, 8), {"A": 1, "B": 1},
+              [_b("a0", "n00", -H, project="A", submit_time=5.0)] + due[1:] + [gang],
+              usage={"B": 1.0}, prev=[_prev("G", ("n00", "n01", "n02"), NOW - 10 * M)]),
+        placed={"G": 24, "b3": 8, "b4": 8, "b5": 8},
+        pending={},
+        reserved={},
+        preempted={j: ("PreemptedForFairShare", ("G",)) for j in ("a0", "b1", "b2")},
+        ended={"G": "started"}))
     wait = due[:2] + [_b("b2", "n02", 10 * M)] + due[3:]
     out.append(Case(
         "a reservation never breaks a protection: with one protected job left on its nodes "
@@ -174,7 +196,7 @@ def cases() -> list[Case]:
         "free node, and long work then fits on the due gang's own: longest hold placed first",
         _snap(nodes_of(4, 8), {"A": 1, "B": 1, "C": 1}, [
             running("c1", "C", "h100", [("n03", range(8))], start=NOW - 6 * H,
-                    min_runtime_s=8 * H),
+                    min_runtime_s=8 * H, submit_time=1.5),  # after G2: G2's turn comes first
             Job("D", "A", 16, min_runtime_s=8 * H, duration_s=H, submit_time=0.0),
             Job("G2", "C", 16, min_runtime_s=8 * H, submit_time=1.0),
             Job("L", "B", 8, min_runtime_s=8 * H, submit_time=2.0)],
@@ -299,12 +321,13 @@ def test_a_busy_projects_gang_reserves_within_its_share_counting_what_it_holds_a
     # over the window). A runs two 8-GPU jobs past their protection on n03-n04 and waits with a
     # 40-GPU gang; B holds n00-n02 with protected jobs ending in 1-3 h and n05-n09 until 5-9 h.
     # Counting the 16 GPUs A runs now, the gang never fits A's share (its later work would keep
-    # it); at the gang's expected start A's jobs past protection hold nothing the gang must
-    # wait for, so it reserves n00-n04 by the share test
+    # it); at the gang's expected start A's jobs past protection, submitted after it (they
+    # started because it could not), hold nothing the gang must wait for, so it reserves
+    # n00-n04 by the share test
     jobs = [_b(f"b{i}", f"n{i:02d}", (i + 1) * H) for i in range(3)]
     jobs += [_b(f"b{i}", f"n{i:02d}", i * H) for i in range(5, 10)]
     jobs += [running(f"a{i}", "A", "h100", [(f"n{i:02d}", range(8))], start=NOW - 9 * H,
-                     min_runtime_s=8 * H) for i in (3, 4)]
+                     min_runtime_s=8 * H, submit_time=0.5) for i in (3, 4)]
     jobs += [Job("G", "A", 40, min_runtime_s=8 * H, submit_time=0.0),
              Job("L", "B", 8, min_runtime_s=8 * H, submit_time=1.0)]
     usage = {"A": 1.0, "B": 1.0}
@@ -317,7 +340,7 @@ def test_a_busy_projects_gang_reserves_within_its_share_counting_what_it_holds_a
     # with A's jobs protected for 7 h more, the gang cannot fit A's share before they end: it
     # reserves nodes that free by then, where A's own jobs run among them
     jobs2 = [running(j.id, "A", "h100", [(f"n0{j.id[1]}", range(8))], start=NOW - H,
-                     min_runtime_s=8 * H) if j.id in ("a3", "a4") else j for j in jobs]
+                     min_runtime_s=8 * H, submit_time=0.5) if j.id in ("a3", "a4") else j for j in jobs]
     plan2 = run_epoch(_snap(nodes_of(10, 8), {"A": 1, "B": 1}, jobs2, usage=usage,
                             policy=Policy(max_reservations=1)))
     (r2,) = plan2.reservations
@@ -398,3 +421,20 @@ def test_a_gang_within_its_projects_share_reserves_before_a_higher_ranked_one_th
     # the order is for new reservations: one already held keeps its place while it qualifies
     ga = [r for r in both.reservations if r.job_id == "GA"]
     assert reserved(plan_of(1, prev=ga)) == [("GA", "budget")]
+
+
+def test_a_reservation_ends_and_says_why_when_its_teams_higher_priority_jobs_hold_the_nodes():
+    """A runs four priority-1 jobs past their protection on n00-n03 with no expected end; B's
+    protected jobs hold n04-n05. A's priority-0 24-GPU gang reserved n00-n02 last epoch: the
+    team's order never stops A's jobs for it, and the two other nodes are too few, so the
+    reservation ends ("order") and names the cause; nothing is preempted."""
+    gang = Job("G", "A", 24, min_runtime_s=8 * H, submit_time=1.0)
+    jobs = [_b(f"a{i}", f"n{i:02d}", -H, project="A", priority=1) for i in range(4)]
+    jobs += [_b("b4", "n04", 2 * H), _b("b5", "n05", 3 * H), gang]
+    plan = run_epoch(_snap(nodes_of(6, 8), {"A": 1, "B": 1}, jobs, usage={"A": 0.2, "B": 1.0},
+                           prev=[_prev("G", ("n00", "n01", "n02"), NOW - 10 * M)]))
+    assert (plan.preemptions, plan.reservations) == ((), ())
+    (e,) = plan.reservations_ended
+    assert (e.job_id, e.outcome, e.message) == (
+        "G", "order", "running jobs of project A ranked above it hold the h100 nodes it needs "
+        "with no known end (they are never stopped for it)")

@@ -49,6 +49,28 @@ def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
     return req.run_pair_node[sel], end[sel], req.run_pair_gpus[sel], rj[sel]
 
 
+def team_holds(snap: Snapshot, req: Requirements, holds: tuple[np.ndarray, ...],
+               above: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`holds` (running_holds) as a gang of a project sees them: its team's running allocated
+    jobs ranked above it (`above`, (J,) bool) are never stopped for it (DESIGN.md rule 3), so
+    each holds its GPUs until its expected end when that is known and still ahead, else for
+    good, protected or not."""
+    pk = req.run_pair_k
+    rj = req.run_job[pk] if len(pk) else np.zeros(0, np.int64)
+    sel = above[rj] & snap.job_tier1[rj, req.run_type[pk]] if len(pk) else np.zeros(0, bool)
+    if not sel.any():
+        return holds
+    hn, he, hg, hj = holds
+    keep = ~above[hj]
+    j = rj[sel]
+    start = np.array([snap.jobs[i].start_time or snap.now for i in j.tolist()], dtype=float)
+    speed = snap.job_speed[j, np.maximum(snap.job_run_type[j], 0)]
+    exp = start + _durations(snap)[j] / np.maximum(speed, 1e-9)
+    end = np.where(np.isfinite(exp) & (exp > snap.now), exp, np.inf)
+    return (np.r_[hn[keep], req.run_pair_node[sel]], np.r_[he[keep], end],
+            np.r_[hg[keep], req.run_pair_gpus[sel]], np.r_[hj[keep], j])
+
+
 class FreeTimes:
     """Free time of every node for s GPUs (module doc), cached per s."""
 
@@ -126,3 +148,27 @@ def choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
         nodes += pick.tolist()
         times += ft[pick].tolist()
     return np.asarray(nodes, np.int64), np.asarray(times, float)
+
+
+class TeamFree:
+    """(holds, node free times) as a queued gang j sees them, cached per set of teammates:
+    its team's running jobs ranked above it by the scheme's order (a higher priority, or its
+    own submitted earlier) stay (team_holds); those of its priority submitted after it
+    started only because it could not, and its reservation is its turn."""
+
+    def __init__(self, snap: Snapshot, req: Requirements, holds: tuple, pos: np.ndarray):
+        self.snap, self.req, self.holds, self.pos = snap, req, holds, pos
+        self.base = FreeTimes(snap, holds)  # as another project's gang sees them
+        self._cache: dict = {None: (holds, self.base)}
+
+    def __call__(self, j: int) -> tuple:
+        snap, pos = self.snap, self.pos
+        prio, sub = snap.job_priority, snap.job_submit
+        above = (snap.job_running & (snap.job_project == snap.job_project[j])
+                 & ((prio > prio[j]) | ((prio == prio[j])
+                                        & ((sub < sub[j]) | ((sub == sub[j]) & (pos < pos[j]))))))
+        key = np.flatnonzero(above).tobytes()
+        if key not in self._cache:
+            th = team_holds(snap, self.req, self.holds, above)
+            self._cache[key] = self._cache[None] if th is self.holds else (th, FreeTimes(snap, th))
+        return self._cache[key]

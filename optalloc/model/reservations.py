@@ -50,7 +50,9 @@ nothing protected is left there.
   start an epoch sooner. Node n is free for s GPUs at the first moment the GPUs still held past it by
   protected jobs leave s free. A protected job holds its GPUs until its protection ends, or its
   expected end (start + duration / speed) when that comes first; unprotected and unallocated
-  work is preemptible now.
+  work is preemptible now. The gang's own team's running jobs ranked above it (a higher
+  priority, or its own submitted earlier) are never stopped for it: they hold until their
+  expected end, or for good (`free_times.team_holds`).
 * **Start**: the latest of the chosen nodes' free times. A reservation whose start has come
   (nothing protected is left on its nodes) is *due*: its gang starts this epoch (the model's
   `x` gets lower bound 1; the jobs on its nodes are past their protection, so the start is
@@ -72,7 +74,7 @@ import numpy as np
 from optalloc.contract import protection_s
 from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
 from optalloc.model.requirements import SMALL, Requirements
-from optalloc.model.free_times import FreeTimes, candidate_hold, choose_nodes, running_holds
+from optalloc.model.free_times import TeamFree, candidate_hold, choose_nodes, running_holds
 from optalloc.model.reservation_idle import charged_by_org
 from optalloc.model.targets import Targets, horizons
 from optalloc.snapshot import Snapshot
@@ -181,15 +183,14 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     share = tg.unprotected if tg.unprotected.shape == tg.target.shape else tg.target
     entitled = np.maximum(np.maximum(share, tg.target), tg.floor)
     holds = running_holds(snap, req)
-    free = FreeTimes(snap, holds)
-    h_node, h_end, h_gpus, h_job = holds
-    h_proj, h_type = snap.job_project[h_job], snap.node_type[h_node]
 
-    def held_at(lv: np.ndarray, t: int, when: float) -> np.ndarray:
-        """(len(lv),) GPUs of type t that protected jobs under each org node of `lv` still
-        hold at `when` (the rest of what the subtree runs now has ended or lost protection)."""
-        sel = (h_type == t) & (h_end > when)
-        leaf_t = np.bincount(h_proj[sel], weights=h_gpus[sel], minlength=O)
+    def held_at(hs: tuple, lv: np.ndarray, t: int, when: float) -> np.ndarray:
+        """(len(lv),) GPUs of type t that the holds `hs` (protected jobs, and the gang's team
+        ranked above it) under each org node of `lv` still hold at `when` (the rest of what
+        the subtree runs now has ended or lost protection)."""
+        h_node, h_end, h_gpus, h_job = hs
+        sel = (snap.node_type[h_node] == t) & (h_end > when)
+        leaf_t = np.bincount(snap.job_project[h_job[sel]], weights=h_gpus[sel], minlength=O)
         return M[lv].astype(float) @ leaf_t
 
     rank = fair_tree_rank(snap)
@@ -200,6 +201,8 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     held: list[Held] = []
     projects: set[int] = set()
     why: dict[str, tuple[str, str]] = {}
+
+    free_for = TeamFree(snap, req, holds, pos)
 
     def path(p: int) -> np.ndarray:
         return np.flatnonzero(M[1:, p]) + 1
@@ -225,20 +228,26 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             pn = np.zeros(N, bool)
             if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
                 pn[[snap.node_index[n] for n in prev_r.nodes if n in snap.node_index]] = True
-            got = choose_nodes(snap, req, j, t, free, taken, pn)
+            hj, fj = free_for(j)
+            got = choose_nodes(snap, req, j, t, fj, taken, pn)
             if got is not None and pn.any():
                 # a reservation keeps its nodes unless others let it start an epoch sooner
-                kept = choose_nodes(snap, req, j, t, free, taken | ~pn, pn)
+                kept = choose_nodes(snap, req, j, t, fj, taken | ~pn, pn)
                 if kept is not None and got[1].max() >= kept[1].max() - snap.policy.epoch_s:
                     got = kept
             if got is None:
                 reason = ("unplaceable", f"its shape fits no {snap.type_names[t]} nodes that are "
                           "up and not reserved for another gang")
+                if fj is not free_for.base and choose_nodes(snap, req, j, t, free_for.base,
+                                                            taken, pn) is not None:
+                    reason = ("order", f"running jobs of project {snap.jobs[j].project} ranked "
+                              f"above it hold the {snap.type_names[t]} nodes it needs with no "
+                              "known end (they are never stopped for it)")
                 continue
             nodes, times = got
             start = float(times.max())
             at = max(start, snap.now)
-            short = (entitled[lv, t] - held_at(lv, t, at) - _reserved(held, snap, M, lv, t)
+            short = (entitled[lv, t] - held_at(hj, lv, t, at) - _reserved(held, snap, M, lv, t)
                      - g)
             cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
                     + _reserved_cost(held, snap, M, lv, prot_h, bw))

@@ -169,10 +169,20 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
     the plan, only new placements (queued jobs' starts, running jobs' moves) of jobs its own
     project ranks below it hold (a job is never stopped or moved for jobs its team ranks
     below it; a restart on its own type is packing; a job on a draining node leaves it
-    anyway). Empty when the order holds."""
+    anyway). A gang whose reservation starts it (the lookahead's turn) may take its GPUs from
+    a teammate of its priority submitted after it: that one ran only because the gang could
+    not. Empty when the order holds."""
     from optalloc.model.order import project_order
 
     pos = project_order(snap)
+    prio, sub = snap.job_priority, snap.job_submit
+    turn = {e.job_id for e in plan.reservations_ended if e.outcome == "started"}
+
+    def below(q: int, k: int) -> bool:
+        if snap.jobs[q].id in turn and prio[q] == prio[k] and sub[q] < sub[k]:
+            return False
+        return snap.jobs[q].project == snap.jobs[k].project and pos[q] > pos[k]
+
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     by_id = {p.job_id: p for p in plan.placements}
     new = {jid for jid, p in by_id.items()
@@ -193,8 +203,7 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
         on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus}
         on -= {None, job.id}
         ks = [snap.job_index[o] for o in on]
-        if on and all(snap.jobs[q].id in new and snap.jobs[q].project == job.project
-                      and pos[q] > pos[k] for q in ks):
+        if on and all(snap.jobs[q].id in new and below(q, k) for q in ks):
             out.append((job.id, tuple(sorted(on))))
     return out
 
