@@ -85,6 +85,7 @@ def priority_swaps(em: EpochModel, placed) -> list[tuple[int, int]]:
     for them cost the 16,384-GPU bench epoch 0.57 s (142 pairs, 55 of them smaller; README,
     "How an epoch decides" 3, what is left out)."""
     from optalloc.model.order import project_order
+    from optalloc.plan.backfill import candidates_by_job
     from optalloc.plan.fit import chunks
 
     snap, req = em.snap, em.req
@@ -119,21 +120,13 @@ def priority_swaps(em: EpochModel, placed) -> list[tuple[int, int]]:
     holds = {i: sorted((len(a.gpus) for a in snap.jobs[rj[i]].placement.nodes), reverse=True)
              for v in runs.values() for i in v}
     pos = project_order(snap)
-    preds: dict = {}  # the `order` rows: a job starts only if the jobs ahead of it do
-    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
-        preds.setdefault(b, []).append(a)
-    typed: dict = {}  # the `order_types` links: that start only if the jobs ahead of it do
-    on = waiting[em.ordx_c]  # those of the waiting starts only (XL: 97k links in all)
-    for a, c in zip(em.ordx_a[on].tolist(), em.ordx_c[on].tolist()):
-        typed.setdefault(c, []).append(a)
-    # the `keep_order` rows: a start only beside the running jobs its team ranks above it,
-    # and those stay while a start that needs them runs
-    keeps: dict = {}
-    needed = set()
-    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
-        keeps.setdefault(c, []).append(i)
-        if placed.started[c]:
-            needed.add(i)
+    # the `order` rows (per job, the jobs that start before it), the `order_types` links (per
+    # candidate, the jobs ahead of it on its type) and the `keep_order` rows (per candidate,
+    # the running jobs it starts only beside), as the placement has them: made once per model
+    # (optalloc.plan.place.prepare; XL: 65k, 97k and 59k links, 30 ms a call made here)
+    _, _, _, preds, keeps, typed = candidates_by_job(em)
+    # the running jobs that stay while a start that needs them runs
+    needed = set(em.keep_i[placed.started[em.keep_c]].tolist())
     kept = placed.kept.copy()
     out: list[tuple[int, int]] = []
     for c in sorted(np.flatnonzero(waiting).tolist(), key=lambda c: (pos[cj[c]], ct[c])):
