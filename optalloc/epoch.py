@@ -54,19 +54,19 @@ from optalloc.model.objective.impact import compute_impact
 from optalloc.model.requirements import compute_requirements
 from optalloc.plan.drain import drain_status
 from optalloc.plan.incumbent import greedy_placed
-from optalloc.plan.outcome import Outcome, best_plan, placed_already, placed_outcome, scored
+from optalloc.plan.outcome import Outcome, best_plan, placed_already, placed_outcome
 from optalloc.plan.place import prepare
 from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.preemptions import preemptions
 from optalloc.plan.floors_unmet import floor_violations
 from optalloc.plan.reasons import pending_reasons
-from optalloc.plan.reservations import keep_reservations, plan_reservations, reservation_reasons
+from optalloc.plan.reservations import plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
     CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
     team_pairs as _team_pairs, final as _final, floor_terms as _floor_terms,
-    floors_traded as _floors_traded, gap as _gap, keep_team_order, point_key as _point_key,
-    tol as _tol,
+    floors_traded as _floors_traded, gap as _gap, greedy_scored, keep_team_order,
+    point_key as _point_key, relabel as _relabel, tol as _tol,
 )
 from optalloc.solve import BACKENDS, EarlyLp, neighborhood, solve, start_dive
 from optalloc.solve.base import effective_settings
@@ -102,8 +102,10 @@ def run_epoch(snapshot: Snapshot, settings: SolverSettings | None = None) -> Pla
     if g is not None:
         em = em.with_fill(_left_idle(em, g))
     greedy_s = time.perf_counter() - t
-    if early is not None:  # while the LP solves: what every placement of a solution reads
-        prepare(em)
+    if early is not None:  # while the LP solves: what every placement of a solution reads,
+        prepare(em)        # and the greedy plan scored (3b, kept on em)
+        if g is not None:
+            greedy_scored(em, g)
     # 3. solve + 4. place
     em, out = _solve_and_place(em, settings, g, greedy_s, early)
     out = keep_team_order(em, out, settings, g)  # the team's order by proxy (plan.proxy_order)
@@ -194,18 +196,18 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     #     scored on the same objective
     if g is not None:
         t = time.perf_counter()
-        g2 = keep_reservations(em, g)  # the same without the starts that break a reservation
-        out = scored(em, g, "greedy", backend=name, status="feasible",
-                      place_s=greedy_s + time.perf_counter() - t,
-                      message="the greedy baseline's plan")
+        # with it, the same without the starts that break a reservation (g2)
+        _, g2, s1, s2 = greedy_scored(em, g)  # scored while the LP solved, where it did
+        out = _relabel(s1, backend=name, status="feasible", message="the greedy baseline's plan",
+                       place_s=greedy_s + time.perf_counter() - t)
         plans.append(out)
         if g2 is not None:
             # the model counts reserved nodes by class, so a plan that starts a long job on a
             # reserved node can still be a model point (it swapped nodes with a short start
             # that fitted there): it breaks the reservation all the same, so it is not eligible
             out.model_point = out.eligible = False
-            plans.append(scored(em, g2, "greedy", backend=name, status="feasible",
-                                 message="the greedy baseline's plan, reservations kept"))
+            plans.append(_relabel(s2, backend=name, status="feasible",
+                                  message="the greedy baseline's plan, reservations kept"))
     if not plans:
         return em, placed_outcome(em, None, "fallback", backend=name, status=lp.status,
                                    message=lp.message)
