@@ -85,13 +85,14 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
     count = np.zeros((len(snap.nodes), int(req.type_max_node.max(initial=0)) + 1), np.int64)
     y_on = np.zeros(len(em.classes), np.int64)  # gangs started per class
     y_at: dict = {}  # (class, node) -> pieces
-    for c in np.flatnonzero(placed.started):
-        j, t = int(req.cand_job[c]), int(req.cand_type[c])
+    st = np.flatnonzero(placed.started)
+    cj, ct = req.cand_job[st], req.cand_type[st]
+    # per start, as plain Python values (XL: 3,100 starts)
+    for c, j, shape, size in zip(st.tolist(), cj.tolist(), req.shape[cj, ct].tolist(),
+                                 req.size[cj, ct].tolist()):
         pl = placed.placements[j]
         nodes = [snap.node_index[a.node] for a in pl.nodes]
-        shape = req.shape[j, t]
         if shape == WHOLE:
-            size = int(req.size[j, t])
             for n, a in zip(nodes, pl.nodes):
                 if len(a.gpus) == size and snap.node_gpus[n] == size:
                     used_whole[n] = True
@@ -103,13 +104,13 @@ def as_solution(em: EpochModel, placed: Placed) -> np.ndarray:
             for n in nodes:
                 y_at[(k, n)] = y_at.get((k, n), 0) + 1
         else:
-            count[nodes[0], int(req.size[j, t])] += 1
+            count[nodes[0], size] += 1
     if len(em.z):
         sol[em.z] = used_whole[em.z_node]
     if len(em.u):
         sol[em.u] = count[em.u_node, em.u_size]
     if len(em.y):
-        sol[em.y] = [y_at.get((int(k), int(n)), 0) for k, n in zip(em.y_class, em.y_node)]
+        sol[em.y] = [y_at.get(kn, 0) for kn in zip(em.y_class.tolist(), em.y_node.tolist())]
         sol[em.y_count] = y_on
     jobs, types = plan_pairs(em, placed, moves=False)  # as the debug and fill rows count them
     if len(em.d):

@@ -61,14 +61,19 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
         chosen = x[em.x] > 1.0 - 1e-6  # a fractional (LP) start is left to the backfill
         kept = ((x[em.k] >= 0.5) & (k_ub > 0)) | req.run_fixed
         reserved = [int(n) for n in em.z_node[x[em.z] > 0.5]] if len(em.z) else []
+        # the nonzero u and y columns only, in column order (XL: 8,080 and 24,240 columns,
+        # a few hundred nonzero)
         counts = np.rint(x[em.u]).astype(np.int64) if len(em.u) else np.zeros(0, np.int64)
-        for n, s, cnt in zip(em.u_node, em.u_size, counts):
-            if cnt > 0:
-                slots.setdefault((int(snap.node_type[n]), int(s)), []).extend([int(n)] * int(cnt))
+        on = np.flatnonzero(counts > 0)
+        un = np.asarray(em.u_node, np.int64)[on]
+        for t, s, n, cnt in zip(snap.node_type[un].tolist(), np.asarray(em.u_size)[on].tolist(),
+                                un.tolist(), counts[on].tolist()):
+            slots.setdefault((t, s), []).extend([n] * cnt)
         counts_y = np.rint(x[em.y]).astype(np.int64) if len(em.y) else np.zeros(0, np.int64)
-        for k, n, cnt in zip(em.y_class, em.y_node, counts_y):
-            if cnt > 0:  # the model's pieces of per-node gang class k on node n
-                pick.setdefault(int(k), {})[int(n)] = int(cnt)
+        on = np.flatnonzero(counts_y > 0)
+        for k, n, cnt in zip(np.asarray(em.y_class)[on].tolist(),
+                             np.asarray(em.y_node)[on].tolist(), counts_y[on].tolist()):
+            pick.setdefault(k, {})[n] = cnt  # the model's pieces of gang class k on node n
     chosen = _order_consistent(em, chosen)
     chosen = _keeps_consistent(em, chosen, kept)
     elsewhere = runs_elsewhere(req)
