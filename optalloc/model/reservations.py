@@ -17,10 +17,11 @@ nothing protected is left there.
   the gang on the type at its expected start S: max(target, floor) - held(S) - GPUs already
   reserved there >= its GPUs, where the target is the water-filling's once today's
   protections have ended (`Targets.unprotected`: protected GPUs are not lower bounds, a
-  reservation is about the moment they end) and held(S) the GPUs the subtree's protected jobs
-  still hold at S (its other running work has ended or lost protection by then, and the gang
-  is ahead of its queued work in line; counting everything it runs now let a busy project's
-  later small jobs keep its head-of-line gang out for good); or (budget) its unused share
+  reservation is about the moment they end) and held(S) the GPUs the subtree's protected jobs,
+  and the gang's teammates ranked above it (Nodes, below), still hold at S (its other running
+  work has ended or lost protection by then, and the gang is ahead of its queued work in
+  line; counting everything it runs now let a busy project's later small jobs keep its
+  head-of-line gang out for good); or (budget) its unused share
   over the lookback window pays for it: usage ratio + (the gang's protected run, GPUs x
   protection x billing weight, + the idle GPU-hours its reservation has held so far + what
   reservations chosen before it commit there, + the idle GPU-hours the subtree's ended
