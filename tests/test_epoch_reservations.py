@@ -272,7 +272,8 @@ def test_the_reserved_gang_and_the_job_kept_off_its_nodes_say_why_with_the_numbe
     (r,) = plan.reservations
     assert r.message == why["G"]
     assert (r.project, r.gpus, r.since) == ("A", 24, NOW)
-    assert dict(r.details)["blockers"] == [{"job": "b2", "until": NOW + H, "protected": True}]
+    assert dict(r.details)["blockers"] == [{"job": "b2", "until": NOW + H, "holds": True,
+                                            "protected": True}]
 
 
 def test_a_reservation_keeps_its_first_epoch_and_its_nodes_from_the_previous_plan():
@@ -438,3 +439,30 @@ def test_a_reservation_ends_and_says_why_when_its_teams_higher_priority_jobs_hol
     assert (e.job_id, e.outcome, e.message) == (
         "G", "order", "running jobs of project A ranked above it hold the h100 nodes it needs "
         "with no known end (they are never stopped for it)")
+
+
+def test_a_teammate_ranked_above_the_gang_holds_its_node_until_its_expected_end_and_is_named():
+    """A's priority-1 job a0 runs past its protection on n00 and is expected to end in 1 h; B's
+    protected jobs free n01 and n02 in 2 and 3 h. A's priority-0 gang reserves n00-n02 from
+    3 h on: a0 is not preemptible for it (its team ranks it above the gang), it holds its node
+    until its expected end, and the reservation's details and `explain` say so."""
+    from optalloc.plan.explain import explain, format_explanation
+
+    jobs = [_b("a0", "n00", -H, project="A", priority=1, duration_s=10 * H)]
+    jobs += [_b(f"b{i}", f"n{i:02d}", (i + 1) * H) for i in range(1, 6)]
+    jobs += [Job("G", "A", 24, min_runtime_s=8 * H, submit_time=1.0)]
+    snap = _snap(nodes_of(6, 8), {"A": 1, "B": 1}, jobs, usage={"A": 0.2, "B": 1.0})
+    plan = run_epoch(snap)
+    assert _outcome(plan)[2] == {"G": (("n00", "n01", "n02"), NOW + 3 * H, 0)}
+    assert plan.preemptions == ()
+    (r,) = plan.reservations
+    assert dict(r.details)["blockers"] == [
+        {"job": "a0", "until": NOW + H, "holds": True, "protected": False},
+        {"job": "b1", "until": NOW + 2 * H, "holds": True, "protected": True},
+        {"job": "b2", "until": NOW + 3 * H, "holds": True, "protected": True}]
+    assert r.message.endswith("; 3 jobs there end or lose protection by then")
+    d = explain(snap, plan, "G")
+    assert "    - a0 ends or loses protection at t=39600\n" in format_explanation(d)
+    assert d["changes"] == ["the 3 jobs that hold them (protected, or its team's ranked above "
+                            "it) on its reserved nodes must end or lose protection (the last "
+                            "at t=46800); then it starts there"]

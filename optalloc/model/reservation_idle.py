@@ -71,4 +71,24 @@ def carried(snap: Snapshot, new: list[ReservationIdle]) -> tuple[ReservationIdle
     return tuple(keep) + tuple(r for r in new if r.gpu_h > 0)
 
 
-__all__ = ["NEGLIGIBLE", "carried", "charged_by_org", "weights"]
+def idle_so_far(prev_r, now: float) -> float:
+    """GPU-hours a continuing reservation's nodes were held idle so far (its last plan's idle
+    GPUs counted until now)."""
+    if prev_r is None:
+        return 0.0
+    at = prev_r.at if prev_r.at is not None else now
+    return float(prev_r.idle_gpu_h) + float(prev_r.idle_gpus) * max(0.0, now - at) / 3600.0
+
+
+def committed(held: list, snap: Snapshot, M, levels, prot_h, bw) -> np.ndarray:
+    """(len(levels),) billing-weighted GPU-hours the reservations chosen so far this epoch
+    (`held`: optalloc.model.reservations.Held) commit under each org node of `levels` (their
+    protected runs and idle time so far; the budget test)."""
+    out = np.zeros(len(levels))
+    for h in held:
+        c = (float(snap.job_gpus[h.job]) * prot_h[h.job] + h.idle_gpu_h) * bw[h.type]
+        out += M[levels, int(snap.job_project[h.job])] * c
+    return out
+
+
+__all__ = ["NEGLIGIBLE", "carried", "charged_by_org", "committed", "idle_so_far", "weights"]

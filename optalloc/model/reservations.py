@@ -76,7 +76,7 @@ from optalloc.contract import protection_s
 from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
 from optalloc.model.requirements import SMALL, Requirements
 from optalloc.model.free_times import TeamFree, candidate_hold, choose_nodes, running_holds
-from optalloc.model.reservation_idle import charged_by_org
+from optalloc.model.reservation_idle import charged_by_org, committed, idle_so_far
 from optalloc.model.targets import Targets, horizons
 from optalloc.snapshot import Snapshot
 
@@ -251,7 +251,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             short = (entitled[lv, t] - held_at(hj, lv, t, at) - _reserved(held, snap, M, lv, t)
                      - g)
             cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
-                    + _reserved_cost(held, snap, M, lv, prot_h, bw))
+                    + committed(held, snap, M, lv, prot_h, bw))
             after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
                                           where=E[lv] > 0)
             slack = KEEP_SLACK if prev_r is not None else 0.0
@@ -278,7 +278,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 continue
             since = snap.now if prev_r is None or prev_r.since is None else float(prev_r.since)
             return Held(j, t, nodes, max(start, snap.now), start <= snap.now, since, times,
-                        _blockers(snap, req, nodes), idle, test), ("", "")
+                        _blockers(snap, req, nodes, hj), idle, test), ("", "")
         return None, reason
 
     by_job: dict[int, list[int]] = {}
@@ -351,25 +351,6 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     return Reservations(tuple(held), tuple(ended), deadline, hold, forced, prec)
 
 
-def idle_so_far(prev_r, now: float) -> float:
-    """GPU-hours a continuing reservation's nodes were held idle so far (its last plan's idle
-    GPUs counted until now)."""
-    if prev_r is None:
-        return 0.0
-    at = prev_r.at if prev_r.at is not None else now
-    return float(prev_r.idle_gpu_h) + float(prev_r.idle_gpus) * max(0.0, now - at) / 3600.0
-
-
-def _reserved_cost(held: list, snap: Snapshot, M, levels, prot_h, bw) -> np.ndarray:
-    """(len(levels),) billing-weighted GPU-hours the reservations chosen so far commit under
-    each org node of `levels` (their protected runs and idle time so far)."""
-    out = np.zeros(len(levels))
-    for h in held:
-        c = (float(snap.job_gpus[h.job]) * prot_h[h.job] + h.idle_gpu_h) * bw[h.type]
-        out += M[levels, int(snap.job_project[h.job])] * c
-    return out
-
-
 def _reserved(held: list, snap: Snapshot, M: np.ndarray, levels: np.ndarray, t: int):
     """(len(levels),) GPUs already reserved on type t under each org node of `levels`."""
     out = np.zeros(len(levels))
@@ -393,14 +374,15 @@ def _gone(snap: Snapshot, r, placeable: set) -> tuple[str, str]:
     return "outranked", "no longer a candidate"
 
 
-def _blockers(snap: Snapshot, req: Requirements, nodes: np.ndarray) -> tuple:
-    """((job index, hold end, protected), ...): the running jobs on `nodes` (protected ones
-    with the end of their hold, the others preemptible now)."""
+def _blockers(snap: Snapshot, req: Requirements, nodes: np.ndarray, holds: tuple) -> tuple:
+    """((job index, hold end, held), ...): the running jobs on `nodes`, those that hold their
+    GPUs (`holds` as the gang sees them: protected jobs, its teammates ranked above it) with
+    the end of their hold, the others preemptible now."""
     pk = req.run_pair_k
     on = np.isin(req.run_pair_node, nodes)
     out = []
     ends = dict()
-    pn, pe, _, pj = running_holds(snap, req)
+    pn, pe, _, pj = holds
     sel = np.isin(pn, nodes)
     for j, e in zip(pj[sel].tolist(), pe[sel].tolist()):
         ends[j] = max(ends.get(j, -np.inf), e)

@@ -184,9 +184,12 @@ def _changes(snap, plan, j, code, details) -> list[str]:
         out += [gpus_line(t) for t in types]
     elif code is ReasonCode.RESERVED:
         res = details.get("reservation") or {}
-        ends = [b["until"] for b in res.get("blockers", ()) if b.get("protected")]
+        held = [b for b in res.get("blockers", ()) if b.get("holds", b.get("protected"))]
+        ends = [b["until"] for b in held]
         if ends:
-            out.append(f"the {len(ends)} protected jobs on its reserved nodes must end or lose "
+            who = ("protected jobs" if all(b.get("protected") for b in held) else
+                   "jobs that hold them (protected, or its team's ranked above it)")
+            out.append(f"the {len(ends)} {who} on its reserved nodes must end or lose "
                        f"protection (the last at {format_time(max(ends))}); then it starts there")
         else:
             out.append("nothing protected is left on its reserved nodes: it starts there next")
@@ -234,7 +237,7 @@ def format_explanation(d: dict) -> str:
             lines.append(head + f"; {r['idle_gpus']} of its GPUs idle after this plan")
             for b in r.get("blockers", ())[:10]:
                 what = (f"ends or loses protection at {when(b['until'], b['until'])}"
-                        if b.get("protected") else "preemptible now")
+                        if b.get("holds", b.get("protected")) else "preemptible now")
                 lines.append(f"    - {b['job']} {what}")
     ri = d["rank_inputs"]
     lines.append(f"  project rank {ri['fair_tree_rank']} of {ri['projects']} (Fair Tree), "

@@ -72,7 +72,8 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
         if loose:
             head += f", {len(loose)} more are preemptible now"
     if stay and not h.due:
-        head += (f"; {len(stay)} protected job{'s stay' if len(stay) != 1 else ' stays'} beside "
+        what = "protected" if all(snap.job_protected[j] for j in stay) else "holding"
+        head += (f"; {len(stay)} {what} job{'s stay' if len(stay) != 1 else ' stays'} beside "
                  "it on a node it needs only part of")
     details = {
         "project": job.project,
@@ -82,7 +83,10 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
         "rank_test": h.test,
         "idle_gpu_h": round(float(h.idle_gpu_h), 3),
         "node_free_at": {n: float(f) for n, f in zip(names, h.free)},
-        "blockers": [{"job": snap.jobs[j].id, "until": float(e), "protected": bool(p)}
+        # holds: it keeps its GPUs until `until` (protected, or a teammate ranked above the
+        # gang: optalloc.model.free_times.team_holds); else it is preemptible now
+        "blockers": [{"job": snap.jobs[j].id, "until": float(e), "holds": bool(p),
+                      "protected": bool(p and snap.job_protected[j])}
                      for j, e, p in h.blockers][:50],
     }
     return head, details
