@@ -239,8 +239,11 @@ def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarr
     # the jobs ahead. Never one its team declared more important (README, "The contract")
     prio = snap.job_priority
     keep = (a != b) & ~(short[b] & ~short[a] & (prio[b] >= prio[a]))
-    pairs = np.unique(np.stack([a[keep], b[keep]], axis=1), axis=0)
-    return pairs[:, 0], pairs[:, 1]
+    # one integer per pair (a * J + b): sorted as the pairs are, by a then b, and unique
+    # (np.unique over rows sorted a structured view: the 32,768-GPU epoch ~0.1 s)
+    J = np.int64(max(len(snap.jobs), 1))
+    key = np.unique(a[keep].astype(np.int64) * J + b[keep])
+    return key // J, key % J
 
 
 def keep_links(snap: Snapshot, req, free: np.ndarray,

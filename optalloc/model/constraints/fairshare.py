@@ -157,7 +157,7 @@ def define_shares(ctx: BuildContext) -> None:
     cols = np.concatenate([ctx.x, ctx.k])
     t1 = np.concatenate([cand_counted(snap, req, tg.pooled),  # per type: no move; no restart
                          share_tier1(snap, req, tg.pooled)[req.run_job, req.run_type]])
-    anc, e = np.nonzero(M[:, snap.job_project[jobs]] & t1[None, :])
+    anc, e = ancestor_pairs(M, snap.job_project[jobs], t1)
     r = row_of[anc, types[e]]
     ok = r >= 0
     # a waiting reservation counts as held by its project's subtree (lookahead.py)
@@ -173,6 +173,22 @@ def define_shares(ctx: BuildContext) -> None:
         a, z = bnd[i], bnd[i + 1]
         b.add_rows(f"share[{names[mo[i]]},{tnames[mt[i]]}]", 1, np.zeros(z - a), allc[a:z],
                    coef[a:z], -np.inf, float(hi[i]) if i < len(hi) else 0.0)
+
+
+def ancestor_pairs(M: np.ndarray, proj: np.ndarray, on: np.ndarray) -> tuple:
+    """(org node, entry) pairs: every ancestor (itself included) of the project proj[e] of
+    every entry e where on[e], entry by entry, ancestors in org order. The share rows read
+    them only through a stable sort by row, and a row is one org node's, so within a row the
+    entries come in ascending order as np.nonzero(M[:, proj] & on) gives them, without its
+    walk of an (O, E) matrix (the 32,768-GPU bench epoch: 317 x 140,712, ~0.18 s)."""
+    node, anc = np.nonzero(M.T)  # per org node, its ancestors in org order
+    deg = np.bincount(node, minlength=M.shape[1])
+    start = np.cumsum(deg) - deg
+    e = np.flatnonzero(on)
+    n = deg[proj[e]]
+    e = np.repeat(e, n)
+    first = np.repeat(np.cumsum(n) - n, n)
+    return anc[start[proj[e]] + np.arange(len(e)) - first], e
 
 
 def debug_allowance(snap) -> np.ndarray:
