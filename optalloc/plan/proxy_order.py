@@ -82,13 +82,16 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     may = ~kept & (ub > 0)
     idle = may[ri]
     alloc_ = (may & snap.job_tier1[rj, rt])[ri]
+    # (k's own GPUs are among them, but _keep_one holds those for k before it fits anything
+    # and _fit_around skips GPUs already taken: the same sets for every k, made once; per k
+    # they cost the 32,768-GPU epoch's 240 stopped jobs four passes over every running GPU)
+    blocked = ((rn[idle], rg[idle]), (rn[alloc_], rg[alloc_]), (rn[:0], rg[:0]))
     pairs, n_kept = [], 0
     for r in np.flatnonzero(has.any(axis=1)).tolist():
         k = int(ks[r])
         mine = {e for e in q[has[r]].tolist() if e in placements}
-        b1, b2 = idle & (ri != k), alloc_ & (ri != k)
         undone = _keep_one(em, pool, k, (rn, rg, ri), pos, mine, movable, placements, cand_of,
-                           ((rn[b1], rg[b1]), (rn[b2], rg[b2]), (rn[:0], rg[:0])))
+                           blocked)
         if undone is None:
             continue
         for e in undone:
