@@ -100,6 +100,18 @@ def cases() -> list[Case]:
             pending={"G": "Reserved"},
             reserved={"G": (("n01", "n02", "n03"), NOW + 3 * H, 0)}))
     out.append(Case(
+        "a due gang starts on its reserved nodes, not on the node of its team's higher-priority "
+        "job past its protection: the model keeps that job and stops the other project's",
+        _snap(nodes_of(3, 8), {"A": 1, "B": 1},
+              [_b("a0", "n00", -H, project="A", priority=1, submit_time=0.0), due[1], due[2],
+               Job("G", "A", 16, min_runtime_s=8 * H, submit_time=1.0)],
+              usage={"A": 0.1, "B": 1.0}, prev=[_prev("G", ("n01", "n02"), NOW - 10 * M)]),
+        placed={"a0": 8, "G": 16},
+        pending={},
+        reserved={},
+        preempted={j: ("PreemptedForFairShare", ("G",)) for j in ("b1", "b2")},
+        ended={"G": "started"}))
+    out.append(Case(
         "a running teammate of the gang's priority submitted after it (it ran because the gang "
         "could not) leaves with notice when the gang's reservation is due",
         _snap(nodes_of(6, 8), {"A": 1, "B": 1},
@@ -466,3 +478,77 @@ def test_a_teammate_ranked_above_the_gang_holds_its_node_until_its_expected_end_
     assert d["changes"] == ["the 3 jobs that hold them (protected, or its team's ranked above "
                             "it) on its reserved nodes must end or lose protection (the last "
                             "at t=46800); then it starts there"]
+
+
+def test_a_teammate_on_a_draining_node_leaves_at_its_protection_end_so_the_gang_may_count_on_it():
+    """A's priority-1 job a0 (24 GPUs) runs past its protection on three draining nodes: it
+    leaves this epoch (rule 5), so it neither holds its nodes for A's priority-0 gang nor
+    counts in A's holdings at the gang's start (a helper's case at stop 41: the gang's
+    reservation ended 'outranked', A "has room for 0 more")."""
+    from optalloc.types import Node, NodeState
+
+    nodes = nodes_of(4, 8) + [Node(f"n0{i}", "h100", 8, NodeState.DRAIN) for i in (4, 5, 6)]
+    a0 = running("a0", "A", "h100", [(f"n0{i}", range(8)) for i in (4, 5, 6)],
+                 start=NOW - 9 * H, min_runtime_s=8 * H, priority=1, submit_time=0.0)
+    jobs = [a0] + [_b(f"b{i}", f"n0{i}", (i + 1) * H) for i in range(4)]
+    jobs += [Job("G", "A", 16, min_runtime_s=8 * H, submit_time=1.0)]
+    plan = run_epoch(_snap(nodes, {"A": 1, "B": 1}, jobs, usage={"A": 1.5, "B": 1.0},
+                           prev=[_prev("G", ("n00", "n01"), NOW + 2 * H)]))
+    assert _outcome(plan)[2] == {"G": (("n00", "n01"), NOW + 2 * H, 0)}
+    assert {p.job_id: p.code.value for p in plan.preemptions} == {"a0": "PreemptedNodeDrain"}
+
+
+def test_a_teammate_started_at_time_zero_has_started_not_started_now():
+    """A job that started at t=0 (a simulation's first instant) and has outrun its expected end
+    (t=5 h, now 10 h) holds its node for good for a gang its team ranks below it; read as
+    started now, it was expected to end in 5 h and the gang reserved its node (a helper's case
+    at stop 41)."""
+    for start in (0.0, 1.0):
+        jobs = [running("a0", "A", "h100", [("n00", range(8))], start=start, min_runtime_s=H,
+                        priority=1, submit_time=0.0, duration_s=5 * H),
+                _b("b1", "n01", 6 * H), _b("b2", "n02", 7 * H),
+                Job("G", "A", 16, min_runtime_s=8 * H, submit_time=1.0)]
+        plan = run_epoch(_snap(nodes_of(3, 8), {"A": 1, "B": 1}, jobs,
+                               usage={"A": 0.1, "B": 1.0}))
+        assert _outcome(plan)[2] == {"G": (("n01", "n02"), NOW + 7 * H, 0)}, start
+
+
+def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it():
+    """A helper's random cluster (stop 41): B, ranked first, starts q2 (16 GPUs); A's due gang
+    q1 holds the only free nodes h02-h03. Starting q1 there sent q2 onto h04-h05, stopping A's
+    r5, which A ranks above q1 (its priority, submitted earlier): r5 stopped by proxy for its
+    own team's lower-ranked gang. Now q2 takes h02-h03, r5 runs on, and q1 waits an epoch on
+    its reservation, which says so; the plan is outside the model (its gang's start is
+    forced), so `feasible`."""
+    from optalloc.sim.invariants import proxy_order_breaks, team_order_breaks
+
+    def r(jid, p, node, start, mr, dur, prio, sub):
+        return running(jid, p, "h100", [(node, range(8))], start=start, min_runtime_s=mr,
+                       duration_s=dur, priority=prio, submit_time=sub)
+
+    now = 20 * H
+    jobs = [r("r0", "B", "h00", 17 * H, 8 * H, 20 * H, 0, 0.5),
+            r("r1", "A", "h01", 17 * H, 8 * H, 20 * H, 0, 0.5),
+            r("r4", "B", "h04", 14 * H, 900, 20 * H, 0, 0.5),
+            r("r5", "A", "h05", 14 * H, 900, 9 * H, 1, -200.0),
+            r("r6", "B", "h06", 14 * H, 8 * H, 9 * H, 1, 0.5),
+            Job("q0", "A", 16, min_runtime_s=900, duration_s=1200, priority=1, submit_time=0.0),
+            Job("q1", "A", 16, min_runtime_s=H, duration_s=2 * H, priority=1, submit_time=-99.0),
+            Job("q2", "B", 16, min_runtime_s=900, duration_s=2 * H, priority=1, submit_time=2.0),
+            Job("q3", "A", 24, min_runtime_s=H, duration_s=1200, priority=0, submit_time=-97.0)]
+    cfg = Config((GpuType("h100"),), tuple(nodes_of(7, 8, prefix="h")),
+                 flat_org({"A": 1, "B": 1}), Policy(max_reservations=2), tuple(jobs))
+    snap = build_snapshot(cfg, now=now, usage_ratio={"A": 1.957, "B": 0.137},
+                          reservations=[Reservation("q1", "h100", ("h05",), now + 3 * H,
+                                                    since=now - H)])
+    plan = run_epoch(snap)
+    assert (proxy_order_breaks(snap, plan), team_order_breaks(snap, plan)) == ([], [])
+    assert plan.preemptions == ()
+    assert {p.job_id: p.nodes[0].node for p in plan.placements if p.job_id == "q2"} == {
+        "q2": "h02"}
+    (res,) = plan.reservations
+    assert (res.job_id, res.nodes) == ("q1", ("h02", "h03"))
+    assert res.message == ("reserved nodes h[02-03] for job q1 (16 h100 GPUs of project A), "
+                           "expected start t=72000; nothing protected is left there; it could "
+                           "not be placed this epoch and waits for the next")
+    assert plan.report.status == "feasible"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.contract import protection_s
+from optalloc.model.order import scheme_above
 from optalloc.model.requirements import WHOLE, Requirements
 from optalloc.snapshot import Snapshot
 
@@ -29,6 +30,13 @@ def _durations(snap: Snapshot) -> np.ndarray:
                     dtype=float)
 
 
+def _starts(snap: Snapshot, jobs: np.ndarray) -> np.ndarray:
+    """(len(jobs),) each running job's start time (now where it has none; a start at t=0 is
+    a start, not a missing one)."""
+    return np.array([snap.now if snap.jobs[j].start_time is None else snap.jobs[j].start_time
+                     for j in np.asarray(jobs).tolist()], dtype=float)
+
+
 def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
     """(node, end, gpus, job) per (protected job, node) hold: until when each protected running
     job holds its GPUs on each node (its protection end, or its expected end if sooner and
@@ -40,7 +48,7 @@ def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
     rj = req.run_job[pk]
     prot = snap.job_protected[rj]
     end = snap.job_protect_end[rj].astype(float)
-    start = np.array([snap.jobs[j].start_time or snap.now for j in rj], dtype=float)
+    start = _starts(snap, rj)
     speed = snap.job_speed[rj, np.maximum(snap.job_run_type[rj], 0)]
     exp = start + _durations(snap)[rj] / np.maximum(speed, 1e-9)
     ahead = np.isfinite(exp) & (exp > snap.now)
@@ -54,7 +62,9 @@ def team_holds(snap: Snapshot, req: Requirements, holds: tuple[np.ndarray, ...],
     """`holds` (running_holds) as a gang of a project sees them: its team's running allocated
     jobs ranked above it (`above`, (J,) bool) are never stopped for it (DESIGN.md rule 3), so
     each holds its GPUs until its expected end when that is known and still ahead, else for
-    good, protected or not."""
+    good, protected or not; but one on a draining node leaves at its protection end anyway
+    (rule 5), as `holds` has it."""
+    above = above & ~snap.job_on_drain  # a job on a draining node leaves at its protection end
     pk = req.run_pair_k
     rj = req.run_job[pk] if len(pk) else np.zeros(0, np.int64)
     sel = above[rj] & snap.job_tier1[rj, req.run_type[pk]] if len(pk) else np.zeros(0, bool)
@@ -63,7 +73,7 @@ def team_holds(snap: Snapshot, req: Requirements, holds: tuple[np.ndarray, ...],
     hn, he, hg, hj = holds
     keep = ~above[hj]
     j = rj[sel]
-    start = np.array([snap.jobs[i].start_time or snap.now for i in j.tolist()], dtype=float)
+    start = _starts(snap, j)
     speed = snap.job_speed[j, np.maximum(snap.job_run_type[j], 0)]
     exp = start + _durations(snap)[j] / np.maximum(speed, 1e-9)
     end = np.where(np.isfinite(exp) & (exp > snap.now), exp, np.inf)
@@ -156,17 +166,15 @@ class TeamFree:
     own submitted earlier) stay (team_holds); those of its priority submitted after it
     started only because it could not, and its reservation is its turn."""
 
-    def __init__(self, snap: Snapshot, req: Requirements, holds: tuple, pos: np.ndarray):
-        self.snap, self.req, self.holds, self.pos = snap, req, holds, pos
+    def __init__(self, snap: Snapshot, req: Requirements, holds: tuple):
+        self.snap, self.req, self.holds = snap, req, holds
         self.base = FreeTimes(snap, holds)  # as another project's gang sees them
         self._cache: dict = {None: (holds, self.base)}
 
     def __call__(self, j: int) -> tuple:
-        snap, pos = self.snap, self.pos
-        prio, sub = snap.job_priority, snap.job_submit
+        snap = self.snap
         above = (snap.job_running & (snap.job_project == snap.job_project[j])
-                 & ((prio > prio[j]) | ((prio == prio[j])
-                                        & ((sub < sub[j]) | ((sub == sub[j]) & (pos < pos[j]))))))
+                 & scheme_above(snap, np.arange(len(snap.jobs)), j))
         key = np.flatnonzero(above).tobytes()
         if key not in self._cache:
             th = team_holds(snap, self.req, self.holds, above)

@@ -111,6 +111,17 @@ def _project_order(snap: Snapshot) -> np.ndarray:
     return pos
 
 
+def scheme_above(snap: Snapshot, a, b) -> np.ndarray:
+    """(broadcast of a and b) bool: job a ranks above job b in their team's order as the
+    scheme states it (DESIGN.md rule 3: declared priority, then submit time; ties by
+    `project_order`), running or not. A due reservation's gang may take the GPUs of the
+    teammates it ranks above by this order (they ran because it could not start), never of
+    those above it (optalloc.model.free_times.team_holds and the rows that follow it)."""
+    prio, sub, pos = snap.job_priority, snap.job_submit, project_order(snap)
+    return ((prio[a] > prio[b])
+            | ((prio[a] == prio[b]) & ((sub[a] < sub[b]) | ((sub[a] == sub[b]) & (pos[a] < pos[b])))))
+
+
 def priority_class(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     """((J,) 0-based rank of the job's priority among its project's distinct priorities,
     highest first; (J,) number of distinct priorities in the job's project). Computed once per

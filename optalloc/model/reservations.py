@@ -203,7 +203,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     projects: set[int] = set()
     why: dict[str, tuple[str, str]] = {}
 
-    free_for = TeamFree(snap, req, holds, pos)
+    free_for = TeamFree(snap, req, holds)
 
     def path(p: int) -> np.ndarray:
         return np.flatnonzero(M[1:, p]) + 1

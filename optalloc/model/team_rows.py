@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from optalloc.model.order import project_order
+from optalloc.model.order import project_order, scheme_above
 from optalloc.model.requirements import columns_by_job, runs_elsewhere
 
 
@@ -31,7 +31,7 @@ def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
     columns on i's type t (a queued job's; a running job's move or restart there has its own,
     none here), -1 at i's keep column, at i's restarts on t, and at every start on t of a job
     that may displace i: another project's, one its team ranks above i, or a due
-    reservation's gang (`forced`). So e starts on t only while i runs, or where something
+    reservation's gang (`forced`) that i does not rank above by the scheme's order. So e starts on t only while i runs, or where something
     else that may take i's place starts on t: the row never forbids a plan that keeps the
     team's order (another project takes i's GPUs and e fills the rest: a helper's case of
     stop 38, where a row without that term kept B below its floor and was called optimal),
@@ -56,10 +56,13 @@ def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
     # the starts on t that may displace i: another project's, its team's above it, forced
     pos = project_order(snap)
     j = req.run_job[i]
+    # (a forced gang only where i does not rank above it by the scheme's order: it may not
+    # stop a teammate ranked above it, order.scheme_above)
     may = ((ct[None, :] == t[:, None])
            & ((snap.job_project[cj][None, :] != snap.job_project[j][:, None])
               | (pos[cj][None, :] < pos[j][:, None])
-              | (np.asarray(forced)[None, :] > 0 if len(forced) else False)))
+              | ((np.asarray(forced)[None, :] > 0)
+                 & ~scheme_above(snap, j[:, None], cj[None, :]) if len(forced) else False)))
     rs, cs = np.nonzero(may)
     M = sp.csr_matrix((np.r_[np.ones(len(rows_c)), -np.ones(P + len(rm) + len(rs))],
                        (np.r_[rows_c, np.arange(P), rm, rs],

@@ -26,7 +26,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.objective.impact import candidate_values
-from optalloc.model.order import project_order
+from optalloc.model.order import project_order, scheme_above
 from optalloc.plan.backfill import candidates_by_job, restore_and_backfill
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.holdings import Placed
@@ -53,17 +53,27 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     stopped &= ~np.isin(rj, np.fromiter(placed.placements, np.int64, len(placed.placements)))
     started_job = np.zeros(len(snap.jobs), bool)
     started_job[list(placed.placements)] = True
-    movable = started_job & ~forced_jobs(em) & ~snap.job_running
+    forced = forced_jobs(em)
+    # another start may move, a due reservation's gang's too: it still starts, elsewhere (a
+    # random cluster at stop 41: B's due gang took A's running job's node while A started a
+    # job ranked below that one on the free nodes where the gang fitted)
+    movable = started_job & ~snap.job_running
     pos = project_order(snap)
-    # a stopped job with a queued start of its project ranked below it on its type
+    # a stopped job with a queued start of its project ranked below it on its type; a due
+    # reservation's gang's only where the stopped job ranks above it by the scheme's order
+    # (order.scheme_above; a helper's case at stop 41: A's due gang took the free reserved
+    # nodes, B's start, ranked first, took A's job ranked above the gang, and would have fitted
+    # on the gang's nodes), then the gang waits for the next epoch
     cand_of = {int(req.cand_job[c]): int(c) for c in np.flatnonzero(placed.started)}
-    q = np.array([e for e in placed.placements if movable[e]], np.int64)
+    q = np.array([e for e in placed.placements if started_job[e] and not snap.job_running[e]],
+                 np.int64)
     if not len(q) or not stopped.any():
         return None
     qt = req.cand_type[[cand_of[int(e)] for e in q]]
     ks = np.flatnonzero(stopped)
     has = ((snap.job_project[q][None, :] == snap.job_project[rj[ks]][:, None])
-           & (pos[q][None, :] > pos[rj[ks]][:, None]) & (qt[None, :] == rt[ks][:, None]))
+           & (pos[q][None, :] > pos[rj[ks]][:, None]) & (qt[None, :] == rt[ks][:, None])
+           & (~forced[q][None, :] | scheme_above(snap, rj[ks][:, None], q[None, :])))
     if not has.any():
         return None
     pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)

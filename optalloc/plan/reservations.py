@@ -118,6 +118,7 @@ def plan_reservations(em: EpochModel, placed: Placed):
                                      snap.now, h.idle_gpu_h))
             continue
         if h.due:
+            msg = msg.replace(": it starts now", "", 1)
             msg += "; it could not be placed this epoch and waits for the next"
         idle = int(placed.free[h.nodes].sum()) if placed.free is not None else 0
         active.append(Reservation(job.id, snap.type_names[h.type], names, h.start,

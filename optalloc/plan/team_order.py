@@ -29,13 +29,14 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.order import project_order
+from optalloc.model.order import project_order, scheme_above
 from optalloc.plan.nodepool import NodePool
 
 
 def forced_jobs(em: EpochModel) -> np.ndarray:
     """(J,) bool: the jobs of a due reservation's gang (`em.res.forced`: the lookahead's
-    call), whose starts no team-order rule undoes."""
+    call), whose starts no team-order rule undoes over a teammate the gang ranks above by the
+    scheme's order (order.scheme_above); over one ranked above it, they are undone."""
     forced = np.zeros(len(em.snap.jobs), bool)
     if em.res is not None and len(em.res.forced):
         forced[em.req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
@@ -90,7 +91,9 @@ def _restore_once(em, pool, run_gpus, kept, placements, started, cand_of, restor
     held = (o >= 0) & (o != j)
     oo = np.maximum(o, 0)
     pos = project_order(snap)
-    below = (held & started_job[oo] & ~forced[oo]
+    # (a due gang's start stands over a teammate it ranks above by the scheme's order, not
+    # over one ranked above it: order.scheme_above)
+    below = (held & started_job[oo] & ~(forced[oo] & ~scheme_above(snap, j, oo))
              & (snap.job_project[oo] == snap.job_project[j]) & (pos[oo] > pos[j]))
     K = len(rj)
     # per stopped job: any GPU of it held, and none held by anyone but a teammate below it

@@ -214,10 +214,13 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
     nodes, that the plan stops for fair share while queued jobs its own project ranks below
     it start on its type, where its GPUs went only to other queued jobs' starts, and those
     starts would all fit (largest first, best fit) on the GPUs left free if it stayed and
-    none of those teammates started. Empty when the order holds."""
-    from optalloc.model.order import project_order
+    none of those teammates started. A gang whose reservation starts it is no such teammate
+    of the jobs it ranks above by the scheme's order (team_order_breaks). Empty when the
+    order holds."""
+    from optalloc.model.order import project_order, scheme_above
 
     pos = project_order(snap)
+    turn = {e.job_id for e in plan.reservations_ended if e.outcome == "started"}
     by_id = {p.job_id: p for p in plan.placements}
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     up = {n.name: n for n in snap.nodes if n.state is NodeState.UP}
@@ -233,7 +236,8 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
         mates = {jid for jid, p in by_id.items() if p.gpu_type == t
                  and not snap.job_running[snap.job_index[jid]]
                  and snap.jobs[snap.job_index[jid]].project == job.project
-                 and pos[snap.job_index[jid]] > pos[k]}
+                 and pos[snap.job_index[jid]] > pos[k]
+                 and not (jid in turn and scheme_above(snap, snap.job_index[jid], k))}
         on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus} - {None}
         others = on - mates
         if not mates or not others or any(snap.job_running[snap.job_index[o]] for o in others):

@@ -20,7 +20,7 @@ the swap beside the solution and the scheme's order decides).
 Family `keep_order`:  x[c] - k[i] - sum of i's move columns <= 0, for a running job i past its
 protection and a start c on its type (a queued job's, or a running job's move) of a job of its
 project with a strictly lower priority, whatever the sizes (optalloc.model.order.keep_links;
-not a due reservation's gang): a job ranked below a running one never takes its GPUs for
+a due reservation's gang too, see free_keep_links): a job ranked below a running one never takes its GPUs for
 more of the project's floor or target (before, A's queued 16-GPU priority-0 job preempted
 its running 8-GPU priority-2 one).
 """
@@ -31,7 +31,7 @@ import numpy as np
 
 from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
-from optalloc.model.order import keep_links, precedence_pairs
+from optalloc.model.order import keep_links, precedence_pairs, scheme_above
 from optalloc.model.requirements import columns_by_job, runs_elsewhere
 
 
@@ -69,11 +69,16 @@ def define_keep_order(ctx: BuildContext) -> None:
 def free_keep_links(snap, req, lb: np.ndarray, ub: np.ndarray, res,
                     equal: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """optalloc.model.order.keep_links for the running jobs free to stay (keep bounds `lb`,
-    `ub`: past their protection, may stay, not fixed), without a due reservation's gang's
-    starts (`res.forced`: the lookahead's call)."""
+    `ub`: past their protection, may stay, not fixed); a due reservation's gang's starts
+    (`res.forced`, the lookahead's call) only where the running job does not rank above the
+    gang by the scheme's order (`order.scheme_above`): its start may not stop a teammate
+    ranked above it (a helper's case at stop 41: the model started a due priority-0 gang on
+    its team's priority-1 job's node and kept another project's job on a reserved one). Its
+    reserved nodes hold no such teammate (free_times.team_holds), so the rows stay
+    feasible."""
     i, c = keep_links(snap, req, (ub > 0) & (lb < 1) & ~req.run_fixed, equal)
     forced = res.forced if res is not None and len(res.forced) else None
     if forced is not None and len(i):
-        keep = np.asarray(forced)[c] <= 0
+        keep = (np.asarray(forced)[c] <= 0) | scheme_above(snap, req.run_job[i], req.cand_job[c])
         i, c = i[keep], c[keep]
     return i, c
