@@ -552,3 +552,17 @@ def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it()
                            "expected start t=72000; nothing protected is left there; it could "
                            "not be placed this epoch and waits for the next")
     assert plan.report.status == "feasible"
+
+
+def test_a_teammate_that_leaves_for_a_due_gang_ranked_above_it_is_told_so():
+    """The preemption's reason names the gang, its place in the team's order and the
+    reservation (a helper's remark at stop 41: it said the gang "meets more of the project's
+    floor or target")."""
+    case = next(c for c in cases() if c.name.startswith(
+        "a running teammate of the gang's priority submitted after it"))
+    plan = run_epoch(case.snap)
+    why = {p.job_id: p.message for p in plan.preemptions}
+    assert why["a0"] == ("past its protection; job G of project A, ahead of it in the team's "
+                         "order (priority 0, submitted before it), starts on the nodes its "
+                         "reservation held (nothing protected is left there), where it could "
+                         "not start before (G)")

@@ -19,9 +19,11 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.order import scheme_above
 from optalloc.model.requirements import SHAPE_NAMES
 from optalloc.plan.holdings import Placed, got_by_org
 from optalloc.plan.reasons import reserved_by_org, reserved_note, share_line, share_row_view
+from optalloc.plan.team_order import forced_jobs
 from optalloc.types import Placement, Preemption, ReasonCode
 
 
@@ -127,6 +129,16 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
     if higher and len(own) == len(takers):
         return (f"past its protection; a higher-priority job of project {job.project} takes "
                 f"its place (priority {int(snap.job_priority[higher[0]])} > {job.priority})")
+    forced = forced_jobs(em) if own else None
+    gangs = [k for k in own if forced[k] and scheme_above(snap, k, j)]
+    if gangs and len(own) == len(takers):  # a due reservation's gang ranked above it
+        g = snap.jobs[gangs[0]]
+        why = ("submitted before it" if g.submit_time < job.submit_time else "before it in "
+               "line")
+        return (f"past its protection; job {g.id} of project {job.project}, ahead of it in "
+                f"the team's order (priority {g.priority}, {why}), starts on the nodes its "
+                "reservation held (nothing protected is left there), where it could not "
+                "start before")
     if own and len(own) == len(takers):  # its project's own work of its priority or below
         return (f"past its protection; project {job.project}'s "
                 f"{sum(int(snap.job_gpus[k]) for k in own)}-GPU work takes its place "
