@@ -551,6 +551,8 @@ def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it()
     assert res.message == ("reserved nodes h[02-03] for job q1 (16 h100 GPUs of project A), "
                            "expected start t=72000; nothing protected is left there; it could "
                            "not be placed this epoch and waits for the next")
+    # the gang's pending reason says the same (it said "it starts now" while it waited)
+    assert {r.job_id: r.message for r in plan.pending}["q1"] == res.message
     assert plan.report.status == "feasible"
 
 

@@ -30,11 +30,13 @@ def _durations(snap: Snapshot) -> np.ndarray:
                     dtype=float)
 
 
-def _starts(snap: Snapshot, jobs: np.ndarray) -> np.ndarray:
-    """(len(jobs),) each running job's start time (now where it has none; a start at t=0 is
-    a start, not a missing one)."""
-    return np.array([snap.now if snap.jobs[j].start_time is None else snap.jobs[j].start_time
-                     for j in np.asarray(jobs).tolist()], dtype=float)
+def _expected_ends(snap: Snapshot, jobs: np.ndarray) -> np.ndarray:
+    """(len(jobs),) each running job's expected end, start + duration / speed on its type (nan
+    where it gives no duration; a job without a start time started now, one at t=0 at 0)."""
+    start = np.array([snap.now if snap.jobs[j].start_time is None else snap.jobs[j].start_time
+                      for j in np.asarray(jobs).tolist()], dtype=float)
+    speed = snap.job_speed[jobs, np.maximum(snap.job_run_type[jobs], 0)]
+    return start + _durations(snap)[jobs] / np.maximum(speed, 1e-9)
 
 
 def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
@@ -48,9 +50,7 @@ def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
     rj = req.run_job[pk]
     prot = snap.job_protected[rj]
     end = snap.job_protect_end[rj].astype(float)
-    start = _starts(snap, rj)
-    speed = snap.job_speed[rj, np.maximum(snap.job_run_type[rj], 0)]
-    exp = start + _durations(snap)[rj] / np.maximum(speed, 1e-9)
+    exp = _expected_ends(snap, rj)
     ahead = np.isfinite(exp) & (exp > snap.now)
     end = np.where(ahead, np.minimum(end, exp), end)
     sel = prot & np.isfinite(end)
@@ -73,9 +73,7 @@ def team_holds(snap: Snapshot, req: Requirements, holds: tuple[np.ndarray, ...],
     hn, he, hg, hj = holds
     keep = ~above[hj]
     j = rj[sel]
-    start = _starts(snap, j)
-    speed = snap.job_speed[j, np.maximum(snap.job_run_type[j], 0)]
-    exp = start + _durations(snap)[j] / np.maximum(speed, 1e-9)
+    exp = _expected_ends(snap, j)
     end = np.where(np.isfinite(exp) & (exp > snap.now), exp, np.inf)
     return (np.r_[hn[keep], req.run_pair_node[sel]], np.r_[he[keep], end],
             np.r_[hg[keep], req.run_pair_gpus[sel]], np.r_[hj[keep], j])

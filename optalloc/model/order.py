@@ -118,8 +118,8 @@ def scheme_above(snap: Snapshot, a, b) -> np.ndarray:
     teammates it ranks above by this order (they ran because it could not start), never of
     those above it (optalloc.model.free_times.team_holds and the rows that follow it)."""
     prio, sub, pos = snap.job_priority, snap.job_submit, project_order(snap)
-    return ((prio[a] > prio[b])
-            | ((prio[a] == prio[b]) & ((sub[a] < sub[b]) | ((sub[a] == sub[b]) & (pos[a] < pos[b])))))
+    earlier = (sub[a] < sub[b]) | ((sub[a] == sub[b]) & (pos[a] < pos[b]))
+    return (prio[a] > prio[b]) | ((prio[a] == prio[b]) & earlier)
 
 
 def priority_class(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:

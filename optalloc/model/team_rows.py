@@ -31,11 +31,12 @@ def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
     columns on i's type t (a queued job's; a running job's move or restart there has its own,
     none here), -1 at i's keep column, at i's restarts on t, and at every start on t of a job
     that may displace i: another project's, one its team ranks above i, or a due
-    reservation's gang (`forced`) that i does not rank above by the scheme's order. So e starts on t only while i runs, or where something
-    else that may take i's place starts on t: the row never forbids a plan that keeps the
-    team's order (another project takes i's GPUs and e fills the rest: a helper's case of
-    stop 38, where a row without that term kept B below its floor and was called optimal),
-    and where nothing else starts on t it is the pairwise row."""
+    reservation's gang (`forced`) that i does not rank above by the scheme's order. So e
+    starts on t only while i runs, or where something else that may take i's place starts on
+    t: the row never forbids a plan that keeps the team's order (another project takes i's
+    GPUs and e fills the rest: a helper's case of stop 38, where a row without that term kept
+    B below its floor and was called optimal), and where nothing else starts on t it is the
+    pairwise row."""
     pairs = np.asarray(pairs, np.int64).reshape(-1, 3)
     P = len(pairs)
     if not P:

@@ -65,8 +65,7 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     # nodes, B's start, ranked first, took A's job ranked above the gang, and would have fitted
     # on the gang's nodes), then the gang waits for the next epoch
     cand_of = {int(req.cand_job[c]): int(c) for c in np.flatnonzero(placed.started)}
-    q = np.array([e for e in placed.placements if started_job[e] and not snap.job_running[e]],
-                 np.int64)
+    q = np.array([e for e in placed.placements if movable[e]], np.int64)
     if not len(q) or not stopped.any():
         return None
     qt = req.cand_type[[cand_of[int(e)] for e in q]]

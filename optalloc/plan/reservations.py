@@ -61,11 +61,9 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
     head = (f"reserved nodes {compress_names(names)} for job {job.id} ({job.gpus} "
             f"{snap.type_names[h.type]} GPUs of project {job.project}), expected start "
             f"{when(h.start, snap.now)}")
-    if h.due:
-        head += "; nothing protected is left there: it starts now"
-        if loose:
-            head += f" ({len(loose)} job{'s' if len(loose) != 1 else ''} there past "\
-                    "protection or unallocated leave with notice)"
+    if h.due:  # told only while its gang waits: once it starts, the reservation has ended
+        head += ("; nothing protected is left there; it could not be placed this epoch and "
+                 "waits for the next")
     elif prot:
         head += (f"; {len(prot)} job{'s there end or lose' if len(prot) != 1 else ' there ends or loses'}"
                  " protection by then")
@@ -117,9 +115,6 @@ def plan_reservations(em: EpochModel, placed: Placed):
             charges.append(_idle_record(job.id, job.project, snap.type_names[h.type], h.since,
                                      snap.now, h.idle_gpu_h))
             continue
-        if h.due:
-            msg = msg.replace(": it starts now", "", 1)
-            msg += "; it could not be placed this epoch and waits for the next"
         idle = int(placed.free[h.nodes].sum()) if placed.free is not None else 0
         active.append(Reservation(job.id, snap.type_names[h.type], names, h.start,
                                   job.project, int(job.gpus), h.since, idle, msg,

@@ -172,16 +172,14 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
     anyway). A gang whose reservation starts it (the lookahead's turn) may take its GPUs from
     a teammate of its priority submitted after it: that one ran only because the gang could
     not. Empty when the order holds."""
-    from optalloc.model.order import project_order
+    from optalloc.model.order import project_order, scheme_above
 
     pos = project_order(snap)
-    prio, sub = snap.job_priority, snap.job_submit
     turn = {e.job_id for e in plan.reservations_ended if e.outcome == "started"}
 
     def below(q: int, k: int) -> bool:
-        if snap.jobs[q].id in turn and prio[q] == prio[k] and sub[q] < sub[k]:
-            return False
-        return snap.jobs[q].project == snap.jobs[k].project and pos[q] > pos[k]
+        return (snap.jobs[q].project == snap.jobs[k].project and pos[q] > pos[k]
+                and not (snap.jobs[q].id in turn and scheme_above(snap, q, k)))
 
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     by_id = {p.job_id: p for p in plan.placements}

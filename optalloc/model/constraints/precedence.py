@@ -20,9 +20,9 @@ the swap beside the solution and the scheme's order decides).
 Family `keep_order`:  x[c] - k[i] - sum of i's move columns <= 0, for a running job i past its
 protection and a start c on its type (a queued job's, or a running job's move) of a job of its
 project with a strictly lower priority, whatever the sizes (optalloc.model.order.keep_links;
-a due reservation's gang too, see free_keep_links): a job ranked below a running one never takes its GPUs for
-more of the project's floor or target (before, A's queued 16-GPU priority-0 job preempted
-its running 8-GPU priority-2 one).
+a due reservation's gang too, see free_keep_links): a job ranked below a running one never
+takes its GPUs for more of the project's floor or target (before, A's queued 16-GPU
+priority-0 job preempted its running 8-GPU priority-2 one).
 """
 
 from __future__ import annotations
