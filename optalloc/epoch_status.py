@@ -19,6 +19,7 @@ from optalloc.plan.holdings import Placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_outcome, scored
 from optalloc.plan.proxy_order import keep_over_proxies
 from optalloc.plan.reservations import keep_reservations
+from optalloc.plan.team_order import forced_jobs
 from optalloc.solve import relative_gap
 from optalloc.solve.base import effective_settings
 from optalloc.types import SolverSettings
@@ -69,14 +70,21 @@ def beyond_bound(best: Outcome) -> bool:
     return best.eligible and not best.model_point
 
 
-def _outside(best: Outcome) -> str:
-    """What the message says of a plan that is no point of the model."""
+def _outside(best: Outcome, waits: list[str] | None = None) -> str:
+    """What the message says of a plan that is no point of the model; `waits`: the jobs of a
+    due reservation's gang whose start (forced in the model) the plan undid for its team's
+    order (optalloc.plan.proxy_order)."""
     if best.model_point:
         return ""
     if best.eligible:  # optalloc.model.keep_displaced
         return ("; the plan starts a lower-priority job on a type where a running job of its "
                 "project gave way to work ranked above it, which the model does not allow, so "
                 "its bound counts no such plan")
+    if waits:
+        return (f"; the placed plan leaves the model: the due reservation's gang "
+                f"{', '.join(waits)} waits an epoch rather than stop, by proxy, a running job "
+                "of its team ranked above it, where the model starts it, so its bound counts "
+                "no such plan")
     return "; the placed plan leaves the model"
 
 
@@ -216,6 +224,10 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
         alt.status = "optimal"
     elif out.status == "optimal":
         alt.status = "feasible"
+    forced = forced_jobs(em)
+    waits = sorted(em.snap.jobs[j].id for j in out.placed.placements
+                   if forced[j] and j not in alt.placed.placements)
     alt.message = f"{out.message}; {note}" + ("" if g is None else
-                                               f": gap {g:.2e} to the bound{_outside(alt)}")
+                                               f": gap {g:.2e} to the bound"
+                                               f"{_outside(alt, waits)}")
     return alt

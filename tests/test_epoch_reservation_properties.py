@@ -101,6 +101,8 @@ def _check(snap) -> None:
     # forced in the model, would have stopped by proxy a teammate ranked above it)
     waits = any("could not be placed this epoch" in r.message for r in plan.reservations)
     assert "leaves the model" not in plan.report.message or waits
+    assert "leaves the model" not in plan.report.message or (
+        "due reservation's gang" in plan.report.message)
     assert team_order_breaks(snap, plan) == []
     res = em.res
     hold = candidate_hold(snap, em.req)

@@ -554,6 +554,11 @@ def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it()
     # the gang's pending reason says the same (it said "it starts now" while it waited)
     assert {r.job_id: r.message for r in plan.pending}["q1"] == res.message
     assert plan.report.status == "feasible"
+    # and the report says why the plan is outside the model (it said only "leaves the model")
+    assert plan.report.message.endswith(
+        "the placed plan leaves the model: the due reservation's gang q1 waits an epoch rather "
+        "than stop, by proxy, a running job of its team ranked above it, where the model starts "
+        "it, so its bound counts no such plan")
 
 
 def test_a_teammate_that_leaves_for_a_due_gang_ranked_above_it_is_told_so():
