@@ -5,7 +5,9 @@ under a umask that keeps files 0600."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import tempfile
 from pathlib import Path
 from typing import Iterator
 
@@ -15,8 +17,20 @@ from optalloc.statefile import DIR_MODE
 
 def make_private_dirs(path: str | os.PathLike) -> Path:
     """Create `path` and any missing parents, each mode 0700 whatever the umask (directories
-    that exist are left as they are)."""
+    that exist are left as they are). A directory that cannot be created (a name too long,
+    a read-only or virtual file system) is an OptallocError naming it, never a traceback."""
     path = Path(path)
+    try:
+        _create_missing(path, [])
+    except OSError as err:
+        raise OptallocError(f"cannot create the directory {path} ({_why(err)}); choose another "
+                            "directory") from None
+    return path
+
+
+def _create_missing(path: Path, made: list[Path]) -> None:
+    """mkdir (0700) every missing directory down to `path`, appending each one it created to
+    `made`, top first (so that a caller can remove them even when a later mkdir failed)."""
     missing = []
     p = path
     while not os.path.lexists(p) and p != p.parent:
@@ -27,8 +41,14 @@ def make_private_dirs(path: str | os.PathLike) -> Path:
             os.mkdir(d, DIR_MODE)
         except FileExistsError:
             continue
+        made.append(d)
         os.chmod(d, DIR_MODE)
-    return path
+
+
+def _why(err: OSError) -> str:
+    if err.errno == errno.ENAMETOOLONG:
+        return "a name in the path is too long"
+    return (err.strerror or str(err)).lower()
 
 
 @contextlib.contextmanager
@@ -46,7 +66,9 @@ def private_umask() -> Iterator[None]:
 
 def check_out_dir(path: str | os.PathLike, flag: str = "--out") -> None:
     """Before any work: `path` is an existing directory or can be created as one (it is not a
-    file, and its nearest existing ancestor is a writable directory). Nothing is created."""
+    file, and its nearest existing ancestor is a writable directory), and a file can be
+    written in it. Tried for real: missing directories are created and a probe file written,
+    then both removed again, so nothing is left behind."""
     text = os.fspath(path)
     if not text:
         raise OptallocError(f"{flag}: give a directory path")
@@ -64,3 +86,22 @@ def check_out_dir(path: str | os.PathLike, flag: str = "--out") -> None:
     if not os.access(p, os.W_OK | os.X_OK):
         where = "is not writable" if p == full else f"cannot be created: {p} is not writable"
         raise OptallocError(f"{flag} {text} {where} by this user; choose a writable directory")
+    _try_out_dir(full, text, flag)
+
+
+def _try_out_dir(full: Path, text: str, flag: str) -> None:
+    """Create the missing directories and a probe file in `full`, then remove what was made."""
+    made: list[Path] = []
+    step = "cannot be created"
+    try:
+        _create_missing(full, made)
+        step = "cannot be written"
+        fd, probe = tempfile.mkstemp(prefix=".optalloc-probe-", dir=full)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise OptallocError(f"{flag} {text} {step} ({_why(err)}); choose another directory") from None
+    finally:
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                os.rmdir(d)

@@ -71,7 +71,7 @@ def check_seed(value: int | None, flag: str = "--seed") -> int | None:
 
 def check_out(path: str | None, flag: str = "--out") -> None:
     """Before anything runs: an output directory that exists or can be created (never a
-    file). Nothing is created."""
+    file), tried for real (created, written, then removed again): nothing is left."""
     if path is not None:
         from optalloc.outdir import check_out_dir
 
@@ -85,7 +85,22 @@ def private_output(path: str | Path) -> Iterator[Path]:
     from optalloc.outdir import make_private_dirs, private_umask
 
     with private_umask():
-        yield make_private_dirs(path)
+        try:
+            yield make_private_dirs(path)
+        except BrokenPipeError:
+            raise
+        except OSError as err:  # e.g. the disk filled up while writing: no traceback
+            raise OptallocError(f"--out {path}: cannot write the report ({err.strerror or err}); "
+                                "free space or choose another directory") from None
+
+
+def dropped_line(sc) -> str | None:
+    """'trace jobs dropped: N (reason: n, ...)' when the workload left jobs out, else None."""
+    dropped = dict(sc.workload.dropped) if getattr(sc, "workload", None) is not None else {}
+    if not dropped:
+        return None
+    why = "; ".join(f"{reason}: {n}" for reason, n in dropped.items())
+    return f"trace jobs dropped (cannot run on this cluster): {sum(dropped.values())} ({why})"
 
 
 def load(path: str, *, seed: int | None = None, duration: str | None = None):
@@ -147,6 +162,9 @@ def cmd_simulate(args) -> int:
         f"{sc.duration_s / 86400:g} days, epoch {sc.epoch_s:g}s",
         file=sys.stderr,
     )
+    dropped = dropped_line(sc)
+    if dropped:
+        print(f"  {dropped}", file=sys.stderr)
     results, metrics = {}, {}
     for name in names:
         t0 = time.perf_counter()
@@ -159,7 +177,8 @@ def cmd_simulate(args) -> int:
     print(format_table(metrics))
     if args.out:
         with private_output(args.out):
-            paths = write_report(results, metrics, args.out)
+            paths = write_report(results, metrics, args.out,
+                                 dropped=sc.workload.dropped if sc.workload is not None else None)
         print(f"\nreport: {paths['report.md']}")
     return 0
 

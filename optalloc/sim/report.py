@@ -41,30 +41,36 @@ def write_report(
     results: Mapping[str, SimResult],
     metrics: Mapping[str, Mapping[str, Any]],
     out_dir: str | Path,
+    *,
+    dropped: Mapping[str, int] | None = None,
 ) -> dict[str, Path]:
     """Write summary.json, timeseries.csv, owed_delivered.png, wait_cdf.png, occupancy.png,
     report.md (embedding the PNGs) and report.html (the same, interactive) under out_dir. `results` and `metrics` are keyed by policy
-    name (metrics as compute_metrics returns them). Returns the paths by file name."""
+    name (metrics as compute_metrics returns them). `dropped` (the workload's
+    `WorkloadSummary.dropped`: reason -> count of trace jobs left out because they cannot run
+    on this cluster) goes into summary.json (`jobs_dropped`) and report.md. Returns the paths
+    by file name."""
     if not results:
         raise ValueError("write_report needs at least one result")
     out = Path(out_dir)
     make_private_dirs(out)
     series = {p: time_series(r) for p, r in results.items()}
     paths = {
-        "summary.json": write_summary(metrics, out / "summary.json"),
+        "summary.json": write_summary(metrics, out / "summary.json", dropped=dropped),
         "timeseries.csv": write_timeseries_csv(series, out / "timeseries.csv"),
         "owed_delivered.png": plot_owed_delivered(series, out / "owed_delivered.png"),
         "wait_cdf.png": plot_wait_cdf(results, out / "wait_cdf.png"),
         "occupancy.png": plot_occupancy(series, out / "occupancy.png"),
     }
-    paths["report.md"] = _write_markdown(results, metrics, out / "report.md")
+    paths["report.md"] = _write_markdown(results, metrics, out / "report.md", dropped)
     from optalloc.sim.report_html import write_html_report  # plotly: only when writing it
 
     paths["report.html"] = write_html_report(results, metrics, out / "report.html")
     return paths
 
 
-def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
+def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapping[str, Any]], path: Path,
+                    dropped: Mapping[str, int] | None = None) -> Path:
     policies = list(metrics)
     first = next(iter(results.values()))
     horizon = format_duration(first.end - first.start)
@@ -75,6 +81,11 @@ def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapp
         f"{sum(n.gpus for n in first.config.nodes)} GPUs on {len(first.config.nodes)} nodes. "
         f"Seed: {first.seed}.",
         "",
+    ]
+    if dropped:
+        why = "; ".join(f"{reason}: {n}" for reason, n in dropped.items())
+        lines += [f"Trace jobs dropped (cannot run on this cluster): {sum(dropped.values())} ({why}).", ""]
+    lines += [
         "## Headline metrics",
         "",
     ]

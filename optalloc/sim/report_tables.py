@@ -135,8 +135,13 @@ def format_diff(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_summary(metrics: Mapping[str, Mapping[str, Any]], path: Path) -> Path:
+def write_summary(metrics: Mapping[str, Mapping[str, Any]], path: Path, *,
+                  dropped: Mapping[str, int] | None = None) -> Path:
+    """summary.json; with `dropped` (reason -> count of workload jobs left out because they
+    cannot run on this cluster) also `jobs_dropped: {total, by_reason}`."""
     doc = {"policies": list(metrics), "metrics": metrics, "comparison": compare(metrics)}
+    if dropped is not None:
+        doc["jobs_dropped"] = {"total": int(sum(dropped.values())), "by_reason": dict(dropped)}
     path.write_text(json.dumps(_clean(doc), indent=2, sort_keys=False) + "\n")
     return path
 

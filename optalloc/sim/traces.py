@@ -19,6 +19,11 @@ that exists (`traces_dir`).
   Keys the file lacks (multi-GPU runs of single-GPU models, 16+ GPU jobs) are scaled linearly
   from the largest measured GPU count of the same job_type (smaller, else the smallest larger),
   i.e. perfect data-parallel scaling: throughput(g) = throughput(g0) * g / g0.
+
+Bad rows are refused, never skipped (`optalloc.sim.trace_checks`): a row with the wrong number
+of fields, a non-number, numbers out of range (submit times 0 to 2100, work over ten years,
+GPUs 1 to 1,000,000), and ITP job ids that are empty, repeated or break the id rule (read as
+text, exactly as written: `nan` and `NA` are ids, not missing values).
 """
 
 from __future__ import annotations
@@ -34,9 +39,9 @@ import numpy as np
 import pandas as pd
 
 from optalloc.errors import ConfigError, OptallocError
+from optalloc.sim.trace_checks import TRACES_ENV, check_ids, check_rows, numeric, read_table, rows_text, shown
 from optalloc.types import frozen_map
-
-TRACES_ENV = "OPTALLOC_TRACES"
+from optalloc.units import MAX_DURATION_S, text_problem
 PHILLY_GPU_TYPES = ("k80", "p100", "v100")
 ITP_COLUMNS = ("job_id", "submission_time", "duration", "num_gpu")
 PHILLY_COLUMNS = (
@@ -157,7 +162,8 @@ def traces_available(env: Mapping[str, str] | None = None) -> bool:
 def read_itp(path: str | Path) -> RawJobs:
     """Read an ITP cluster CSV (`job_id,submission_time,duration,num_gpu`, seconds)."""
     path = Path(path)
-    df = _read_csv(path, sep=",", header=0)
+    # ids as text, exactly as written: no NA conversion ('', 'nan', 'NA' stay themselves)
+    df = read_table(path, sep=",", header=0, names=ITP_COLUMNS, dtype={"job_id": str}, keep_default_na=False)
     missing = [c for c in ITP_COLUMNS if c not in df.columns]
     if missing:
         raise ConfigError(
@@ -166,13 +172,15 @@ def read_itp(path: str | Path) -> RawJobs:
                 f"an ITP trace has the header {','.join(ITP_COLUMNS)}"
             ]
         )
-    submit = _numeric(df["submission_time"], path, "submission_time")
-    duration = _numeric(df["duration"], path, "duration")
-    gpus = _numeric(df["num_gpu"], path, "num_gpu")
-    _check_rows(path, submit, duration, gpus, names=("submission_time", "duration", "num_gpu"))
+    submit = numeric(df["submission_time"], path, "submission_time")
+    duration = numeric(df["duration"], path, "duration")
+    gpus = numeric(df["num_gpu"], path, "num_gpu")
+    check_rows(path, submit, duration, gpus, names=("submission_time", "duration", "num_gpu"))
+    ids = df["job_id"].astype(str).to_numpy()
+    check_ids(path, ids, "job_id")
     order = np.argsort(submit, kind="stable")
     return RawJobs(
-        job_id=df["job_id"].astype(str).to_numpy()[order],
+        job_id=ids[order],
         submit_time=submit[order],
         duration_s=duration[order],
         gpus=gpus.astype(np.int64)[order],
@@ -192,8 +200,16 @@ def read_throughputs(path: str | Path, gpu_types: Sequence[str] = PHILLY_GPU_TYP
         data = json.loads(path.read_text())
     except FileNotFoundError:
         raise ConfigError([f"{path}: file not found; the Philly traces need their simulation_throughputs.json"]) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         raise ConfigError([f"{path}: not valid JSON ({err}); restore the original file"]) from None
+    except OSError as err:  # a directory, permissions, I/O
+        raise ConfigError([f"{path}: cannot read it ({err.strerror or err}); make it readable or "
+                           "restore the original file"]) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            [f"{path}: the top level is a {_json_kind(data)}; expected a mapping of gpu_type -> "
+             "{\"('<job_type>', <num_gpus>)\": {\"null\": <steps/s>}}; restore the original file"]
+        )
     rows: list[tuple[str, int, str, float]] = []
     for t in gpu_types:
         per_type = data.get(t)
@@ -206,10 +222,12 @@ def read_throughputs(path: str | Path, gpu_types: Sequence[str] = PHILLY_GPU_TYP
             try:
                 job_type, g = ast.literal_eval(key)
                 thr = float(entry["null"])
-            except (ValueError, SyntaxError, TypeError, KeyError):
+                if not (isinstance(g, int) and g >= 1 and np.isfinite(thr) and thr >= 0):
+                    raise ValueError
+            except (ValueError, SyntaxError, TypeError, KeyError, MemoryError, RecursionError):
                 raise ConfigError(
                     [f"{path}: {t}.{key}: expected a key \"('<job_type>', <num_gpus>)\" with a "
-                     "\"null\" throughput; restore the original file"]
+                     "\"null\" throughput (a number >= 0); restore the original file"]
                 ) from None
             rows.append((str(job_type), int(g), t, thr))
     return pd.DataFrame(rows, columns=["job_type", "gpus", "gpu_type", "throughput"])
@@ -244,13 +262,24 @@ def read_philly(
     frames = []
     for team in teams:
         p = folder / f"{team}.trace"
-        df = _read_csv(p, sep="\t", header=None)
+        df = read_table(p, sep="\t", header=None, expected=len(PHILLY_COLUMNS), names=PHILLY_COLUMNS)
         if df.shape[1] != len(PHILLY_COLUMNS):
             raise ConfigError(
                 [f"{p}: expected {len(PHILLY_COLUMNS)} tab-separated columns "
                  f"({', '.join(PHILLY_COLUMNS)}), found {df.shape[1]}; is this a Gavel .trace file?"]
             )
         df.columns = list(PHILLY_COLUMNS)
+        last_id = f"{team}-{max(len(df) - 1, 0)}"  # job ids are <team>-<row>
+        bad_name = text_problem(last_id)
+        if bad_name:
+            raise ConfigError([f"{p}: the job id {shown(last_id)} made from the file name {bad_name}; "
+                               "rename the file (printable UTF-8, without control characters)"])
+        # numbers checked file by file, so that data rows are rows of this file
+        nums = {c: numeric(df[c], p, c) for c in ("total_steps", "arrival_s", "num_gpus")}
+        check_rows(p, nums["arrival_s"], nums["total_steps"], nums["num_gpus"],
+                   names=("arrival_s", "total_steps", "num_gpus"), work_is_duration=False)
+        for c, v in nums.items():
+            df[c] = v
         df["team"] = team
         df["row"] = np.arange(len(df))
         frames.append(df)
@@ -258,10 +287,9 @@ def read_philly(
         raise ConfigError([f"{folder}: no *.trace files; point the workload at a philly-vc folder"])
     df = pd.concat(frames, ignore_index=True)
     src = str(folder)
-    steps = _numeric(df["total_steps"], folder, "total_steps")
-    arrival = _numeric(df["arrival_s"], folder, "arrival_s")
-    gpus = _numeric(df["num_gpus"], folder, "num_gpus")
-    _check_rows(folder, arrival, steps, gpus, names=("arrival_s", "total_steps", "num_gpus"))
+    steps = df["total_steps"].to_numpy(dtype=np.float64)
+    arrival = df["arrival_s"].to_numpy(dtype=np.float64)
+    gpus = df["num_gpus"].to_numpy(dtype=np.float64)
     gpus = gpus.astype(np.int64)
     thr_table = read_throughputs(throughputs or folder / "simulation_throughputs.json", gpu_types)
     job_types = df["job_type"].astype(str).to_numpy()
@@ -274,6 +302,7 @@ def read_philly(
              "type every job runs on (v100)"]
         )
     duration = steps / thr[:, b]
+    _check_philly_durations(folder, df, duration, base_type)
     speed = thr / thr[:, [b]]
     order = np.lexsort((np.arange(len(df)), arrival))
     ids = (df["team"].astype(str) + "-" + df["row"].astype(str)).to_numpy()
@@ -323,50 +352,19 @@ def throughput_matrix(
     return out
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _read_csv(path: Path, **kw) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, **kw)
-    except FileNotFoundError:
-        raise ConfigError([f"{path}: file not found; check the workload's file/cluster/team and {TRACES_ENV}"]) from None
-    except IsADirectoryError:
-        raise ConfigError([f"{path}: is a directory, not a trace file; point the workload's "
-                           "file at the trace's CSV file"]) from None
-    except OSError as err:  # unreadable: permissions, I/O
-        raise ConfigError([f"{path}: cannot read it ({err.strerror or err}); make it readable or "
-                           "point the workload's file at another trace"]) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise ConfigError([f"{path}: cannot be read as a trace ({err}); restore the original file"]) from None
-
-
-def _numeric(col: pd.Series, path: Path, name: str) -> np.ndarray:
-    values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~np.isfinite(values))
+def _check_philly_durations(folder: Path, df: pd.DataFrame, duration: np.ndarray, base_type: str) -> None:
+    """Work (total_steps / base-type throughput) at most ten years; rows named in the first
+    team file that has such rows."""
+    bad = np.flatnonzero(~(duration <= MAX_DURATION_S))
     if len(bad):
-        rows = ", ".join(str(int(r) + 1) for r in bad[:5])
+        team = df["team"].iloc[bad[0]]
+        rows = df["row"].to_numpy()[bad][df["team"].to_numpy()[bad] == team]
         raise ConfigError(
-            [f"{path}: column {name}: {len(bad)} row(s) are not numbers (data rows {rows}); "
-             "fix or remove those rows"]
+            [f"{folder / f'{team}.trace'}: column total_steps: {len(bad)} row(s) need more than "
+             f"{MAX_DURATION_S:.0f} s (ten years) on {base_type} (total_steps / throughput; data rows "
+             f"{rows_text(rows)}, e.g. {duration[bad[0]]:g} s); fix or remove those rows"]
         )
-    return values
 
 
-def _check_rows(path: Path, submit: np.ndarray, duration: np.ndarray, gpus: np.ndarray, names) -> None:
-    problems = []
-    for values, name, ok in (
-        (submit, names[0], submit >= 0),
-        (duration, names[1], duration > 0),
-        (gpus, names[2], (gpus >= 1) & (gpus == np.round(gpus))),
-    ):
-        bad = np.flatnonzero(~ok)
-        if len(bad):
-            rows = ", ".join(str(int(r) + 1) for r in bad[:5])
-            want = {names[0]: ">= 0", names[1]: "> 0", names[2]: "a whole number >= 1"}[name]
-            problems.append(
-                f"{path}: column {name}: {len(bad)} row(s) not {want} (data rows {rows}, e.g. {values[bad[0]]:g}); "
-                "fix or remove those rows"
-            )
-    if problems:
-        raise ConfigError(problems)
+def _json_kind(value) -> str:
+    return {list: "list", str: "string", bool: "boolean", type(None): "null"}.get(type(value), "number")
