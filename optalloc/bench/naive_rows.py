@@ -89,15 +89,18 @@ def share_rows(em: EpochModel, prob, x: list, k: list, m: list) -> int:
 
 
 def order_rows(em: EpochModel, prob, x: list) -> int:
-    """order: a queued allocated job starts only if the job ahead of it in its project does."""
+    """order: a queued job starts only if the job ahead of it in its project does (allocated
+    work, and unallocated work among itself)."""
     import pulp
+
+    from optalloc.model.job_groups import order_columns
 
     snap, req = em.snap, em.req
     by_job: dict[int, list] = {}
+    on = order_columns(snap, req)  # allocated starts; unallocated work's among itself
     for ci in range(len(x)):
-        j, t = int(req.cand_job[ci]), int(req.cand_type[ci])
-        if snap.job_tier1[j, t]:  # queued, or displaced from a down node (as the model)
-            by_job.setdefault(j, []).append(x[ci])
+        if on[ci]:
+            by_job.setdefault(int(req.cand_job[ci]), []).append(x[ci])
     for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
         prob += pulp.lpSum(by_job[b]) - pulp.lpSum(by_job[a]) <= 0
     # order_types: b's starts on the types its job ahead may use, as optalloc's model

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from optalloc.contract import short_jobs
-from optalloc.shape import PIECES, SMALL, WHOLE
 from optalloc.snapshot import Snapshot
 
 R_MAX = 8.0  # usage ratios are clipped to [0, R_MAX] (numerically safe, order preserved)
@@ -143,118 +141,6 @@ def _priority_class(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
 
 
 _EMPTY = np.zeros(0, np.int64)
-
-
-def precedence_pairs(ctx_snap, req) -> tuple[np.ndarray, np.ndarray]:
-    """(a, b) job index pairs: a ahead of b in its project's order, a must start if b does.
-
-    a "fits in b's place" on every candidate type of the pair (the same type set): a
-    single-node a no larger than b's per-node chunk (b's GPUs on one node, a whole node, or
-    its gpus_per_node), a whole-node gang a no larger than a whole-node gang b, a per-node
-    gang a of q GPUs per node in no more pieces than b has nodes of at least q GPUs (a
-    per-node gang b of >= q per node, or a whole-node gang b's whole nodes: 4 + 4 fits where
-    8 + 8 would go; without that link a priority-1 4 + 4 gang waited behind its project's
-    priority-0 8 + 8 one, which met more of the floor)."""
-    snap = ctx_snap
-    grouped = job_groups(snap, req)
-    if grouped is None:
-        return _EMPTY, _EMPTY
-    jobs, cls, g, chunk, gpn, pos, group, npieces = grouped
-    # each job linked to the latest job of its group (project, types) ahead of it that fits in
-    # its place, per kind of job ahead: single-node of s GPUs, whole-node gang of s GPUs,
-    # per-node gang of s GPUs in pieces of q; one searchsorted over all groups per kind
-    order = np.lexsort((pos, group))  # by group, then the project's order
-    gk = group[order] * (int(pos.max()) + 1) + pos[order]  # ascending
-    co, go, ko, no = cls[order], g[order], chunk[order], gpn[order]
-    short = short_jobs(snap)[jobs[order]]
-    A, B = [], []
-
-    def link(have: np.ndarray, fits: np.ndarray) -> None:
-        _link(have, fits)
-        if (have & short).any():
-            # and to the latest such job ahead that is not a debug job: a debug job's own
-            # link to a longer job of its priority ahead of it is dropped (linked_pairs), and
-            # the chain through it with it (A's priority-0 4-GPU job ran while its priority-2
-            # 1-GPU job waited, linked only to a priority-2 debug job between them)
-            _link(have & ~short, fits)
-
-    def _link(have: np.ndarray, fits: np.ndarray) -> None:
-        h, f = np.flatnonzero(have), np.flatnonzero(fits)
-        k = np.searchsorted(gk[h], gk[f], side="left") - 1
-        ok_ = k >= 0
-        k, f = k[ok_], f[ok_]
-        same = group[order[h[k]]] == group[order[f]]
-        A.append(jobs[order[h[k[same]]]])
-        B.append(jobs[order[f[same]]])
-
-    for s_ in np.unique(go[co == SMALL]):  # single-node a of s GPUs
-        link((co == SMALL) & (go == s_), (co >= 0) & (go >= s_) & (ko >= s_))
-    for s_ in np.unique(go[co == WHOLE]):  # whole-node gang a of s GPUs
-        link((co == WHOLE) & (go == s_), (co == WHOLE) & (go >= s_))
-    po = npieces[order]
-    for s_, q in set(zip(go[co == PIECES].tolist(), no[co == PIECES].tolist())):
-        # b's nodes of >= q GPUs: a per-node gang's pieces, or a whole-node gang's whole nodes
-        room = ((co == PIECES) & (no >= q)) | ((co == WHOLE) & (ko >= q))
-        link((co == PIECES) & (go == s_) & (no == q), room & (po >= s_ // q))
-    return linked_pairs(snap, A, B)
-
-
-
-def job_groups(snap: Snapshot, req):
-    """What precedence_pairs links, for the allocated queued jobs with candidates: (jobs, the
-    shape class of each, -1 where it differs by type; GPUs, smallest per-node chunk,
-    gpus_per_node, position in its project's order, group = (project, candidate types),
-    fewest full pieces over its types), or None when fewer than two such jobs wait. Made
-    once per requirements (the `order` and the `order_types` links both read it)."""
-    if "_job_groups" not in req.__dict__:
-        req.__dict__["_job_groups"] = _job_groups(snap, req)
-    return req.__dict__["_job_groups"]
-
-
-def _job_groups(snap: Snapshot, req):
-    cj, ct = req.cand_job, req.cand_type
-    if not len(cj):
-        return None
-    # queued, or displaced from a down node (queued again); not a running job's move or restart
-    ok = snap.job_tier1[cj, ct] & ~(req.cand_move | req.cand_restart)
-    J, T = snap.job_allowed.shape
-    mask = np.zeros((J, T), dtype=bool)
-    mask[cj[ok], ct[ok]] = True
-    jobs = np.flatnonzero(mask.any(axis=1))
-    if len(jobs) < 2:
-        return None
-    m = mask[jobs]
-    big = np.iinfo(np.int64).max
-    shape = np.where(m, req.shape[jobs], -1)
-    # the job's shape class if it is the same on all its types, else -1 (no pairs)
-    lo = np.where(m, shape, big).min(axis=1)
-    hi = np.where(m, shape, -1).max(axis=1)
-    cls = np.where(lo == hi, lo, -1)
-    chunk = np.where(m, req.size[jobs], big).min(axis=1)  # smallest per-node chunk
-    key = np.concatenate([snap.job_project[jobs][:, None], m.astype(np.int64)], axis=1)
-    _, group = np.unique(key, axis=0, return_inverse=True)
-    npieces = np.where(m, req.pieces[jobs], big).min(axis=1)
-    return (jobs, cls, snap.job_gpus[jobs], chunk, snap.job_gpn[jobs],
-            project_order(snap)[jobs], np.asarray(group).reshape(-1), npieces)
-
-
-def linked_pairs(snap: Snapshot, A: list, B: list) -> tuple[np.ndarray, np.ndarray]:
-    """The (a, b) pairs of the links A[i] -> B[i] (lists of index arrays): self-links dropped,
-    and a debug job never behind a longer one of its own priority; unique, sorted."""
-    if not A:
-        return _EMPTY, _EMPTY
-    a, b = np.concatenate(A), np.concatenate(B)
-    short = short_jobs(snap)
-    # a debug job may start while a longer job of its priority ahead of it waits (the debug
-    # allowance): the contract's cheap grant; inside the target it is still worth less than
-    # the jobs ahead. Never one its team declared more important (README, "The contract")
-    prio = snap.job_priority
-    keep = (a != b) & ~(short[b] & ~short[a] & (prio[b] >= prio[a]))
-    # one integer per pair (a * J + b): sorted as the pairs are, by a then b, and unique
-    # (np.unique over rows sorted a structured view: the 32,768-GPU epoch ~0.1 s)
-    J = np.int64(max(len(snap.jobs), 1))
-    key = np.unique(a[keep].astype(np.int64) * J + b[keep])
-    return key // J, key % J
 
 
 def keep_links(snap: Snapshot, req, free: np.ndarray,

@@ -73,7 +73,8 @@ from functools import cached_property
 import numpy as np
 
 from optalloc.contract import protection_s
-from optalloc.model.order import fair_tree_rank, precedence_pairs, project_order
+from optalloc.model.job_groups import precedence_pairs
+from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SMALL, Requirements
 from optalloc.model.free_times import TeamFree, candidate_hold, choose_nodes, running_holds
 from optalloc.model.reservation_idle import charged_by_org, committed, idle_so_far

@@ -27,9 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.contract import short_jobs
-from optalloc.model.order import job_groups
+from optalloc.model.job_groups import job_groups, kind_fits, ordered_candidates
 from optalloc.model.requirements import columns_by_job, spans
-from optalloc.shape import PIECES, SMALL, WHOLE
 from optalloc.snapshot import Snapshot
 
 _EMPTY = np.zeros(0, np.int64)
@@ -39,41 +38,30 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     """(a, c): job a must start if candidate c (of a job b behind it, on a type a may use)
     does. Vectorized over all projects at once (a Python loop over each project's pairs of
     type sets took 0.58 s at XL)."""
-    grouped = job_groups(snap, req)
-    if grouped is None:
+    gr = job_groups(snap, req)
+    if gr is None:
         return _EMPTY, _EMPTY
-    jobs, cls, g, chunk, gpn, pos, group, npieces = grouped
+    jobs, pos, group, gtypes = gr.jobs, gr.pos, gr.group, gr.gtypes
     cj, ct = req.cand_job, req.cand_type
-    ok = snap.job_tier1[cj, ct] & ~(req.cand_move | req.cand_restart)
-    J, T = snap.job_allowed.shape
-    mask = np.zeros((J, T), dtype=bool)
-    mask[cj[ok], ct[ok]] = True
-    ng = int(group.max()) + 1
-    gtypes = np.zeros((ng, T), dtype=bool)
-    gtypes[group] = mask[jobs]
-    gproj = np.zeros(ng, np.int64)
-    gproj[group] = snap.job_project[jobs]
-    # the pairs of type sets (qa ahead, qb behind) of one project that meet
-    qa, qb = _group_pairs(gproj, gtypes)
+    ok = ordered_candidates(snap, req)
+    ng = len(gtypes)
+    # the pairs of type sets (qa ahead, qb behind) of one project that meet (allocated work
+    # with allocated work, unallocated with unallocated: gr.gproj)
+    qa, qb = _group_pairs(gr.gproj, gtypes)
     if not len(qa):
         return _EMPTY, _EMPTY
     short = short_jobs(snap)[jobs]
     _, prank = np.unique(snap.job_priority[jobs], return_inverse=True)
     prank = np.asarray(prank).reshape(-1)
-    # a job's kind as a job ahead (precedence_pairs' kinds): single-node of s GPUs,
-    # whole-node gang of s GPUs, per-node gang of s GPUs in pieces of q; -1: none
-    q = np.where(cls == PIECES, gpn, 0)
-    big = int(max(g.max(), q.max())) + 1
-    _, first, kid = np.unique(((cls + 1) * big + g) * big + q, return_index=True,
-                              return_inverse=True)
-    kinds = np.stack([cls[first], g[first], q[first]], axis=1)
-    kid = np.asarray(kid).reshape(-1)
-    NK, NP = len(kinds), int(prank.max()) + 1
+    # a job's kind as a job ahead (job_groups: its GPUs, pieces and shape on each type)
+    kid = gr.kind
+    NK, NP = len(gr.kinds), int(prank.max()) + 1
     # per (group, kind, priority): the latest job of its order; and the latest that is not a
     # debug job (a debug job's own link to a longer job of its priority is dropped, and the
     # chain through it with it)
-    key, last = _latest(group, kid, prank, pos, cls >= 0, NK, NP)
-    key2, last2 = _latest(group, kid, prank, pos, (cls >= 0) & ~short, NK, NP)
+    every = np.ones(len(jobs), bool)
+    key, last = _latest(group, kid, prank, pos, every, NK, NP)
+    key2, last2 = _latest(group, kid, prank, pos, ~short, NK, NP)
     # every job behind (b) against every type set ahead (qa) of its project that meets its own
     members = np.argsort(group, kind="stable")
     start = np.searchsorted(group[members], np.arange(ng), "left")
@@ -92,7 +80,8 @@ def type_links(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     r = np.repeat(np.arange(len(b)), m)
     e = spans(lo, m)
     bb, kk, qq = b[r], kinds_of[e], gq[e]
-    fit = _fits(kinds[kk], cls[bb], g[bb], chunk[bb], gpn[bb], npieces[bb])
+    # fits b's place on every type both may use (job_groups.kind_fits, type by type)
+    fit = kind_fits(gr, kk, bb, gtypes[qq] & gtypes[group[bb]])
     bb, kk, qq = bb[fit], kk[fit], qq[fit]
     want = (qq * NK + kk) * NP + prank[bb]
     ia, hit = _lookup(key, last, want, NP)
@@ -145,15 +134,3 @@ def _latest(group, kid, prank, pos, may, NK, NP) -> tuple[np.ndarray, np.ndarray
     key, i = key[o], i[o]
     last = np.r_[key[1:] != key[:-1], True]
     return key[last], i[last]
-
-
-def _fits(kind: np.ndarray, cb, gb, chunk_b, gpn_b, npieces_b) -> np.ndarray:
-    """A job of `kind` (cls, s, q) ahead fits the place of b (as precedence_pairs): a
-    single-node job in b's per-node chunk, a whole-node gang in a larger one, a per-node gang
-    of q per node in as many of b's nodes of >= q GPUs."""
-    ca, s, q = kind[:, 0], kind[:, 1], kind[:, 2]
-    small = (ca == SMALL) & (cb >= 0) & (gb >= s) & (chunk_b >= s)
-    whole = (ca == WHOLE) & (cb == WHOLE) & (gb >= s)
-    room = ((cb == PIECES) & (gpn_b >= q)) | ((cb == WHOLE) & (chunk_b >= q))
-    pieces = (ca == PIECES) & room & (npieces_b >= s // np.maximum(q, 1))
-    return small | whole | pieces

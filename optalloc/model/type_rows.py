@@ -24,6 +24,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
+from optalloc.model.job_groups import order_columns
 from optalloc.model.requirements import columns_by_job
 
 _EMPTY = np.zeros(0, np.int64)
@@ -74,8 +75,9 @@ def type_rows(snap, req, x: np.ndarray, a: np.ndarray, c: np.ndarray, n_vars: in
     n = len(first)
 
     def make() -> sp.csr_matrix:
-        # a's allocated starts, on any of its types (as the `order` rows count them)
-        ra, xa = columns_by_job(req, x, snap.job_tier1[req.cand_job, req.cand_type])(a[first])
+        # a's starts that the team's order counts, on any of its types (as the `order` rows
+        # count them: allocated starts; a job with none, all its starts)
+        ra, xa = columns_by_job(req, x, order_columns(snap, req))(a[first])
         M = sp.csr_matrix((np.r_[np.ones(len(c)), -np.ones(len(xa))],
                            (np.r_[row, ra], np.r_[x[c], xa])), shape=(n, n_vars))
         M.sum_duplicates()

@@ -116,6 +116,45 @@ class ReasonContext:
             f"{head}lost its {tn[t]} GPUs this epoch and waits; the team's order starts it "
             f"first, and this {size}-GPU job after it ({gpus})")
 
+    def starts_above(self, j: int, types: list[int], free: dict) -> tuple[list, str] | None:
+        """(their ids, the message) when on a type job j may use, too few GPUs are free for
+        it but enough would be without this epoch's starts of its teammates of a higher
+        priority (a later-submitted job of its own priority waits for capacity, as in any
+        line): the team's order starts them first (a helper's case at stop 42: a
+        6-GPU job was told other projects' floors held h100 GPUs where there was no other
+        project, while its team's priority-1 job took the b200 node). None otherwise."""
+        snap = self.em.snap
+        tn = snap.type_names
+        g, p, prio = int(snap.job_gpus[j]), int(snap.job_project[j]), snap.job_priority[j]
+
+        def make():  # project p's starts of queued jobs this epoch: (job, type), team order
+            tidx = {n: i for i, n in enumerate(tn)}
+            out = [(int(snap.job_priority[e]), e, tidx[pl.gpu_type])
+                   for e, pl in self.placed.placements.items()
+                   if snap.job_project[e] == p and not snap.job_running[e]]
+            return sorted(out)
+
+        best = None
+        for t in types:
+            have = free[tn[t]]["free_gpus"]
+            if have >= g:
+                return None  # it is not the GPUs
+            above = [e for q, e, u in self.once(("starts", p), make) if q > prio and u == t]
+            held = int(snap.job_gpus[above].sum()) if above else 0
+            if above and have + held >= g and (best is None or held > best[1]):
+                best = (t, held, above)
+        if best is None:
+            return None
+        t, held, above = best
+        ids = [snap.jobs[e].id for e in above]
+        return ids, (
+            f"{', '.join(ids[:3])}{'...' if len(ids) > 3 else ''} of project "
+            f"{snap.jobs[j].project} with a higher priority than {snap.jobs[j].priority}, "
+            f"start{'s' if len(ids) == 1 else ''} on {tn[t]} this epoch with "
+            f"{held} GPUs; the team's order starts {'it' if len(ids) == 1 else 'them'} first, and "
+            f"this {g}-GPU job does not fit beside {'it' if len(ids) == 1 else 'them'} "
+            f"({free[tn[t]]['free_gpus']} {tn[t]} GPUs are free)")
+
     def team_above(self, j: int, types: list[int], free: dict) -> tuple[list, str] | None:
         """(the teammates' ids, the message) when on no type job j may use as allocated work
         it fits the free GPUs after the plan, but on some it would with the GPUs of the

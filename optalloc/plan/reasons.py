@@ -320,9 +320,13 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     room = [t for t in t1 if limit[t] is None]
     if room and (held := team()) is not None:
         return held
+    if room and (ahead := ctx.starts_above(j, t1, fr)) is not None:
+        details["held_by"] = ahead[0][:10]
+        return ReasonCode.LOWER_PRIORITY_IN_PROJECT, ahead[1], True
     if room:
         t = room[0]
         end = ctx.first_end[t]
+        rest = em.tg.capacity[t] - ctx.protected_gpus[t] - fr[tn[t]]["free_gpus"]
         prot = (f"{ctx.protected_gpus[t]:g} {tn[t]} GPUs are protected"
                 + (f" (the first protection ends at {format_time(end)})" if end is not None else ""))
         held_of = (f"{Gs[p]:g} of {Ts[p]:g} GPUs over all types" if pooled
@@ -340,7 +344,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"{prot}, "
             + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
                "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
-               else "the rest hold other projects' floors and targets")
+               else "the rest hold other projects' floors and targets" if rest > 0
+               else "the rest are free")
             + f" ({fr[tn[t]]['free_gpus']} free)"
         ), by_prio
     # every type: some level is at its target. Project level: who holds its share?

@@ -31,7 +31,8 @@ import numpy as np
 
 from optalloc.model.constraints.contract import keep_bounds
 from optalloc.model.context import BuildContext
-from optalloc.model.order import keep_links, precedence_pairs, scheme_above
+from optalloc.model.job_groups import order_columns, precedence_pairs
+from optalloc.model.order import keep_links, scheme_above
 from optalloc.model.requirements import columns_by_job, runs_elsewhere
 
 
@@ -42,7 +43,7 @@ def define_precedence(ctx: BuildContext) -> None:
     ctx.prec_a, ctx.prec_b = a, bb
     if not len(a):
         return
-    columns = columns_by_job(req, ctx.x, snap.job_tier1[req.cand_job, req.cand_type])
+    columns = columns_by_job(req, ctx.x, order_columns(snap, req))
     rb, cb = columns(bb)
     ra, ca = columns(a)
     b.add_rows("order", len(a), np.concatenate([rb, ra]), np.concatenate([cb, ca]),
