@@ -224,9 +224,11 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
         alt.status = "optimal"
     elif out.status == "optimal":
         alt.status = "feasible"
-    forced = forced_jobs(em)
-    waits = sorted(em.snap.jobs[j].id for j in out.placed.placements
-                   if forced[j] and j not in alt.placed.placements)
+    waits = None
+    if not (alt.model_point or alt.eligible):  # outside the model: a due gang that waits?
+        forced = forced_jobs(em)
+        waits = sorted(em.snap.jobs[j].id for j in out.placed.placements
+                       if forced[j] and j not in alt.placed.placements)
     alt.message = f"{out.message}; {note}" + ("" if g is None else
                                                f": gap {g:.2e} to the bound"
                                                f"{_outside(alt, waits)}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,17 +15,8 @@ from optalloc.cli import main
 from optalloc.cli.sim_cmd import private_output
 from optalloc.errors import OptallocError
 from optalloc.outdir import check_out_dir, make_private_dirs
+from tests.test_trace_input_stop42 import write_trace
 
-SCENARIO = textwrap.dedent(
-    """
-    gpu_types: [{name: a100}]
-    nodes: [{name: "a100-[01-02]", gpu_type: a100, gpus: 8}]
-    org: {name: r, children: [{name: a}, {name: b}]}
-    policy: {lookback: 1d, min_runtime_cap: 8h, epoch: 5m}
-    workload: {source: itp, file: trace.csv}
-    simulation: {duration: 1d, seed: 1}
-    """
-)
 LONG = "x" * 300  # longer than NAME_MAX (255) on every common file system
 
 COMMANDS = {
@@ -39,8 +29,7 @@ COMMANDS = {
 
 @pytest.fixture
 def lab(tmp_path, monkeypatch):
-    (tmp_path / "trace.csv").write_text("job_id,submission_time,duration,num_gpu\nj1,100,600,1\n")
-    (tmp_path / "sc.yaml").write_text(SCENARIO)
+    write_trace(tmp_path, ["j1,100,600,1"])  # and its scenario, sc.yaml
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -15,6 +15,7 @@ import pytest
 from optalloc.cli import main
 from optalloc.errors import ConfigError
 from optalloc.sim.traces import read_itp, read_philly, read_throughputs
+from tests.test_cli_input_ranges import refused
 
 HEADER = "job_id,submission_time,duration,num_gpu"
 SCENARIO = textwrap.dedent(
@@ -33,16 +34,6 @@ def write_trace(d: Path, rows: list[str], header: str = HEADER) -> Path:
     (d / "trace.csv").write_bytes(("\n".join([header, *rows]) + "\n").encode("utf-8"))
     (d / "sc.yaml").write_text(SCENARIO)
     return d / "trace.csv"
-
-
-def refused(capsys, argv, *needles) -> str:
-    """Run `argv`; assert exit 2, every needle in stderr and no traceback."""
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    for n in needles:
-        assert n in err, err
-    return err
 
 
 # --------------------------------------------------------------------------- ITP via the CLI

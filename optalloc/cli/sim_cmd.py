@@ -94,15 +94,6 @@ def private_output(path: str | Path) -> Iterator[Path]:
                                 "free space or choose another directory") from None
 
 
-def dropped_line(sc) -> str | None:
-    """'trace jobs dropped: N (reason: n, ...)' when the workload left jobs out, else None."""
-    dropped = dict(sc.workload.dropped) if getattr(sc, "workload", None) is not None else {}
-    if not dropped:
-        return None
-    why = "; ".join(f"{reason}: {n}" for reason, n in dropped.items())
-    return f"trace jobs dropped (cannot run on this cluster): {sum(dropped.values())} ({why})"
-
-
 def load(path: str, *, seed: int | None = None, duration: str | None = None):
     """Load a scenario, optionally re-seeded and cut to a shorter horizon."""
     from optalloc.config.load import load_document
@@ -151,6 +142,7 @@ def cmd_simulate(args) -> int:
     from optalloc.sim.metrics import compute_metrics
     from optalloc.sim.policies import make_policy
     from optalloc.sim.report import format_table, write_report
+    from optalloc.sim.report_tables import dropped_line
 
     names = _policies(args.policies)
     check_seed(args.seed)
@@ -162,9 +154,9 @@ def cmd_simulate(args) -> int:
         f"{sc.duration_s / 86400:g} days, epoch {sc.epoch_s:g}s",
         file=sys.stderr,
     )
-    dropped = dropped_line(sc)
-    if dropped:
-        print(f"  {dropped}", file=sys.stderr)
+    dropped = sc.workload.dropped if sc.workload is not None else None
+    if (line := dropped_line(dropped)) is not None:
+        print(f"  {line}", file=sys.stderr)
     results, metrics = {}, {}
     for name in names:
         t0 = time.perf_counter()
@@ -177,8 +169,7 @@ def cmd_simulate(args) -> int:
     print(format_table(metrics))
     if args.out:
         with private_output(args.out):
-            paths = write_report(results, metrics, args.out,
-                                 dropped=sc.workload.dropped if sc.workload is not None else None)
+            paths = write_report(results, metrics, args.out, dropped=dropped)
         print(f"\nreport: {paths['report.md']}")
     return 0
 

@@ -166,8 +166,7 @@ def precedence_pairs(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     _, gset = np.unique(gr.gtypes, axis=0, return_inverse=True)
     tset = np.asarray(gset).reshape(-1)[group[order]]
     by_set = np.argsort(tset, kind="stable")
-    set_lo = np.searchsorted(tset[by_set], np.arange(int(tset.max()) + 1), "left")
-    set_hi = np.searchsorted(tset[by_set], np.arange(int(tset.max()) + 1), "right")
+    set_at = np.searchsorted(tset[by_set], np.arange(int(tset.max()) + 2))  # set s: [s, s+1)
     A, B = [], []
 
     def _link(have: np.ndarray, fits: np.ndarray) -> None:
@@ -186,7 +185,7 @@ def precedence_pairs(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
         members = by_kind[k0:k1]
         kd, ts = int(kind_o[members[0]]), int(tset[members[0]])
         # the jobs of the kind's own type set (the only ones it can be linked with)
-        cand = by_set[set_lo[ts]:set_hi[ts]]
+        cand = by_set[set_at[ts]:set_at[ts + 1]]
         fit = kind_fits(gr, np.full(len(cand), kd), order[cand])
         have = np.zeros(len(order), bool)
         have[members] = True

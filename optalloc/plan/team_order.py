@@ -36,10 +36,15 @@ from optalloc.plan.nodepool import NodePool
 def forced_jobs(em: EpochModel) -> np.ndarray:
     """(J,) bool: the jobs of a due reservation's gang (`em.res.forced`: the lookahead's
     call), whose starts no team-order rule undoes over a teammate the gang ranks above by the
-    scheme's order (order.scheme_above); over one ranked above it, they are undone."""
-    forced = np.zeros(len(em.snap.jobs), bool)
-    if em.res is not None and len(em.res.forced):
-        forced[em.req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
+    scheme's order (order.scheme_above); over one ranked above it, they are undone. Made
+    once per model (read-only): the placement's passes and every preemption's message ask."""
+    forced = em.__dict__.get("_forced_jobs")
+    if forced is None:
+        forced = np.zeros(len(em.snap.jobs), bool)
+        if em.res is not None and len(em.res.forced):
+            forced[em.req.cand_job[np.flatnonzero(np.asarray(em.res.forced) > 0)]] = True
+        forced.setflags(write=False)
+        em.__dict__["_forced_jobs"] = forced
     return forced
 
 

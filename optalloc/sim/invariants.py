@@ -162,6 +162,22 @@ def check_conservation(result: SimResult, ledger: Ledger | None = None) -> tuple
     return charged, ran
 
 
+def _ranked_below(snap: Snapshot, plan: Plan):
+    """below(q, k): job q is of job k's project and ranked below it in the team's order, and
+    is not a gang whose reservation starts it over k, which it ranks above by the scheme's
+    order (its turn: k ran only because it could not start)."""
+    from optalloc.model.order import project_order, scheme_above
+
+    pos = project_order(snap)
+    turn = {e.job_id for e in plan.reservations_ended if e.outcome == "started"}
+
+    def below(q: int, k: int) -> bool:
+        return (snap.job_project[q] == snap.job_project[k] and pos[q] > pos[k]
+                and not (snap.jobs[q].id in turn and scheme_above(snap, q, k)))
+
+    return below
+
+
 def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, ...]]]:
     """The team's order over running jobs (DESIGN.md rule 3; the published system's, so not
     in check_plan, which every policy keeps): (job, the jobs on its GPUs) for each running
@@ -172,15 +188,7 @@ def team_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str, 
     anyway). A gang whose reservation starts it (the lookahead's turn) may take its GPUs from
     a teammate of its priority submitted after it: that one ran only because the gang could
     not. Empty when the order holds."""
-    from optalloc.model.order import project_order, scheme_above
-
-    pos = project_order(snap)
-    turn = {e.job_id for e in plan.reservations_ended if e.outcome == "started"}
-
-    def below(q: int, k: int) -> bool:
-        return (snap.jobs[q].project == snap.jobs[k].project and pos[q] > pos[k]
-                and not (snap.jobs[q].id in turn and scheme_above(snap, q, k)))
-
+    below = _ranked_below(snap, plan)
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     by_id = {p.job_id: p for p in plan.placements}
     new = {jid for jid, p in by_id.items()
@@ -215,10 +223,7 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
     none of those teammates started. A gang whose reservation starts it is no such teammate
     of the jobs it ranks above by the scheme's order (team_order_breaks). Empty when the
     order holds."""
-    from optalloc.model.order import project_order, scheme_above
-
-    pos = project_order(snap)
-    turn = {e.job_id for e in plan.reservations_ended if e.outcome == "started"}
+    below = _ranked_below(snap, plan)
     by_id = {p.job_id: p for p in plan.placements}
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     up = {n.name: n for n in snap.nodes if n.state is NodeState.UP}
@@ -233,9 +238,7 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
         t = job.placement.gpu_type
         mates = {jid for jid, p in by_id.items() if p.gpu_type == t
                  and not snap.job_running[snap.job_index[jid]]
-                 and snap.jobs[snap.job_index[jid]].project == job.project
-                 and pos[snap.job_index[jid]] > pos[k]
-                 and not (jid in turn and scheme_above(snap, snap.job_index[jid], k))}
+                 and below(snap.job_index[jid], k)}
         on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus} - {None}
         others = on - mates
         if not mates or not others or any(snap.job_running[snap.job_index[o]] for o in others):

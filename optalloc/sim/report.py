@@ -16,6 +16,7 @@ from optalloc.sim.compare import compare, lookup
 from optalloc.sim.timeseries import time_series
 from optalloc.sim.report_plots import plot_occupancy, plot_owed_delivered, plot_wait_cdf
 from optalloc.sim.report_tables import (
+    dropped_line,
     format_delta,
     format_diff,
     format_table,
@@ -82,9 +83,8 @@ def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapp
         f"Seed: {first.seed}.",
         "",
     ]
-    if dropped:
-        why = "; ".join(f"{reason}: {n}" for reason, n in dropped.items())
-        lines += [f"Trace jobs dropped (cannot run on this cluster): {sum(dropped.values())} ({why}).", ""]
+    if (line := dropped_line(dropped)) is not None:
+        lines += [f"{line[0].upper()}{line[1:]}.", ""]
     lines += [
         "## Headline metrics",
         "",

@@ -135,6 +135,16 @@ def format_diff(base: Mapping[str, Any], variant: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
+def dropped_line(dropped: Mapping[str, int] | None) -> str | None:
+    """'trace jobs dropped (cannot run on this cluster): N (reason: n; ...)' when the workload
+    left jobs out (`WorkloadSummary.dropped`: reason -> count), else None: the terminal's line
+    and report.md's."""
+    if not dropped:
+        return None
+    why = "; ".join(f"{reason}: {n}" for reason, n in dropped.items())
+    return f"trace jobs dropped (cannot run on this cluster): {sum(dropped.values())} ({why})"
+
+
 def write_summary(metrics: Mapping[str, Mapping[str, Any]], path: Path, *,
                   dropped: Mapping[str, int] | None = None) -> Path:
     """summary.json; with `dropped` (reason -> count of workload jobs left out because they
