@@ -106,7 +106,7 @@ def _run_epoch(snapshot: Snapshot, settings: SolverSettings | None) -> Plan:
     t = time.perf_counter()
     g = greedy_placed(em)
     if g is not None:
-        em = em.with_fill(_left_idle(em, g))
+        em = em.with_fill(left_idle(em, g))
     greedy_s = time.perf_counter() - t
     if early is not None:  # while the LP solves: what every placement of a solution reads,
         prepare(em)        # and the greedy plan scored (3b, kept on em)
@@ -155,7 +155,7 @@ def _with_alloc(p: Placement, snap: Snapshot) -> Placement:
     return p if p.allocated == alloc else Placement(p.job_id, p.gpu_type, p.nodes, alloc)
 
 
-def _left_idle(em: EpochModel, placed: Placed) -> float:
+def left_idle(em: EpochModel, placed: Placed) -> float:
     """GPUs a plan leaves to unallocated work: the capacity less its allocated GPUs (the
     root's tier-1 GPUs)."""
     return float(em.tg.capacity.sum()

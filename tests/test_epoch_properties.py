@@ -284,7 +284,7 @@ def assert_true_bound_and_honest_status(snap, run) -> None:
     more than the true optimum of its model (the fill targets the greedy plan sets), its bound
     is never below it, and `optimal` is within 1e-4 of it, unless its bound is that of the
     plans meeting the floors of the scheme's best plan (step 3e)."""
-    from optalloc.epoch import _left_idle
+    from optalloc.epoch import left_idle
     from optalloc.plan.incumbent import greedy_placed
     from optalloc.solve import solve
     from optalloc.types import EXACT_GAP
@@ -294,7 +294,7 @@ def assert_true_bound_and_honest_status(snap, run) -> None:
         return
     g = greedy_placed(em)
     if g is not None:
-        em = em.with_fill(_left_idle(em, g))
+        em = em.with_fill(left_idle(em, g))
     plan = run(snap, SolverSettings(mip_gap=0.005))
     # the whole problem: every `order_types` row (the epoch adds those its solutions break);
     # the team's order for a running job's own priority is kept by the placement: a plan is

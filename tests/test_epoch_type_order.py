@@ -116,11 +116,11 @@ def test_with_the_rows_added_only_where_broken_no_plan_breaks_a_link(monkeypatch
     _assert_links_kept(snap, plan, em)
     rep = plan.report
     if rep.status == "optimal" and len(em.ordx.a) and em.lm.n_vars:
-        from optalloc.epoch import _left_idle
+        from optalloc.epoch import left_idle
         from optalloc.plan.incumbent import greedy_placed
 
         g = greedy_placed(em)
-        full = (em.with_fill(_left_idle(em, g)) if g is not None else em).with_all_type_rows()
+        full = (em.with_fill(left_idle(em, g)) if g is not None else em).with_all_type_rows()
         # with every team row too (stricter than the team's order: optalloc.model.team_rows)
         exact = solve(full.with_all_team_rows().lm,
                       SolverSettings(mip_gap=1e-9, time_limit_s=60.0))

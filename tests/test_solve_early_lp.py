@@ -85,7 +85,7 @@ def test_the_epochs_bound_is_the_lp_optimum_of_its_final_model(size, seed):
     req, imp = compute_requirements(snap), compute_impact(snap)
     em = build_model(snap, req, imp)
     g = greedy_placed(em)
-    final = em.with_fill(epoch._left_idle(em, g))
+    final = em.with_fill(epoch.left_idle(em, g))
     assert len(final.f) and not np.array_equal(final.lm.ub, em.with_fill(
         float(em.tg.capacity.sum())).lm.ub), "the instance should move the fill bounds"
     lp = _direct(final.lm)

@@ -1,11 +1,17 @@
 """A plan scored on the scheme's own order of goals, lexicographically (DESIGN.md section 8):
 
-    (floors met, fair-share targets met, teams' own order, GPUs busy, -work lost to preemption)
+    (floors met, fair-share targets met, teams' own order, fill shares met, GPUs busy,
+     -work lost to preemption)
 
 floors met = sum over org nodes and types of the floor GPUs met, each of the K segments of a
 floor weighted omega_k (halving: a project's first quarter counts more than anyone's last, so
 a shared shortfall beats one dumped on a single project); targets met = GPUs above the floor up
-to the target, weighted by level (an ancestor's target first); GPUs busy counts allocated and
+to the target, weighted by level (an ancestor's target first); fill shares met = each
+project's unallocated GPUs up to its fill target (the idle GPUs shared among unallocated work,
+rule 2, optalloc.model.fill; the epoch sets the targets from the greedy plan's idle GPUs,
+`EpochModel.with_fill`): before GPUs busy, so a project whose jobs pack tighter does not take
+the idle GPUs of one that ties with it (A's 4-GPU and B's 3-GPU jobs on 2 x 8 GPUs: 8 + 6,
+not 16 + 0), as the objective already valued them; GPUs busy counts allocated and
 unallocated work; work lost = GPU-seconds since the last checkpoint of every preempted job.
 Used by the dominance property (the optimizer never loses to the greedy baseline) and by
 benchmarks; it reads any policy's Plan.
@@ -17,6 +23,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel, build_model
 from optalloc.model.constraints.fairshare import share_tiers
+from optalloc.model.constraints.fill import fill_held
 from optalloc.model.order import priority_class
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan
@@ -39,10 +46,13 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)
     order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())
+    fill = fill_held(snap, np.where(snap.org.is_leaf, em.fill, 0.0), jobs, types).sum() \
+        if len(em.fill) else 0.0
     busy = int(snap.job_gpus[jobs].sum())
     pre = np.asarray(preempted, np.int64)
     churn = float((em.imp.lost_s[pre] * snap.job_gpus[pre]).sum())
-    return (round(floors, 6), round(targets, 6), round(order, 6), busy, -round(churn, 3))
+    return (round(floors, 6), round(targets, 6), round(order, 6), round(float(fill), 6), busy,
+            -round(churn, 3))
 
 
 def placed_score(em: EpochModel, placed) -> tuple:
