@@ -148,12 +148,20 @@ def _check_plan(snap, plan):
                 f"{job.id}: placed elsewhere exactly when Moved"
             j = snap.job_index[job.id]
             if moved and not req.displaced[j]:  # past its protection, resumable; a move off
-                t_old = snap.type_names.index(job.placement.gpu_type)  # an up node: to another
-                t_new = snap.type_names.index(placed[job.id].gpu_type)  # type, allocated on both
+                t_old = snap.type_names.index(job.placement.gpu_type)  # an up node: allocated
+                t_new = snap.type_names.index(placed[job.id].gpu_type)  # on both types
                 assert not snap.job_protected[j] and job.resumable
                 if not snap.job_on_drain[j]:  # (one leaving a drain node restarts as queued)
-                    assert t_new != t_old
                     assert snap.job_tier1[j, t_old] and snap.job_tier1[j, t_new]
+                if not snap.job_on_drain[j] and t_new == t_old:
+                    # a restart on its own type is packing: it gives its GPUs to a job that
+                    # starts there now (a gang that needs the whole node), never for nothing
+                    old = {(a.node, g) for a in job.placement.nodes for g in a.gpus}
+                    takers = set(pre[job.id].needed_by)
+                    assert takers and all(
+                        old & {(a.node, g) for a in placed[k].nodes for g in a.gpus}
+                        for k in takers if k in placed), (job.id, pre[job.id].message)
+                    assert takers <= set(placed), (job.id, pre[job.id].message)
     # work conservation + unallocated never displaces allocated demand (single-node jobs):
     # no waiting job fits the free GPUs, and no waiting allocated job fits free + GPUs held by
     # unallocated jobs; except GPUs a reservation holds for a gang that starts before the job

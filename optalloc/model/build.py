@@ -151,12 +151,21 @@ class EpochModel:
 
     def with_all_team_rows(self) -> "EpochModel":
         """This model with the team row (optalloc.model.team_rows) of every running job and
-        every queued job of its project and its priority (optalloc.model.order.keep_links
-        with `equal`): the rows never forbid a plan that keeps the team's order, so its
-        optimum bounds those plans, and the epoch's bound (it adds only the rows its
-        placements needed) is at least it."""
-        i, c = free_keep_links(self.snap, self.req, self.lm.lb[self.k], self.lm.ub[self.k],
-                               self.res, equal=True)
+        every queued job of its project and its priority or a lower one
+        (optalloc.model.order.keep_links, with and without `equal`; a lower priority's
+        `keep_order` row counts a move to another type as the running job running, its team
+        row does not, as the placement reads the rule: a random cluster, fresh draws at stop
+        43, where the epoch refused A's priority-1 job a move to b200 for its priority-0 8-GPU
+        teammate and this bound, without those rows, allowed it): the rows never forbid a
+        plan that keeps the team's order, so its optimum bounds those plans, and the epoch's
+        bound (it adds only the rows its placements needed) is at least it."""
+        lb, ub = self.lm.lb[self.k], self.lm.ub[self.k]
+        links = [free_keep_links(self.snap, self.req, lb, ub, self.res, equal=eq)
+                 for eq in (True, False)]
+        i = np.concatenate([a for a, _ in links])
+        c = np.concatenate([b for _, b in links])
+        run = self.snap.job_running[self.req.cand_job[c]]  # a running job's move: no team row
+        i, c = i[~run], c[~run]
         return self.with_team_rows(np.stack([i, self.req.cand_job[c], np.zeros_like(i)], axis=1))
 
     def with_all_type_rows(self) -> "EpochModel":
