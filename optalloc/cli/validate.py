@@ -1,8 +1,12 @@
 """`optalloc validate PATH [--json]`: check a config (file or directory) and summarize it.
 
 On success prints the GPU types, nodes and GPUs per type and state, the org tree with each
-node's share and entitlement per gpu_type, the policy and the jobs; exit 0. On problems the
-dispatcher prints every one of them (ConfigError) and exits 2.
+node's share and entitlement per gpu_type, the policy and the jobs; exit 0. A scenario (a
+config with `workload:` / `simulation:`) is checked as the simulator reads it: its trace read
+and checked ($OPTALLOC_TRACES), or its synthetic workload generated, and the workload
+summarized (jobs, GPU-hours, the trace jobs the cluster cannot run); until stop 43 a scenario
+whose trace was missing or broken passed here and failed only in `optalloc sim`. On problems
+the dispatcher prints every one of them (ConfigError, OptallocError) and exits 2.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 from typing import Any
 
 from optalloc.config import load_document
+from optalloc.sim.report_tables import dropped_line
 from optalloc.org import OrgTree
 from optalloc.types import Config, JobState, NodeState
 from optalloc.units import format_duration
@@ -34,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     config, extras = load_document(args.path)
     summary = summarize(config, extras)
+    if "workload" in extras or "simulation" in extras:
+        summary["scenario"] = scenario_summary(args.path, config, extras)
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
@@ -143,9 +150,46 @@ def render(s: dict[str, Any]) -> str:
         f"jobs: {q['jobs']} queued ({q['gpus']} GPUs, {q['unallocated']} unallocated), "
         f"{r['jobs']} running ({r['gpus']} GPUs, {r['unallocated']} unallocated)"
     )
-    if s["extra_sections"]:
+    sc = s.get("scenario")
+    if sc:
+        lines.append(
+            f"scenario: {sc['workload']} workload, {sc['jobs']:,} jobs ({sc['debug']:,} debug, "
+            f"{sc['unallocated']:,} unallocated, {sc['gpu_hours']:,.0f} GPU-hours of work), "
+            f"duration {sc['duration']}, epoch {sc['epoch']}, seed {sc['seed']}"
+            + (f", {sc['node_events']} node events" if sc["node_events"] else ""))
+        line = dropped_line(sc["dropped"])
+        if line:
+            lines.append(line)
+    elif s["extra_sections"]:
         lines.append(f"scenario sections (checked by the simulator): {', '.join(s['extra_sections'])}")
     return "\n".join(lines)
+
+
+def scenario_summary(path: str, config: Config, extras: dict) -> dict[str, Any]:
+    """The scenario as the simulator reads it (optalloc.sim.scenario: every problem of its
+    `workload` / `simulation` sections, or a trace that cannot be read, raises), summarized."""
+    from pathlib import Path
+
+    from optalloc.sim.scenario import scenario_from_parts
+
+    p = Path(path)
+    sc = scenario_from_parts(config, extras, str(p), name=p.stem,
+                             base_dir=p if p.is_dir() else p.parent)
+    w = sc.workload
+    jobs = sc.jobs
+    return {
+        "workload": str((extras.get("workload") or {}).get("source", "jobs")),
+        "jobs": len(jobs),
+        "debug": w.n_debug if w is not None else 0,
+        "unallocated": sum(1 for j in jobs if not j.allocated),
+        "gpu_hours": (w.gpu_hours if w is not None
+                      else sum(j.gpus * (j.duration_s or 0.0) for j in jobs) / 3600.0),
+        "dropped": dict(w.dropped) if w is not None else {},
+        "duration": format_duration(sc.duration_s),
+        "epoch": format_duration(sc.epoch_s),
+        "seed": sc.seed,
+        "node_events": len(sc.node_events),
+    }
 
 
 def _share(x: float) -> str:
