@@ -2,7 +2,8 @@
 broken is refused there (exit 2, file, column and rows named, no traceback), not first in
 `optalloc sim`; a good one is summarized with its workload and the trace jobs the cluster
 cannot run (a helper's robustness sweep at stop 42 found validate passing scenarios whose
-trace the simulator then refused)."""
+trace the simulator then refused). `optalloc whatif` names the dropped trace jobs as
+`optalloc simulate` does."""
 
 from __future__ import annotations
 
@@ -51,3 +52,18 @@ def test_a_scenario_with_a_bad_workload_key_is_refused_with_its_key_path(tmp_pat
         simulation: {duration: 1d}
         """))
     refused(capsys, ["validate", str(tmp_path / "sc.yaml")], "workload.synthetic")
+
+
+def test_whatif_says_which_trace_jobs_the_cluster_cannot_run_and_its_reports_count_them(
+        tmp_path, capsys):
+    write_trace(tmp_path, ["j1,100,3600,64", "j2,200,600,2"])
+    out = tmp_path / "out"
+    assert main(["whatif", "--scenario", str(tmp_path / "sc.yaml"), "--set", "org.b.share=2",
+                 "--policy", "greedy", "--no-progress", "--out", str(out)]) == 0
+    line = ("trace jobs dropped (cannot run on this cluster): 1 (more GPUs than the cluster has "
+            "of its types: 1)")
+    assert line in capsys.readouterr().err
+    for side in ("base", "variant"):
+        summary = json.loads((out / side / "summary.json").read_text())
+        assert summary["jobs_dropped"] == {
+            "total": 1, "by_reason": {"more GPUs than the cluster has of its types": 1}}

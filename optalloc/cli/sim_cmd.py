@@ -177,6 +177,7 @@ def cmd_simulate(args) -> int:
 def cmd_whatif(args) -> int:
     from optalloc.sim.policies import POLICIES
     from optalloc.sim.report import write_report
+    from optalloc.sim.report_tables import dropped_line
     from optalloc.sim.whatif import apply_overrides, run_whatif, set_twice
 
     if args.policy not in POLICIES:
@@ -188,6 +189,10 @@ def cmd_whatif(args) -> int:
         raise OptallocError(f"{twice} (only one value can be the variant's)")
     sc = load(args.scenario, seed=args.seed, duration=args.duration)
     apply_overrides(sc.config, args.overrides)  # report bad overrides before simulating
+    # the base and the variant run the same workload: the trace jobs it leaves out, once
+    dropped = sc.workload.dropped if sc.workload is not None else None
+    if (line := dropped_line(dropped)) is not None:
+        print(f"  {line}", file=sys.stderr)
     wi = run_whatif(sc, args.overrides, args.policy, progress=not args.no_progress)
     print(f"what if {'; '.join(args.overrides)}  ({sc.name}, policy {args.policy})")
     print(wi.format_diff())
@@ -196,9 +201,10 @@ def cmd_whatif(args) -> int:
         from optalloc.sim.report_html import write_html_report
 
         with private_output(out):
-            write_report({args.policy: wi.base}, {args.policy: wi.base_metrics}, out / "base")
+            write_report({args.policy: wi.base}, {args.policy: wi.base_metrics}, out / "base",
+                         dropped=dropped)
             write_report({args.policy: wi.variant}, {args.policy: wi.variant_metrics},
-                         out / "variant")
+                         out / "variant", dropped=dropped)
             page = write_html_report(
                 {"base": wi.base, "variant": wi.variant},
                 {"base": wi.base_metrics, "variant": wi.variant_metrics}, out / "report.html",
