@@ -63,7 +63,7 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
     monkeypatch.setattr(epoch, "keep_team_order", lambda em, out, settings, greedy=None: out)
     # seed 10 until stop 35, 37 until 36, 38 until 37, 39 until 42 (stop 43's packing of
     # allocated work beside allocated work certified its rounding)
-    plan = epoch.run_epoch(scale_instance("M", 150))
+    plan = epoch.run_epoch(scale_instance("M", 200))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
     assert "every start it left fractional forbidden" in rep.message

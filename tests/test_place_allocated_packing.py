@@ -49,3 +49,32 @@ def test_so_the_node_of_unallocated_work_is_whole_for_the_projects_gang_next_epo
                             "a2": (("n01", tuple(range(8))),)}
     assert preempted(plan) == {"b0": ("PreemptedUnallocated", ("a2",))}
     assert pending_codes(plan) == {}
+
+
+def test_unallocated_work_takes_the_tightest_hole_so_every_job_fits():
+    # a helper's case at stop 43: packing the drained 1-GPU unallocated job r3 beside
+    # allocated work too split n03's 2-GPU hole, and B's 2-GPU job waited beside 3 idle GPUs;
+    # unallocated work evicts nothing, so for it the tightest node is the fit
+    from optalloc.types import Node, NodeState
+
+    nodes = [Node("n00", "h100", 4, NodeState.UP), Node("n01", "h100", 4, NodeState.DRAIN),
+             Node("n02", "h100", 4, NodeState.UP), Node("n03", "h100", 4, NodeState.UP)]
+    jobs = [running("r0", "B", "h100", [("n01", (0, 1, 2))], start=5 * H, min_runtime_s=0.0),
+            running("r1", "B", "h100", [("n02", (0,))], start=9.5 * H),
+            running("r2", "A", "h100", [("n00", (0,))], start=5 * H, min_runtime_s=2 * H),
+            running("r3", "B", "h100", [("n01", (3,))], start=9.5 * H, min_runtime_s=0.0),
+            running("r4", "B", "h100", [("n03", (0,))], start=5 * H, min_runtime_s=2 * H),
+            running("r5", "B", "h100", [("n03", (1,))], start=9.9 * H),
+            Job("q6", "A", 4, gpus_per_node=2, min_runtime_s=0.0, submit_time=6.0),
+            Job("q7", "B", 2, min_runtime_s=0.0, submit_time=7.0)]
+    snap = snapshot(nodes, flat_org({"A": 1, "B": 2}), jobs, usage={"A": 2.0, "B": 2.0})
+    plan = run_epoch(snap)
+    where = _where(plan)
+    assert where["r3"] == (("n00", (3,)),)
+    assert {n for n, _ in where["q6"]} == {"n00", "n02"}
+    assert where["q7"] == (("n03", (2, 3)),)
+    assert {j: where[j] for j in ("r1", "r2", "r4", "r5")} == {
+        "r1": (("n02", (0,)),), "r2": (("n00", (0,)),), "r4": (("n03", (0,)),),
+        "r5": (("n03", (1,)),)}
+    assert preempted(plan) == {"r0": ("PreemptedNodeDrain", ()), "r3": ("Moved", ())}
+    assert pending_codes(plan) == {}
