@@ -99,8 +99,13 @@ def _project_order(snap: Snapshot) -> np.ndarray:
     if J == 0:
         return np.zeros(0, dtype=np.int64)
     ids = np.array([j.id for j in snap.jobs], dtype=object)
-    order = np.lexsort((ids, snap.job_submit, ~snap.job_running, -snap.job_priority,
-                        snap.job_project))
+    # a running job ranks before the queued jobs of its priority (it is not stopped for an
+    # equal one), except one that must leave a drain node (past its protection): it is
+    # requeued (DESIGN.md rule 5), so it ranks as a queued job would, by submit time (a
+    # helper's case at stop 43: restarted at once on the up node, it kept its project's
+    # earlier 7-GPU job waiting below the project's floor, and greedy ran that job)
+    stays = snap.job_running & ~(snap.job_on_drain & ~snap.job_protected)
+    order = np.lexsort((ids, snap.job_submit, ~stays, -snap.job_priority, snap.job_project))
     proj = snap.job_project[order]
     start = np.r_[0, np.flatnonzero(np.diff(proj)) + 1]
     first = np.repeat(start, np.diff(np.r_[start, J]))
