@@ -78,3 +78,19 @@ def test_unallocated_work_takes_the_tightest_hole_so_every_job_fits():
         "r5": (("n03", (1,)),)}
     assert preempted(plan) == {"r0": ("PreemptedNodeDrain", ()), "r3": ("Moved", ())}
     assert pending_codes(plan) == {}
+
+
+def test_making_room_evicts_the_unallocated_job_its_team_ranks_last():
+    # fresh draws at stop 43: of three 1-GPU unallocated jobs of one project on a node, the
+    # eviction for an allocated job took the lowest index, its team's first (a b200-only job)
+    from optalloc.plan.nodepool import NodePool
+    from optalloc.plan.place import evictable_jobs
+
+    jobs = [Job(f"u{i}", "A", 1, min_runtime_s=0.0, submit_time=float(i)) for i in range(3)]
+    jobs.append(Job("a", "B", 2, min_runtime_s=H, submit_time=0.0))
+    snap = snapshot(nodes_of(1, 4), flat_org({"A": 0, "B": 1}), jobs)
+    pool = NodePool(snap, evictable_jobs(snap))
+    for i in range(3):
+        pool.hold(0, [i], snap.job_index[f"u{i}"])
+    assert [snap.jobs[j].id for j in pool.make_room(0, 2)] == ["u2"]
+    assert [snap.jobs[j].id for j in pool.make_room(0, 4)] == ["u1", "u0"]

@@ -141,8 +141,13 @@ class NodePool:
 
     def make_room(self, n: int, need: int) -> list[int]:
         """Evict evictable jobs from node n until `need` GPUs are free, evicting as few GPUs as
-        it can: the smallest job that alone makes enough room, else the largest and repeat.
-        Returns the evicted job indices."""
+        it can: the smallest job that alone makes enough room, else the largest and repeat;
+        of jobs of one size, the one ranked last in its team's order (DESIGN.md rule 3: by
+        index it had evicted a team's earliest job, a b200-only one, while two later ones
+        stayed on b200 beside 16 free h100 GPUs: fresh draws at stop 43). Returns the
+        evicted job indices."""
+        from optalloc.model.order import project_order
+
         out = []
         while self.free[n] < need:
             owners = self.owner[n][self.owner[n] >= 0]
@@ -150,12 +155,14 @@ class NodePool:
             if not len(owners):
                 break
             vals, cnt = np.unique(owners, return_counts=True)
+            last = -project_order(self.snap)[vals]  # the team's last first
             short = need - self.free[n]
             enough = cnt >= short
             if enough.any():
-                k = np.flatnonzero(enough)[np.argmin(cnt[enough])]
+                idx = np.flatnonzero(enough)
+                k = int(idx[np.lexsort((last[idx], cnt[idx]))[0]])
             else:
-                k = int(np.argmax(cnt))
+                k = int(np.lexsort((last, -cnt))[0])
             j = int(vals[k])
             self.release(j)
             out.append(j)
