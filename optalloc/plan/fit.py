@@ -36,7 +36,6 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
     j, t = int(req.cand_job[c]), int(req.cand_type[c])
     shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
     hold = hold_of(em, c)
-    beside = bool(em.snap.job_tier1[j, t])  # allocated work packs beside allocated work
     chosen: list[int] = []
     if shape == WHOLE:
         free = pool.whole_free(t, size, evict, hold)
@@ -54,7 +53,7 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         rem = int(req.rem[j, t])
         if not rem:
             return chosen
-        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict, hold, slots_first, beside)
+        n = slot_or_best_fit(pool, t, rem, chosen, slots, evict, hold, slots_first)
         return None if n < 0 else chosen + [n]
     room = pool.room(evict)
     ok = pool.allowed(hold)
@@ -69,7 +68,7 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
             for n in chosen:
                 left[n] -= 1
     while len(chosen) < pieces:
-        n = slot_or_best_fit(pool, t, size, chosen, slots, evict, hold, slots_first, beside)
+        n = slot_or_best_fit(pool, t, size, chosen, slots, evict, hold, slots_first)
         if n < 0:
             return None
         chosen.append(n)
@@ -83,8 +82,7 @@ def hold_of(em: EpochModel, c: int) -> float:
 
 
 def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: dict,
-                     evict: bool, hold: float = -float("inf"), slots_first: bool = False,
-                     beside: bool = False) -> int:
+                     evict: bool, hold: float = -float("inf"), slots_first: bool = False) -> int:
     """A node for one chunk: best fit on free GPUs (the tightest node that holds it, lowest
     index on ties, reserved nodes the job may use first), else where the model's packing put
     one of that size (of the slots the job may use, the soonest-reserved first; the slot is
@@ -98,12 +96,9 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
 
     `slots_first`: the packing first (beside reserved nodes, where best fit on free GPUs can
     take the one slot a longer job may use; the soonest-reserved slot a job may use leaves
-    the later ones to longer holds, so the model's counts per size place whole). `beside`:
-    an allocated job's chunk, which best fit puts beside allocated work first
-    (NodePool.best_fit)."""
+    the later ones to longer holds, so the model's counts per size place whole)."""
     if not slots_first:
-        n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold,
-                          beside_allocated=beside)  # free GPUs first
+        n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)  # free GPUs first
         if n >= 0:
             return n
     room = pool.room(evict)
@@ -119,9 +114,7 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
     if best >= 0:
         return lst.pop(best)
     if slots_first:
-        n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold,
-                          beside_allocated=beside)
+        n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)
         if n >= 0:
             return n
-    return (pool.best_fit(t, size, exclude=exclude, evict=True, hold=hold,
-                          beside_allocated=beside) if evict else -1)
+    return pool.best_fit(t, size, exclude=exclude, evict=True, hold=hold) if evict else -1

@@ -96,19 +96,10 @@ class NodePool:
         return self.free + self.ev if evict else self.free
 
     def best_fit(self, t: int, size: int, exclude=(), evict: bool = False,
-                 hold: float = -np.inf, beside_allocated: bool = False) -> int:
-        """Up node of type t with room >= size: with `beside_allocated` (an allocated job) the
-        one allocated work holds most (the least free + evictable GPUs) first; then the least
-        room (lowest index on ties); nodes where the plan preempts nothing before the others,
-        reserved nodes the job may use first (soonest deadline first) before all; -1.
-        Allocated work packs beside allocated work: unallocated work yields to it at once
-        (DESIGN.md rule 4), so a node that only unallocated work holds is a whole node for a
-        gang. Least room alone put a project's 1-GPU jobs on such nodes, one per node, and
-        its own 16-GPU gang waited for hours (a helper's case at stop 42, 4 x 8 GPUs, one
-        project with a share: the ilp delivered 58% of what it was owed, greedy 83%; 84%
-        now). Unallocated work evicts nothing, so for it the tightest node is the fit: the
-        same key for it split the only 2-GPU hole of a drained cluster and left a 2-GPU job
-        waiting beside 3 idle GPUs (a helper's case at stop 43)."""
+                 hold: float = -np.inf) -> int:
+        """Up node of type t with the least room >= size (lowest index on ties), nodes where
+        the plan preempts nothing before the others, reserved nodes the job may use first
+        (soonest deadline first) before all; -1."""
         room = self.room(evict)
         ok = self.allowed(hold) & (self.snap.node_type == t) & (room >= size)
         if exclude:
@@ -117,11 +108,8 @@ class NodePool:
             return -1
         cand = np.flatnonzero(ok)
         # a node where nothing is preempted first: GPUs a preemption frees are used last, so
-        # the preempted job stays (restore) wherever a start fits elsewhere; then (an
-        # allocated job) the node allocated work holds most, then the tightest
-        held = (self.free + self.ev)[cand]  # the least: held most by allocated work
-        keys = ((cand, room[cand], held) if beside_allocated else (cand, held, room[cand]))
-        keys += (self.freed[cand],)
+        # the preempted job stays (restore) wherever a start fits elsewhere
+        keys = (cand, room[cand], self.freed[cand])
         if self.reserved:
             keys += (self.deadline[cand],)
         return int(cand[np.lexsort(keys)[0]])
