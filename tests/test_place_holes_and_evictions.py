@@ -65,3 +65,29 @@ def test_making_room_evicts_the_unallocated_job_its_team_ranks_last():
         pool.hold(0, [i], snap.job_index[f"u{i}"])
     assert [snap.jobs[j].id for j in pool.make_room(0, 2)] == ["u2"]
     assert [snap.jobs[j].id for j in pool.make_room(0, 4)] == ["u1", "u0"]
+
+
+def test_a_teammate_evicted_on_one_type_takes_the_place_of_a_later_one_on_another():
+    # fresh draws at stop 43: the LP's dive point starts six 1-GPU unallocated jobs of one
+    # team and its allocated 1-GPU job; the backfill adds its allocated 2-GPU job on h100 by
+    # evicting that node's last unallocated start (submitted 4th) while the 7th-submitted one
+    # kept its b200 GPU, and the team's `order` row broke; the order is repaired after the
+    # backfill, so the placed plan is a point of the model
+    from optalloc.plan.holdings import as_solution
+    from optalloc.plan.place import place
+    from optalloc.model.build import build_model
+    from optalloc.solve.highs import HighsBackend
+    from optalloc.types import Node, NodeState, SolverSettings
+
+    nodes = [Node("h100-0", "h100", 4, NodeState.UP), Node("b200-0", "b200", 4, NodeState.UP)]
+    mr = [0.0] * 5 + [900.0, 900.0, 0.0]
+    gpus = [1] * 6 + [2, 1]
+    jobs = [Job(f"j{i}", "p0", gpus[i], min_runtime_s=mr[i], submit_time=float(i),
+                speedup={"b200": 1.5}) for i in range(8)]
+    snap = snapshot(nodes, flat_org({"p0": 1}), jobs, now=20 * H, types=("h100", "b200"))
+    em = build_model(snap)
+    _, x = HighsBackend().dive(em.lm, SolverSettings(), em.x, rounds=8)
+    placed = place(em, x)
+    assert em.lm.violation(as_solution(em, placed)) <= 1e-6
+    run = sorted(snap.jobs[j].id for j in placed.placements)
+    assert run == ["j0", "j1", "j2", "j3", "j4", "j5", "j6"]

@@ -197,6 +197,12 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
     if backfill:
         restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started,
                               placements, cand_of, backfilled, value, k_ub > 0)
+        # an eviction for an allocated start sees one node: a teammate it evicted may rank
+        # above one still started on another node or type, and takes its place (fresh draws
+        # at stop 43: the 4th-submitted unallocated job evicted from h100, the 7th kept on
+        # b200, the team's `order` row broken)
+        _repair_order(em, pool, placements, started, cand_of, others)
+        backfilled[[j for j in np.flatnonzero(backfilled) if j not in placements]] = False
         # the backfill's starts too (a queued teammate may outbid a restore)
         held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
                                            k_ub > 0))
