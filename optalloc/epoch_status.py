@@ -36,6 +36,16 @@ def gap(objective: float | None, bound: float | None) -> float | None:
     return relative_gap(objective, bound) if bound > objective else 0.0
 
 
+def gap_text(objective: float | None, bound: float | None, g: float) -> str:
+    """'gap G to the bound', or, for a plan the bound does not count (a plan outside the
+    model, `_outside`) worth more than it, how far above it: 'gap 0' there read as a plan
+    at the optimum (fresh draws at stop 43: greedy's plan, 20% above the bound)."""
+    if (bound is not None and objective is not None
+            and objective - bound > 1e-9 * max(1.0, abs(bound))):
+        return f"{(objective - bound) / max(abs(bound), 1e-9):.2e} above the bound"
+    return f"gap {g:.2e} to the bound"
+
+
 def certified(best: Outcome, bound, settings: SolverSettings) -> bool:
     """The placed plan is within mip_gap of the bound."""
     g = gap(best.objective, bound)
@@ -56,7 +66,7 @@ def final(best: Outcome, backend: str, bound, settings, solve_s, place_s, solver
         status = "feasible"
     parts = [best.message]
     if g is not None:
-        parts.append(f"gap {g:.2e} to the bound" + _outside(best))
+        parts.append(gap_text(best.objective, bound, g) + _outside(best))
     if solver_msg:
         parts.append(f"solver: {solver_msg}")
     return replace(best, backend=backend, status=status, bound=bound, solve_s=solve_s,
@@ -230,6 +240,6 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
         waits = sorted(em.snap.jobs[j].id for j in out.placed.placements
                        if forced[j] and j not in alt.placed.placements)
     alt.message = f"{out.message}; {note}" + ("" if g is None else
-                                               f": gap {g:.2e} to the bound"
+                                               f": {gap_text(alt.objective, out.bound, g)}"
                                                f"{_outside(alt, waits)}")
     return alt
