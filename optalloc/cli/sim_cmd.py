@@ -137,12 +137,22 @@ def _policies(text: str) -> list[str]:
 # --------------------------------------------------------------------------- commands
 
 
+def _say_dropped(sc):
+    """The workload's trace jobs the cluster cannot run (reason -> count; None: no trace
+    summary), named on the terminal when there are any."""
+    from optalloc.sim.report_tables import dropped_line
+
+    dropped = sc.workload.dropped if sc.workload is not None else None
+    if (line := dropped_line(dropped)) is not None:
+        print(f"  {line}", file=sys.stderr)
+    return dropped
+
+
 def cmd_simulate(args) -> int:
     from optalloc.sim.engine import check_conservation, simulate
     from optalloc.sim.metrics import compute_metrics
     from optalloc.sim.policies import make_policy
     from optalloc.sim.report import format_table, write_report
-    from optalloc.sim.report_tables import dropped_line
 
     names = _policies(args.policies)
     check_seed(args.seed)
@@ -154,9 +164,7 @@ def cmd_simulate(args) -> int:
         f"{sc.duration_s / 86400:g} days, epoch {sc.epoch_s:g}s",
         file=sys.stderr,
     )
-    dropped = sc.workload.dropped if sc.workload is not None else None
-    if (line := dropped_line(dropped)) is not None:
-        print(f"  {line}", file=sys.stderr)
+    dropped = _say_dropped(sc)
     results, metrics = {}, {}
     for name in names:
         t0 = time.perf_counter()
@@ -177,7 +185,6 @@ def cmd_simulate(args) -> int:
 def cmd_whatif(args) -> int:
     from optalloc.sim.policies import POLICIES
     from optalloc.sim.report import write_report
-    from optalloc.sim.report_tables import dropped_line
     from optalloc.sim.whatif import apply_overrides, run_whatif, set_twice
 
     if args.policy not in POLICIES:
@@ -189,10 +196,7 @@ def cmd_whatif(args) -> int:
         raise OptallocError(f"{twice} (only one value can be the variant's)")
     sc = load(args.scenario, seed=args.seed, duration=args.duration)
     apply_overrides(sc.config, args.overrides)  # report bad overrides before simulating
-    # the base and the variant run the same workload: the trace jobs it leaves out, once
-    dropped = sc.workload.dropped if sc.workload is not None else None
-    if (line := dropped_line(dropped)) is not None:
-        print(f"  {line}", file=sys.stderr)
+    dropped = _say_dropped(sc)  # the base and the variant run the same workload: once
     wi = run_whatif(sc, args.overrides, args.policy, progress=not args.no_progress)
     print(f"what if {'; '.join(args.overrides)}  ({sc.name}, policy {args.policy})")
     print(wi.format_diff())

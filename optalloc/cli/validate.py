@@ -16,7 +16,6 @@ import json
 from typing import Any
 
 from optalloc.config import load_document
-from optalloc.sim.report_tables import dropped_line
 from optalloc.org import OrgTree
 from optalloc.types import Config, JobState, NodeState
 from optalloc.units import format_duration
@@ -157,6 +156,8 @@ def render(s: dict[str, Any]) -> str:
             f"{sc['unallocated']:,} unallocated, {sc['gpu_hours']:,.0f} GPU-hours of work), "
             f"duration {sc['duration']}, epoch {sc['epoch']}, seed {sc['seed']}"
             + (f", {sc['node_events']} node events" if sc["node_events"] else ""))
+        from optalloc.sim.report_tables import dropped_line
+
         line = dropped_line(sc["dropped"])
         if line:
             lines.append(line)

@@ -136,6 +136,7 @@ class NodePool:
         evicted job indices."""
         from optalloc.model.order import project_order
 
+        pos = project_order(self.snap)
         out = []
         while self.free[n] < need:
             owners = self.owner[n][self.owner[n] >= 0]
@@ -143,7 +144,7 @@ class NodePool:
             if not len(owners):
                 break
             vals, cnt = np.unique(owners, return_counts=True)
-            last = -project_order(self.snap)[vals]  # the team's last first
+            last = -pos[vals]  # the team's last first
             short = need - self.free[n]
             enough = cnt >= short
             if enough.any():

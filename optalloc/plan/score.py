@@ -23,7 +23,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel, build_model
 from optalloc.model.constraints.fairshare import share_tiers
-from optalloc.model.constraints.fill import fill_held
+from optalloc.model.constraints.fill import fill_met
 from optalloc.model.order import priority_class
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan
@@ -46,12 +46,11 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)
     order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())
-    fill = fill_held(snap, np.where(snap.org.is_leaf, em.fill, 0.0), jobs, types).sum() \
-        if len(em.fill) else 0.0
+    fill = fill_met(snap, em.fill, jobs, types)
     busy = int(snap.job_gpus[jobs].sum())
     pre = np.asarray(preempted, np.int64)
     churn = float((em.imp.lost_s[pre] * snap.job_gpus[pre]).sum())
-    return (round(floors, 6), round(targets, 6), round(order, 6), round(float(fill), 6), busy,
+    return (round(floors, 6), round(targets, 6), round(order, 6), round(fill, 6), busy,
             -round(churn, 3))
 
 

@@ -67,9 +67,15 @@ def fill_held(snap, fill: np.ndarray, jobs: np.ndarray, types: np.ndarray) -> np
     return np.minimum(unallocated_held(snap, jobs, types), fill)
 
 
-def fill_value(imp, snap, fill: np.ndarray, jobs: np.ndarray, types: np.ndarray) -> float:
-    """The fill tier's objective for a plan running jobs[i] on types[i]."""
+def fill_met(snap, fill: np.ndarray, jobs: np.ndarray, types: np.ndarray) -> float:
+    """GPUs of the projects' fill targets (the leaves') a plan running jobs[i] on types[i]
+    meets: the scheme's order counts them (optalloc.plan.score), the objective weighs them."""
     if not len(fill):
         return 0.0
     leaf = np.where(snap.org.is_leaf, fill, 0.0)
-    return float(fill_held(snap, leaf, jobs, types).sum() * imp.fill_weight)
+    return float(fill_held(snap, leaf, jobs, types).sum())
+
+
+def fill_value(imp, snap, fill: np.ndarray, jobs: np.ndarray, types: np.ndarray) -> float:
+    """The fill tier's objective for a plan running jobs[i] on types[i]."""
+    return fill_met(snap, fill, jobs, types) * imp.fill_weight
