@@ -16,8 +16,10 @@ So a plan that breaks a row on a's own type t only where a gave way there is eli
 not fit on t beside the allocated work the plan runs there but its team's jobs below it
 (u_t - u_g >= cap_t - g_a + 1: u_t the GPUs of allocated starts and keeps on t, keeps off
 drain nodes; u_g those of a's project there with a priority below a's, or a's own but not
-running, not a due reservation's gang's start; cap_t the GPUs of t's up nodes). The count is
-per type: where whole jobs leave GPUs on t that a cannot use, the row holds as written.
+running, not a due reservation's gang's start nor a protected keep; cap_t the GPUs of t's up
+nodes). The count is per type: where whole jobs leave GPUs on t that a cannot use, the row
+holds as written. The placement's backfill reads the same rule
+(optalloc.plan.backfill.gave_way_rows): the team's job below fills what is left.
 
 The solver's model keeps the rows pairwise. Written into the model (stop 40: a column per
 running job, 1 only where its room condition holds, a big-M row per job, and segment sums
@@ -62,7 +64,10 @@ def _items(snap, req, forced):
     # allocated work only: an allocated job evicts unallocated work wherever it goes
     alloc = np.r_[snap.job_tier1[cj, ct], snap.job_tier1[rj, rt]]
     in_t = alloc & np.r_[np.ones(len(cj), bool), ~snap.job_on_drain[rj]]
-    in_g = in_t & np.r_[~f, np.ones(len(rj), bool)]
+    # a protected teammate below cannot make way for the running job: it counts as others' work
+    # (fresh draws at stop 43: A's 8-GPU job gave way on 2 x 8 GPUs where a protected 1-GPU
+    # teammate held the other node, and its allocated 1-GPU teammates waited beside a free GPU)
+    in_g = in_t & np.r_[~f, ~snap.job_protected[rj]]
     return typ, proj, gpus, level, in_t, in_g, rank
 
 

@@ -7,6 +7,7 @@ import heapq
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.keep_displaced import gave_way
 from optalloc.model.constraints.fairshare import debug_jobs
 from optalloc.model.objective.impact import candidate_values
 from optalloc.model.requirements import cand_counted
@@ -103,6 +104,26 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
     return out
 
 
+def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray) -> set:
+    """The (running position, candidate) `keep_order` rows whose running job does not run and
+    gave way on its own type (optalloc.model.keep_displaced.gave_way: it does not fit there
+    beside the allocated work the plan runs but its team's jobs below it): the team's job
+    below it may fill what is left, as greedy does (rule 6: an allocated job that fits idle
+    GPUs, or GPUs unallocated work holds, does not wait). The backfill only adds allocated
+    work and evicts unallocated work, so a row loose now stays loose. Before, fresh draws at
+    stop 43: p0's running priority-1 8-GPU job gave way to p2's floor, and p0's allocated
+    priority-0 1-GPU job waited while p0's unallocated jobs filled the 4-GPU node (no
+    `keep_order` row holds unallocated work)."""
+    if not len(em.keep_i):
+        return set()
+    down = np.flatnonzero(~kept[em.keep_i] & ~started[em.keep_c])
+    if not len(down):
+        return set()
+    i, c = em.keep_i[down], em.keep_c[down]
+    ok = gave_way(em, i, c, started, kept)
+    return set(zip(i[ok].tolist(), c[ok].tolist()))
+
+
 def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started, placements,
                           cand_of, backfilled, value, restorable) -> None:
     """Lazy greedy in descending marginal objective per GPU over (a) preempted running jobs
@@ -118,6 +139,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     for j, c in cand_of.items():
         sg.add_start(j, c)
     by_job, vk, types_of, preds, keeps, typed = candidates_by_job(em)
+    loose = gave_way_rows(em, started, kept)
     gpus = sg.gpus
     gain_of = sg.gain_of
 
@@ -291,7 +313,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                         continue
                 if c in keeps:
                     down = [i for i in keeps[c] if not (kept[i] or restored[i]
-                                                        or int(req.run_job[i]) in placements)]
+                                                        or int(req.run_job[i]) in placements
+                                                        or (i, c) in loose)]
                     if down:  # a running job its team ranks above it does not run (keep_order):
                         for i in down:  # offered again if that job is restored or moves
                             held_back.setdefault(i, set()).add(j)

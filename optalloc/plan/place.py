@@ -189,7 +189,8 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
                                    k_ub > 0)]
     if len(held[0]):
         # a start given back may be ahead of one that started: it takes that one's place
-        _repair_order(em, pool, placements, started, cand_of, others)
+        held[0] = _pass_held(held[0], _repair_order(em, pool, placements, started, cand_of,
+                                                    others))
         held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
                                            k_ub > 0))
     backfilled = np.zeros(J, bool)
@@ -254,15 +255,17 @@ def _repair_keeps(em, pool, placements, started, cand_of, kept) -> None:
             started[cand_of.pop(b)] = False
 
 
-def _repair_order(em, pool, placements, started, cand_of, others) -> None:
+def _repair_order(em, pool, placements, started, cand_of, others) -> list[tuple[int, int]]:
     """A start whose `order` predecessor could not be placed gives its GPUs back, and the
     predecessor takes them when it fits there (it fits wherever its successor does); repeated
     until no started job has a waiting predecessor (an `order_types` link: only where it
-    started on a type its predecessor may use)."""
+    started on a type its predecessor may use). Returns the (predecessor, job given back)
+    pairs, in order."""
     req = em.req
     pa, pb = np.asarray(em.prec_a, np.int64), np.asarray(em.prec_b, np.int64)
     ta, tc = em.ordx_a, em.ordx_c
     J = len(em.snap.jobs)
+    out: list[tuple[int, int]] = []
     for _ in range(len(pa) + len(ta) + 1):
         on = np.zeros(J, bool)
         on[list(placements)] = True
@@ -274,10 +277,11 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> None:
             hit = np.flatnonzero(broken_links(em.ordx, at, on))
             bad += list(zip(ta[hit].tolist(), req.cand_job[tc[hit]].tolist()))
         if not bad:
-            return
+            return out
         for a, b in bad:
             if b not in placements or a in placements:
                 continue
+            out.append((a, b))
             pool.release(b)
             del placements[b]
             started[cand_of.pop(b)] = False
@@ -288,6 +292,27 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> None:
                     started[c] = True
                     cand_of[a] = c
                     break
+
+
+def _pass_held(held: np.ndarray, given: list[tuple[int, int]]) -> np.ndarray:
+    """`held` (P, 3) rows (running position, job, moved) with a row more for each job that
+    `_repair_order` gave back behind a held one (`given`: (predecessor, job) pairs, in
+    order; a chain passes on): it waits for the same running job, through its team's order
+    (fresh draws at stop 43: B's running 8-GPU job kept over its queued 8-GPU teammate, which
+    then took its 24-GPU teammate's nodes; the 24-GPU start was given back, recorded nowhere)."""
+    if not given:
+        return held
+    rows = held.tolist()
+    by_job: dict[int, list] = {}
+    for r in rows:
+        by_job.setdefault(r[1], []).append(r)
+    for a, b in given:
+        for i, _, m in list(by_job.get(a, ())):
+            row = [i, b, m]
+            if row not in by_job.setdefault(b, []):
+                by_job[b].append(row)
+                rows.append(row)
+    return np.array(rows, np.int64).reshape(-1, 3)
 
 
 def _stays_instead(pool: NodePool, run_nodes, i: int, j: int, kept: np.ndarray) -> bool:
