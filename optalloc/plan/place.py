@@ -35,7 +35,7 @@ from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
 from optalloc.plan.symmetry import canonical_empty_nodes
-from optalloc.plan.team_order import restore_over_teammates
+from optalloc.plan.team_order import pass_held, restore_over_teammates
 from optalloc.snapshot import Snapshot
 from optalloc.types import Placement
 
@@ -189,7 +189,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
                                    k_ub > 0)]
     if len(held[0]):
         # a start given back may be ahead of one that started: it takes that one's place
-        held[0] = _pass_held(held[0], _repair_order(em, pool, placements, started, cand_of,
+        held[0] = pass_held(held[0], _repair_order(em, pool, placements, started, cand_of,
                                                     others))
         held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
                                            k_ub > 0))
@@ -292,27 +292,6 @@ def _repair_order(em, pool, placements, started, cand_of, others) -> list[tuple[
                     started[c] = True
                     cand_of[a] = c
                     break
-
-
-def _pass_held(held: np.ndarray, given: list[tuple[int, int]]) -> np.ndarray:
-    """`held` (P, 3) rows (running position, job, moved) with a row more for each job that
-    `_repair_order` gave back behind a held one (`given`: (predecessor, job) pairs, in
-    order; a chain passes on): it waits for the same running job, through its team's order
-    (fresh draws at stop 43: B's running 8-GPU job kept over its queued 8-GPU teammate, which
-    then took its 24-GPU teammate's nodes; the 24-GPU start was given back, recorded nowhere)."""
-    if not given:
-        return held
-    rows = held.tolist()
-    by_job: dict[int, list] = {}
-    for r in rows:
-        by_job.setdefault(r[1], []).append(r)
-    for a, b in given:
-        for i, _, m in list(by_job.get(a, ())):
-            row = [i, b, m]
-            if row not in by_job.setdefault(b, []):
-                by_job[b].append(row)
-                rows.append(row)
-    return np.array(rows, np.int64).reshape(-1, 3)
 
 
 def _stays_instead(pool: NodePool, run_nodes, i: int, j: int, kept: np.ndarray) -> bool:

@@ -120,3 +120,25 @@ def _restore_once(em, pool, run_gpus, kept, placements, started, cand_of, restor
         kept[k] = True
     was_moved = np.isin(pairs[:, 0], back[moved]).astype(np.int64)
     return np.column_stack([pairs, was_moved])
+
+
+def pass_held(held: np.ndarray, given: list[tuple[int, int]]) -> np.ndarray:
+    """`held` (P, 3) rows (running position, job, moved) with a row more for each job that
+    optalloc.plan.place._repair_order gave back behind a held one (`given`: (predecessor,
+    job) pairs, in order; a chain passes on): it waits for the same running job, through
+    its team's order
+    (fresh draws at stop 43: B's running 8-GPU job kept over its queued 8-GPU teammate, which
+    then took its 24-GPU teammate's nodes; the 24-GPU start was given back, recorded nowhere)."""
+    if not given:
+        return held
+    rows = held.tolist()
+    by_job: dict[int, list] = {}
+    for r in rows:
+        by_job.setdefault(r[1], []).append(r)
+    for a, b in given:
+        for i, _, m in list(by_job.get(a, ())):
+            row = [i, b, m]
+            if row not in by_job.setdefault(b, []):
+                by_job[b].append(row)
+                rows.append(row)
+    return np.array(rows, np.int64).reshape(-1, 3)
