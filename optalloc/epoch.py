@@ -306,6 +306,11 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
 
 
+#: the MIP's plan says what it is; the solver's own word ends the report ("solver: optimal
+#: (Optimal)"): as its first word, 'Optimal; 3.32e-01 above the bound' read as a contradiction
+_MIP = "the MIP's solution placed"
+
+
 def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound,
          solve_s: float, place_s: float, rc: tuple | None = None) -> tuple[EpochModel, Outcome]:
     """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held.
@@ -347,8 +352,8 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
             break
         more = em.ordx.broken(mip.x)
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
-                             message=mip.message + ("; placed keeping the team's order across "
-                                                    "gpu_types" if more.any() else ""))
+                             message=_MIP + ("; placed keeping the team's order across "
+                                             "gpu_types" if more.any() else ""))
         mip = replace(mip, x=None)  # placed already
         cut = em.with_team_rows(_team_pairs(plans))
         cut = cut.with_type_rows(more) if more.any() else cut
@@ -359,7 +364,7 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
         lm = em.lm
     if mip.has_solution:
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
-                             message=mip.message)
+                             message=_MIP)
     best = best_plan(plans)
     msg = f"{mip.status} ({mip.message})" + (
         f"; {n_fixed} integer columns fixed by the LP's reduced costs" if n_fixed else "")
