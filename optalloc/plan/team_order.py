@@ -55,9 +55,10 @@ def restore_over_teammates(em: EpochModel, pool: NodePool, run_gpus, kept: np.nd
     jobs of their own team ranked below them get their GPUs back (kept[i] set): the
     starts of this epoch on them are undone (a queued job waits; a running one's move or
     restart is undone, and it is checked in turn), and so is the moved job's new place.
-    Repeated while a pass restores one. `run_gpus`: (node, GPU index, position) of every GPU
-    running jobs hold (optalloc.plan.place._running_gpus). Returns (P, 3) rows (position,
-    job whose start on its GPUs was undone, 1 when the running job had been moved else 0)."""
+    Repeated while a pass restores one; then a restart on its own type whose GPUs that frees
+    stays (`restarts_stay`). `run_gpus`: (node, GPU index, position) of every GPU running
+    jobs hold (optalloc.plan.place._running_gpus). Returns (P, 3) rows (position, job whose
+    start on its GPUs was undone, 1 when the running job had been moved else 0)."""
     out = []
     for _ in range(4):
         pairs = _restore_once(em, pool, run_gpus, kept, placements, started, cand_of,
@@ -65,7 +66,40 @@ def restore_over_teammates(em: EpochModel, pool: NodePool, run_gpus, kept: np.nd
         if not len(pairs):
             break
         out.append(pairs)
+    if out:
+        restarts_stay(em, pool, run_gpus, kept, placements, started, cand_of, restorable)
     return np.concatenate(out) if out else np.zeros((0, 3), np.int64)
+
+
+def restarts_stay(em: EpochModel, pool: NodePool, run_gpus, kept: np.ndarray,
+                  placements: dict, started: np.ndarray, cand_of: dict,
+                  restorable: np.ndarray) -> None:
+    """A running job restarted on its own type (packing: its GPUs go to a start that needs
+    them) whose GPUs are all free again, the start that took them undone for its team's
+    order, stays where it is instead (kept; the restart undone): a restart no start needs
+    loses its work for nothing (fresh draws at stop 44: p0's queued 2-GPU job took two
+    running teammates' GPUs, one restarted on the other node; the start was undone for the
+    team's order, the other teammate restored, and the restarted one ran elsewhere beside its
+    own free GPU, told 'the GPUs where it ran are not free to it')."""
+    req, snap = em.req, em.snap
+    mine = [(j, c) for j, c in cand_of.items() if req.cand_restart[c]]
+    if not mine:
+        return
+    rn, rg, ri = run_gpus
+    pos = np.full(len(snap.jobs), -1, np.int64)
+    pos[req.run_job] = np.arange(len(req.run_job))
+    for j, c in mine:
+        i = int(pos[j])
+        sel = ri == i
+        if i < 0 or not restorable[i] or snap.job_on_drain[j] or not pool.accept[rn[sel]].all():
+            continue
+        owner = pool.owner[rn[sel], rg[sel]]
+        if not ((owner == -1) | (owner == j)).all():
+            continue
+        pool.release_placement(placements.pop(j), j)
+        started[cand_of.pop(j)] = False
+        pool.hold_many(rn[sel], rg[sel], np.full(int(sel.sum()), j))
+        kept[i] = True
 
 
 def _restore_once(em, pool, run_gpus, kept, placements, started, cand_of, restorable):

@@ -1,0 +1,79 @@
+"""A running job restarted on its own type so that a start could take its GPUs stays where it
+is when that start is undone (optalloc.plan.team_order.restarts_stay): a restart that no start
+needs loses its work for nothing. A fresh draw of the plan property at stop 44, written out;
+the whole plan asserted."""
+
+from __future__ import annotations
+
+from optalloc.epoch import run_epoch
+from optalloc.snapshot import build_snapshot
+from optalloc.types import (
+    Config,
+    GpuType,
+    Job,
+    JobState,
+    Node,
+    NodeAlloc,
+    NodeState,
+    OrgNode,
+    Placement,
+    Policy,
+    ReasonCode,
+)
+
+H = 3600.0
+SPEED = {"b200": 1.5}
+
+
+def _running(i, p, g, start, node, gpus, t="h100", types=()):
+    return Job(id=i, project=p, gpus=g, gpu_types=types, speedup=SPEED, min_runtime_s=900.0,
+               priority=0, submit_time=float(i[1:]), state=JobState.RUNNING, start_time=start,
+               placement=Placement(i, t, (NodeAlloc(node, gpus),)))
+
+
+def _queued(i, p, g, mr=900.0, prio=0, types=()):
+    return Job(id=i, project=p, gpus=g, gpu_types=types, speedup=SPEED, min_runtime_s=mr,
+               priority=prio, submit_time=float(i[1:]))
+
+
+def test_a_restart_whose_taker_gave_way_for_the_team_order_stays_where_it_ran():
+    """h100 nodes of 4 and 8 GPUs, two b200 nodes of 8. p0 runs four 1-GPU jobs on the
+    4-GPU node (j4, j5 past their protection) and queues a 2-GPU h100-only job j8. The MIP
+    starts j8 on j4's and j5's GPUs and restarts j5 on the other node; the placement undoes
+    j8 (running jobs come first in the team's order) and restores j4. Before, j5 ran on
+    elsewhere beside its own free GPU, told 'the GPUs where it ran are not free to it'; now
+    it stays, and nothing is preempted."""
+    nodes = (Node("h100-0", "h100", 4, NodeState.UP), Node("h100-1", "h100", 8, NodeState.UP),
+             Node("b200-0", "b200", 8, NodeState.UP), Node("b200-1", "b200", 8, NodeState.UP))
+    org = OrgNode("root", children=(OrgNode("p0", share=1.0), OrgNode("p1", share=1.0)))
+    jobs = [_running("j0", "p0", 1, 71400.0, "h100-0", (0,)),
+            _running("j1", "p0", 1, 71400.0, "h100-0", (1,)),
+            _queued("j2", "p0", 1, 0.0), _queued("j3", "p0", 2, 0.0),
+            _running("j4", "p0", 1, 61200.0, "h100-0", (2,)),
+            _running("j5", "p0", 1, 61200.0, "h100-0", (3,)),
+            _running("j6", "p1", 1, 71400.0, "b200-0", (0,), "b200", ("b200",)),
+            _queued("j7", "p1", 8), _queued("j8", "p0", 2, types=("h100",)),
+            _queued("j9", "p0", 8), _queued("j10", "p1", 1, prio=1), _queued("j11", "p0", 2, 0.0),
+            _queued("j12", "p1", 1), _running("j13", "p1", 4, 71400.0, "h100-1", (0, 1, 2, 3)),
+            _queued("j14", "p0", 1, 0.0), _queued("j15", "p1", 2), _queued("j16", "p0", 1, 0.0),
+            _queued("j17", "p1", 2, types=("h100",)),
+            _running("j18", "p0", 1, 71400.0, "h100-1", (4,))]
+    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.0)), nodes, org,
+                 Policy(max_reservations=0), tuple(jobs))
+    snap = build_snapshot(cfg, now=20 * H, usage_ratio={"p0": 1.0, "p1": 0.0})
+    plan = run_epoch(snap)
+    placed = {p.job_id: (p.gpu_type, tuple((a.node, a.gpus) for a in p.nodes))
+              for p in plan.placements}
+    for j in ("j0", "j1", "j4", "j5", "j6", "j13", "j18"):  # every running job stays put
+        job = snap.jobs[snap.job_index[j]]
+        assert placed.pop(j) == (job.placement.gpu_type,
+                                 tuple((a.node, a.gpus) for a in job.placement.nodes)), j
+    assert {j: t for j, (t, _) in placed.items()} == {
+        "j2": "b200", "j9": "b200", "j10": "b200", "j12": "b200", "j14": "b200",
+        "j15": "b200", "j16": "b200", "j17": "h100"}
+    assert plan.preemptions == ()
+    assert {r.job_id: r.code for r in plan.pending} == {
+        "j3": ReasonCode.UNALLOCATED_YIELDS, "j7": ReasonCode.LOWER_PRIORITY_IN_PROJECT,
+        "j8": ReasonCode.LOWER_PRIORITY_IN_PROJECT, "j11": ReasonCode.UNALLOCATED_YIELDS}
+    j8 = next(r for r in plan.pending if r.job_id == "j8")
+    assert "j4, j5" in j8.message and "team's order" in j8.message
