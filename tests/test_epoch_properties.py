@@ -326,6 +326,12 @@ def assert_true_bound_and_honest_status(snap, run) -> None:
     rep, opt, low = plan.report, exact.objective, strict.objective
     tol = 1e-6 * max(1.0, abs(opt))
     why = (rep.status, rep.source, rep.objective, rep.bound, opt, low, rep.message)
+    if "its bound counts no such plan" in rep.message:
+        # a plan outside the model (a lower-priority start where its running teammate gave
+        # way: optalloc.model.keep_displaced) may be worth more than the model's optimum; it
+        # is never called optimal (fresh draws at stop 44: greedy's plan 781.0 against 648.75)
+        assert rep.status != "optimal", why
+        return
     assert rep.objective <= opt + tol, why
     if "bound of the plans that meet the floors" in rep.message:
         return
