@@ -196,18 +196,8 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
     if backfill:
-        restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, started,
-                              placements, cand_of, backfilled, value, k_ub > 0)
-        # an eviction for an allocated start sees one node: a teammate it evicted may rank
-        # above one still started on another node or type, and takes its place (fresh draws
-        # at stop 43: the 4th-submitted unallocated job evicted from h100, the 7th kept on
-        # b200, the team's `order` row broken)
-        _repair_order(em, pool, placements, started, cand_of, others)
-        backfilled[[j for j in np.flatnonzero(backfilled) if j not in placements]] = False
-        # the backfill's starts too (a queued teammate may outbid a restore)
-        held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
-                                           k_ub > 0))
-        backfilled[held[-1][:, 1]] = False
+        restored = backfill_rounds(em, pool, run_nodes, run_of_job, kept, started, placements,
+                                   cand_of, backfilled, value, k_ub > 0, gpus, others, held)
     free = np.where(pool.accept, pool.free, 0)
     return Placed(started, kept | restored, placements, backfilled, restored, free,
                   np.unique(np.concatenate(held), axis=0))
@@ -238,6 +228,36 @@ def _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes):
             for n, _ in run_nodes[i]:
                 pool.freed[n] = True
     return pl
+
+
+def backfill_rounds(em, pool, run_nodes, run_of_job, kept, started, placements, cand_of,
+                    backfilled, value, restorable, gpus, others, held: list) -> np.ndarray:
+    """Restore + backfill, the team's order repaired after it; again once where that repair
+    gave GPUs back (a running job restored over its teammates' starts frees the GPUs of its
+    own move and of larger starts: fresh draws at stop 44, a 4-GPU node left with 3 idle GPUs
+    beside waiting 1-GPU jobs). `held` receives the starts given back; returns `restored`
+    (K,), the running jobs the backfill kept that the solution preempted (`kept` has them)."""
+    K = len(em.req.run_job)
+    restored = np.zeros(K, bool)
+    for _ in range(2):
+        more = np.zeros(K, bool)
+        restore_and_backfill(em, pool, run_nodes, run_of_job, kept, more, started,
+                             placements, cand_of, backfilled, value, restorable)
+        restored = (restored & kept) | more
+        kept |= more
+        # an eviction for an allocated start sees one node: a teammate it evicted may rank
+        # above one still started on another node or type, and takes its place (fresh draws
+        # at stop 43: the 4th-submitted unallocated job evicted from h100, the 7th kept on
+        # b200, the team's `order` row broken)
+        _repair_order(em, pool, placements, started, cand_of, others)
+        backfilled[[j for j in np.flatnonzero(backfilled) if j not in placements]] = False
+        # the backfill's starts too (a queued teammate may outbid a restore)
+        held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
+                                           restorable))
+        backfilled[held[-1][:, 1]] = False
+        if not len(held[-1]):
+            break
+    return restored
 
 
 def _repair_keeps(em, pool, placements, started, cand_of, kept) -> None:

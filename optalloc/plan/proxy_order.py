@@ -27,7 +27,7 @@ import numpy as np
 from optalloc.model.build import EpochModel
 from optalloc.model.objective.impact import candidate_values
 from optalloc.model.order import project_order, scheme_above
-from optalloc.plan.backfill import candidates_by_job, restore_and_backfill
+from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
@@ -35,10 +35,11 @@ from optalloc.plan.place import (
     _repair_order,
     _running_gpus,
     _running_holds,
+    backfill_rounds,
     evictable_jobs,
     keep_bounds_of,
 )
-from optalloc.plan.team_order import forced_jobs, restore_over_teammates
+from optalloc.plan.team_order import forced_jobs
 
 
 def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | None:
@@ -121,12 +122,10 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     _repair_order(em, pool, placements, started, cand_of, candidates_by_job(em)[0])
     value = candidate_values(em.imp, req)
     more = np.zeros(J, bool)
-    restore_and_backfill(em, pool, _running_holds(em), {int(j): i for i, j in enumerate(rj)},
-                         kept, restored, started, placements, cand_of, more, value, ub > 0)
-    held = [np.array(pairs, np.int64).reshape(-1, 3),
-            restore_over_teammates(em, pool, (rn, rg, ri), kept, placements, started, cand_of,
-                                   ub > 0)]
-    more[held[-1][:, 1]] = False
+    held = [np.array(pairs, np.int64).reshape(-1, 3)]
+    restored = (restored & kept) | backfill_rounds(
+        em, pool, _running_holds(em), {int(j): i for i, j in enumerate(rj)}, kept, started,
+        placements, cand_of, more, value, ub > 0, (rn, rg, ri), candidates_by_job(em)[0], held)
     now = np.zeros(J, bool)
     now[list(placements)] = True
     if placed.held is not None and len(placed.held):
