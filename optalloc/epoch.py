@@ -32,6 +32,9 @@ Numbered phases (Kueue style):
                       (effective_settings)
   4. place         solution -> nodes and GPU indices, repair, restore + backfill; on the
                    plan chosen, the team's order by proxy (optalloc.plan.proxy_order)
+                   4b where that left the plan outside mip_gap: the LP again with the
+                      plan's keeps fixed, warm, rounded, placed and repaired the same way
+                      (optalloc.epoch_kept)
   5. reasons       preemptions, pending reasons, floor violations, drain progress, the
                    reservations after the plan and those that ended, the report
 
@@ -63,6 +66,7 @@ from optalloc.plan.floors_unmet import floor_violations
 from optalloc.plan.reasons import pending_reasons
 from optalloc.plan.reservations import plan_reservations, reservation_reasons
 from optalloc.snapshot import Snapshot
+from optalloc.epoch_kept import resolve_with_keeps
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
     CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
     team_pairs as _team_pairs, final as _final, floor_terms as _floor_terms,
@@ -113,8 +117,12 @@ def _run_epoch(snapshot: Snapshot, settings: SolverSettings | None) -> Plan:
         if g is not None:
             greedy_scored(em, g)
     # 3. solve + 4. place
-    em, out = _solve_and_place(em, settings, g, greedy_s, early)
+    dives: list = []  # the LP of step 3a, once made (steps 4 and 4b read it)
+    em, out = _solve_and_place(em, settings, g, greedy_s, early, dives)
+    chosen = out
     out = keep_team_order(em, out, settings, g)  # the team's order by proxy (plan.proxy_order)
+    # 4b. where that left the plan outside the gap: the LP again with its keeps fixed
+    out = resolve_with_keeps(em, chosen, out, dives[0] if dives else None, settings, g)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"
@@ -174,8 +182,10 @@ def _early_lp(em: EpochModel, settings: SolverSettings) -> EarlyLp | None:
 
 
 def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
-                     greedy_s: float, early: EarlyLp | None = None) -> tuple[EpochModel, Outcome]:
-    """(the model with the `order_types` rows its solutions broke, the plan chosen)."""
+                     greedy_s: float, early: EarlyLp | None = None,
+                     dives: list | None = None) -> tuple[EpochModel, Outcome]:
+    """(the model with the `order_types` rows its solutions broke, the plan chosen);
+    `dives` receives the LP of step 3a (its Dive) once made."""
     lm = em.lm
     name = settings.backend
     if lm.n_vars == 0:  # nothing to decide: an empty model is trivially optimal
@@ -191,6 +201,8 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
                                    message=res.message)
     # 3a. the LP relaxation: its optimum is the bound, its point rounds to a plan
     dive = start_dive(lm, settings, em.x, early=early)
+    if dives is not None:
+        dives.append(dive)
     lp = dive.first
     plans: list[Outcome] = []
     if lp.has_solution and lp.x is not None:

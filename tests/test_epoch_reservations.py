@@ -513,15 +513,12 @@ def test_a_teammate_started_at_time_zero_has_started_not_started_now():
         assert _outcome(plan)[2] == {"G": (("n01", "n02"), NOW + 7 * H, 0)}, start
 
 
-def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it():
-    """A helper's random cluster (stop 41): B, ranked first, starts q2 (16 GPUs); A's due gang
-    q1 holds the only free nodes h02-h03. Starting q1 there sent q2 onto h04-h05, stopping A's
-    r5, which A ranks above q1 (its priority, submitted earlier): r5 stopped by proxy for its
-    own team's lower-ranked gang. Now q2 takes h02-h03, r5 runs on, and q1 waits an epoch on
-    its reservation, which says so; the plan is outside the model (its gang's start is
-    forced), so `feasible`."""
-    from optalloc.sim.invariants import proxy_order_breaks, team_order_breaks
-
+def _proxy_gang_case():
+    """A helper's random cluster (stop 41): B, ranked first, below its floor (24 of 28),
+    queues q2 (16 GPUs); A, below its floor without its due gang q1 (16 of 28), has q1's
+    reservation due and the only free nodes are h02-h03. The model starts q1 there and sends
+    q2 onto h04-h05, stopping A's r5, which A ranks above q1 (its priority, submitted
+    earlier): r5 stopped by proxy for its own team's lower-ranked gang."""
     def r(jid, p, node, start, mr, dur, prio, sub):
         return running(jid, p, "h100", [(node, range(8))], start=start, min_runtime_s=mr,
                        duration_s=dur, priority=prio, submit_time=sub)
@@ -538,9 +535,38 @@ def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it()
             Job("q3", "A", 24, min_runtime_s=H, duration_s=1200, priority=0, submit_time=-97.0)]
     cfg = Config((GpuType("h100"),), tuple(nodes_of(7, 8, prefix="h")),
                  flat_org({"A": 1, "B": 1}), Policy(max_reservations=2), tuple(jobs))
-    snap = build_snapshot(cfg, now=now, usage_ratio={"A": 1.957, "B": 0.137},
+    return build_snapshot(cfg, now=now, usage_ratio={"A": 1.957, "B": 0.137},
                           reservations=[Reservation("q1", "h100", ("h05",), now + 3 * H,
                                                     since=now - H)])
+
+
+def test_a_due_gang_starts_where_it_stops_no_teammate_by_proxy():
+    """The epoch's plan (step 4b, optalloc.epoch_kept): with r5 kept, the LP again starts q1
+    on the free nodes h02-h03 and q2 waits. That meets 52 floor GPUs (A 28, B 24) where the
+    repaired plan below meets 44 (A 16, B 28); r5 runs on, nothing is preempted."""
+    from optalloc.sim.invariants import proxy_order_breaks, team_order_breaks
+
+    snap = _proxy_gang_case()
+    plan = run_epoch(snap)
+    assert (proxy_order_breaks(snap, plan), team_order_breaks(snap, plan)) == ([], [])
+    assert plan.preemptions == ()
+    assert {p.job_id: tuple(n.node for n in p.nodes) for p in plan.placements
+            if not snap.jobs[snap.job_index[p.job_id]].running} == {"q1": ("h02", "h03")}
+    assert {r.job_id: r.code.value for r in plan.pending} == {
+        "q0": "OverShare", "q2": "WaitingForCapacity", "q3": "LowerPriorityInProject"}
+    assert plan.reservations == ()
+    assert "then the LP again with the running jobs it keeps fixed" in plan.report.message
+
+
+def test_a_due_gang_waits_rather_than_stop_by_proxy_a_teammate_ranked_above_it(monkeypatch):
+    """Without step 4b, the team's order by proxy repairs the model's plan: q2 takes h02-h03,
+    r5 runs on, and q1 waits an epoch on its reservation, which says so; the plan is outside
+    the model (its gang's start is forced), so `feasible`."""
+    import optalloc.epoch_kept
+    from optalloc.sim.invariants import proxy_order_breaks, team_order_breaks
+
+    monkeypatch.setattr(optalloc.epoch_kept, "KEPT_ROUNDS", 0)
+    snap = _proxy_gang_case()
     plan = run_epoch(snap)
     assert (proxy_order_breaks(snap, plan), team_order_breaks(snap, plan)) == ([], [])
     assert plan.preemptions == ()

@@ -317,6 +317,33 @@ class Dive:
         self.solve_s += time.perf_counter() - t0
         return x
 
+    def fixed_point(self, ones: np.ndarray) -> np.ndarray | None:
+        """The first LP with the columns `ones` fixed to 1 (a plan's keeps: the caller's
+        repair kept running jobs the LP stopped, optalloc.epoch_kept), re-solved warm from the
+        first LP's basis; the dive's own state (its rounds' bounds, basis) restored after. The
+        new point, or None when the LP failed (or there is no first basis)."""
+        import highspy
+
+        if self.first_basis is None or not len(ones):
+            return None
+        t0 = time.perf_counter()
+        h = self.h
+        here = h.getBasis()
+        c = np.asarray(ones).astype(np.int32)
+        lb, ub = self.bounds
+        self._set_bounds([])
+        h.changeColsBounds(len(c), c, np.ones(len(c)), np.ones(len(c)))
+        h.setBasis(self.first_basis)
+        h.run()
+        x = None
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            x = np.asarray(h.getSolution().col_value)
+        h.changeColsBounds(len(c), c, lb[c].astype(float), ub[c].astype(float))
+        self._set_bounds(self._rounds)
+        h.setBasis(here)
+        self.solve_s += time.perf_counter() - t0
+        return x
+
     def _set_bounds(self, changes: list) -> None:
         """The columns of `cols` back to the model's bounds, then `changes` applied in order."""
         idx = self.cols.astype(np.int32)
