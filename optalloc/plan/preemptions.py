@@ -22,7 +22,12 @@ from optalloc.model.build import EpochModel
 from optalloc.model.order import scheme_above
 from optalloc.model.requirements import SHAPE_NAMES
 from optalloc.plan.holdings import Placed, got_by_org
-from optalloc.plan.reasons import reserved_by_org, reserved_note, share_line, share_row_view
+from optalloc.plan.holder_lines import (
+    reserved_by_org,
+    reserved_note,
+    share_line,
+    share_row_view,
+)
 from optalloc.plan.team_order import forced_jobs
 from optalloc.types import Placement, Preemption, ReasonCode
 

@@ -37,6 +37,7 @@ class ReasonContext:
         prot = snap.job_protected[self.hold_j] & np.r_[np.ones(len(kj), bool),
                                                         np.zeros(len(nj), bool)]
         T = len(snap.gpu_types)
+        self.prot = prot
         self.protected_gpus = np.bincount(self.hold_t[prot], weights=snap.job_gpus[
             self.hold_j[prot]], minlength=T)
         ends = np.where(prot, snap.job_protect_end[self.hold_j], np.nan)
@@ -225,11 +226,38 @@ class ReasonContext:
             out = self._memo[key] = make()
         return out
 
-    def about(self, fn, o: int, t: int):
+    def about(self, fn, o: int, t: int, held: bool = False):
         """fn(snap, em, got, o, t), once per epoch per (fn, o, t): the lines naming who holds
         what read only the plan's totals, the same for every pending job behind that level
-        (the 16k-GPU bench epoch asked them ~8,700 times for a few hundred levels)."""
-        return self.once((fn, o, t), lambda: fn(self.em.snap, self.em, self.got, o, t))
+        (the 16k-GPU bench epoch asked them ~8,700 times for a few hundred levels). `held`:
+        with what the jobs hold, not the GPUs of waiting reserved gangs that got counts
+        against their projects' shares (a helper's case at stop 44: a job was told two
+        projects that ran nothing held the rest of the GPUs, 'past a target with whole
+        jobs')."""
+        got = self.got if not held or self.reserved is None else self.got - self.reserved
+        return self.once((fn, o, t, held), lambda: fn(self.em.snap, self.em, got, o, t))
+
+    def reserved_outside(self, o: int, t: int) -> list[str]:
+        """The projects outside o's subtree with waiting reserved gangs on t."""
+        if self.reserved is None:
+            return []
+        snap = self.em.snap
+        out = snap.org.is_leaf & ~snap.org.membership()[o] & (self.reserved[:, t] > 1e-9)
+        return [snap.org.names[v] for v in np.flatnonzero(out)]
+
+    def rest_split(self, p: int, t: int) -> tuple[float, float, float]:
+        """The GPUs of t that jobs outside their protection hold after the plan: (project
+        p's own allocated jobs, other projects' allocated jobs, unallocated work)."""
+        def make():
+            snap = self.em.snap
+            j, on = self.hold_j, (self.hold_t == t) & ~self.prot
+            alloc = snap.job_tier1[j, self.hold_t]
+            mine = snap.job_project[j] == p
+            g = snap.job_gpus[j].astype(float)
+            return (float(g[on & alloc & mine].sum()), float(g[on & alloc & ~mine].sum()),
+                    float(g[on & ~alloc].sum()))
+
+        return self.once(("rest", p, t), make)
 
     def lists(self) -> tuple[list, list]:
         """(got, the targets) as nested Python lists, once per epoch (the classification

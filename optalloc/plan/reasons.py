@@ -25,7 +25,17 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
-from optalloc.plan.holdings import Placed, got_by_org, plan_pairs
+from optalloc.plan.holdings import Placed, got_by_org
+from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_line: re-exported)
+    _holders_outside,
+    _others_over,
+    _rest_text,
+    _siblings,
+    reserved_by_org,
+    reserved_note,
+    share_line,
+    share_row_view,
+)
 from optalloc.plan.reason_context import ReasonContext
 from optalloc.snapshot import Snapshot
 from optalloc.types import PendingReason, ReasonCode, frozen_map
@@ -50,83 +60,6 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
             "free_whole_nodes": int((f == snap.node_gpus[sel]).sum()) if len(f) else 0,
         }
     return out
-
-
-def reserved_note(reserved: np.ndarray | None, o: int, t: int) -> str:
-    """", R of them for its reserved gangs" where o's holdings count GPUs of waiting gangs
-    that hold reserved nodes (the share rows count a reservation as held), else ""."""
-    r = 0.0 if reserved is None else float(reserved[o, t])
-    return f", {r:g} of them for its reserved gangs" if r > 1e-9 else ""
-
-
-def reserved_by_org(em: EpochModel, placed: Placed) -> np.ndarray | None:
-    """(O, T): the GPUs of waiting reserved gangs that got_by_org counts as held (None
-    without reservations)."""
-    return em.res.holding(em.snap, plan_pairs(em, placed)[0]) if em.res.held else None
-
-
-def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
-                reserved: np.ndarray | None = None) -> str:
-    if em.tg.pooled:  # one budget over every type (optalloc.model.pooled): what o holds of
-        # each type against its target over all types (a project at its budget on b200 is
-        # at it, whatever it holds of h100)
-        ent = float(snap.org.entitlement[o] @ em.tg.capacity)
-        each = ", ".join(f"{got[o, u]:g} {nm}" for u, nm in enumerate(snap.type_names)
-                         if got[o, u] > 0)
-        r = 0.0 if reserved is None else float(reserved[o].sum())
-        held = (f"{got[o].sum():g} GPUs over all types" + (f" ({each})" if each else "")
-                + (f" ({r:g} of them for its reserved gangs)" if r > 1e-9 else ""))
-        return (f"{snap.org.names[o]} holds {held}, its fair-share target this epoch is "
-                f"{em.target[o].sum():g} over all types (floor {em.floor[o].sum():g}, "
-                f"entitled {ent:.1f} GPUs over all gpu types, usage ratio "
-                f"{snap.usage_ratio[o]:.2f})")
-    note = reserved_note(reserved, o, t)
-    held = f"{got[o, t]:g} {snap.type_names[t]} GPUs" + (f" ({note[2:]})" if note else "")
-    ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
-    return (f"{snap.org.names[o]} holds {held}, its fair-share target this "
-            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, entitled {ent:.1f}, "
-            f"usage ratio {snap.usage_ratio[o]:.2f})")
-
-
-def share_row_view(em: EpochModel, got: np.ndarray, t: int) -> tuple:
-    """(O,) GPUs held, floors and targets on t's share row, as the model counts them: of t,
-    or over all types where one budget spans them (optalloc.model.pooled), and the words that
-    say which (" over all types" or "")."""
-    tg = em.tg
-    s = int(tg.share_col[t])
-    return (tg.share_view(got)[:, s], tg.share_floor[:, s], tg.share_target[:, s],
-            " over all types" if tg.pooled else "")
-
-
-def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
-    """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead)."""
-    org = snap.org
-    G, _, T, where = share_row_view(em, got, t)
-    sib = [v for v in np.flatnonzero(org.parent == org.parent[o]) if v != o and got[v, t] > 0]
-    sib.sort(key=lambda v: float(snap.usage_ratio[v]))
-    return ", ".join(f"{org.names[v]} (usage ratio {snap.usage_ratio[v]:.2f}, holds "
-                     f"{G[v]:g} of target {T[v]:g}{where})" for v in sib[:3])
-
-
-def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
-    """(O,) bool: projects outside o's subtree."""
-    return snap.org.is_leaf & ~snap.org.membership()[o]
-
-
-def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
-    """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
-    G, _, T, where = share_row_view(em, got, t)
-    leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if got[v, t] > 0]
-    leaves.sort(key=lambda v: -got[v, t])
-    return ", ".join(f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where})"
-                     for v in leaves[:3])
-
-
-def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
-    """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
-    job that meets a floor, or a protected one, cannot shrink to the target)."""
-    G, _, T, _ = share_row_view(em, got, t)
-    return bool((_leaves_outside(snap, o) & (got[:, t] > 0) & (G > T + 1e-9)).any())
 
 
 def pending_reasons(
@@ -342,9 +275,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
             f"{tn[t]} are not free, and the plan preempts none for it: "
             f"{prot}, "
-            + (f"the rest are held by {ctx.about(_holders_outside, p, t)}: past a target "
-               "with whole jobs, which cannot shrink to it" if ctx.about(_others_over, p, t)
-               else "the rest hold other projects' floors and targets" if rest > 0
+            + (f"the rest are held by {ctx.about(_holders_outside, p, t, True)}: past a "
+               "target with whole jobs, which cannot shrink to it"
+               if ctx.about(_others_over, p, t, True)
+               else _rest_text(ctx.rest_split(p, t), job.project) if rest > 0
                else "the rest are free")
             + f" ({fr[tn[t]]['free_gpus']} free)"
         ), by_prio
@@ -385,8 +319,9 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                   f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
                   f"{em.floor[o, t]:g} GPUs{note})") if short else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
-        held = ctx.about(_holders_outside, o, t)
-        over = ctx.about(_others_over, o, t)
+        held = ctx.about(_holders_outside, o, t, True)
+        over = ctx.about(_others_over, o, t, True)
+        waits = ctx.reserved_outside(o, t)
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
             "are protected"
@@ -397,6 +332,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
                else f"; the rest are held by {held}: past a target with whole jobs, which "
                     "cannot shrink to it" if held else "")
+            + (f"; {', '.join(waits)} hold{'s' if len(waits) == 1 else ''} nodes reserved "
+               "for waiting gangs" if waits else "")
         ), o == p or by_prio
     sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (

@@ -1,0 +1,101 @@
+"""The lines of pending and preemption reasons that say who holds what after the plan: a
+project's share line, the siblings ahead of it, the projects outside a subtree and whether
+they are past their targets, who holds the GPUs neither protected nor free, and the GPUs of
+waiting reserved gangs the share rows count as held (optalloc.plan.reasons,
+optalloc.plan.preemptions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.plan.holdings import Placed, plan_pairs
+from optalloc.snapshot import Snapshot
+
+
+def reserved_note(reserved: np.ndarray | None, o: int, t: int) -> str:
+    """", R of them for its reserved gangs" where o's holdings count GPUs of waiting gangs
+    that hold reserved nodes (the share rows count a reservation as held), else ""."""
+    r = 0.0 if reserved is None else float(reserved[o, t])
+    return f", {r:g} of them for its reserved gangs" if r > 1e-9 else ""
+
+
+def reserved_by_org(em: EpochModel, placed: Placed) -> np.ndarray | None:
+    """(O, T): the GPUs of waiting reserved gangs that got_by_org counts as held (None
+    without reservations)."""
+    return em.res.holding(em.snap, plan_pairs(em, placed)[0]) if em.res.held else None
+
+
+def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
+                reserved: np.ndarray | None = None) -> str:
+    if em.tg.pooled:  # one budget over every type (optalloc.model.pooled): what o holds of
+        # each type against its target over all types (a project at its budget on b200 is
+        # at it, whatever it holds of h100)
+        ent = float(snap.org.entitlement[o] @ em.tg.capacity)
+        each = ", ".join(f"{got[o, u]:g} {nm}" for u, nm in enumerate(snap.type_names)
+                         if got[o, u] > 0)
+        r = 0.0 if reserved is None else float(reserved[o].sum())
+        held = (f"{got[o].sum():g} GPUs over all types" + (f" ({each})" if each else "")
+                + (f" ({r:g} of them for its reserved gangs)" if r > 1e-9 else ""))
+        return (f"{snap.org.names[o]} holds {held}, its fair-share target this epoch is "
+                f"{em.target[o].sum():g} over all types (floor {em.floor[o].sum():g}, "
+                f"entitled {ent:.1f} GPUs over all gpu types, usage ratio "
+                f"{snap.usage_ratio[o]:.2f})")
+    note = reserved_note(reserved, o, t)
+    held = f"{got[o, t]:g} {snap.type_names[t]} GPUs" + (f" ({note[2:]})" if note else "")
+    ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
+    return (f"{snap.org.names[o]} holds {held}, its fair-share target this "
+            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, entitled {ent:.1f}, "
+            f"usage ratio {snap.usage_ratio[o]:.2f})")
+
+
+def share_row_view(em: EpochModel, got: np.ndarray, t: int) -> tuple:
+    """(O,) GPUs held, floors and targets on t's share row, as the model counts them: of t,
+    or over all types where one budget spans them (optalloc.model.pooled), and the words that
+    say which (" over all types" or "")."""
+    tg = em.tg
+    s = int(tg.share_col[t])
+    return (tg.share_view(got)[:, s], tg.share_floor[:, s], tg.share_target[:, s],
+            " over all types" if tg.pooled else "")
+
+
+def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
+    """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead)."""
+    org = snap.org
+    G, _, T, where = share_row_view(em, got, t)
+    sib = [v for v in np.flatnonzero(org.parent == org.parent[o]) if v != o and got[v, t] > 0]
+    sib.sort(key=lambda v: float(snap.usage_ratio[v]))
+    return ", ".join(f"{org.names[v]} (usage ratio {snap.usage_ratio[v]:.2f}, holds "
+                     f"{G[v]:g} of target {T[v]:g}{where})" for v in sib[:3])
+
+
+def _rest_text(split: tuple[float, float, float], project: str) -> str:
+    """Who holds the GPUs that are neither protected nor free (ReasonContext.rest_split):
+    before, every such GPU was said to hold 'other projects' floors and targets', also where
+    the project's own jobs held them (a helper's cases at stop 44)."""
+    mine, others, low = split
+    parts = ([f"{others:g} hold other projects' floors and targets"] if others > 0 else []) + (
+        [f"{mine:g} run {project}'s own jobs"] if mine > 0 else []) + (
+        [f"{low:g} run unallocated work"] if low > 0 else [])
+    return "the rest: " + ", ".join(parts) if parts else "the rest are free"
+
+
+def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
+    """(O,) bool: projects outside o's subtree."""
+    return snap.org.is_leaf & ~snap.org.membership()[o]
+
+
+def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
+    """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
+    G, _, T, where = share_row_view(em, got, t)
+    leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if got[v, t] > 0]
+    leaves.sort(key=lambda v: -got[v, t])
+    return ", ".join(f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where})"
+                     for v in leaves[:3])
+
+
+def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
+    """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
+    job that meets a floor, or a protected one, cannot shrink to the target)."""
+    G, _, T, _ = share_row_view(em, got, t)
+    return bool((_leaves_outside(snap, o) & (got[:, t] > 0) & (G > T + 1e-9)).any())
