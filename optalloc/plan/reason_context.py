@@ -245,6 +245,26 @@ class ReasonContext:
         out = snap.org.is_leaf & ~snap.org.membership()[o] & (self.reserved[:, t] > 1e-9)
         return [snap.org.names[v] for v in np.flatnonzero(out)]
 
+    def lower_starts(self, p: int, t: int, prio: int) -> np.ndarray:
+        """Allocated jobs of project p with a priority below `prio` that the plan starts on
+        t (not running ones it keeps or moves), in hold order."""
+        def make():
+            snap = self.em.snap
+            j, tt = self.hold_j, self.hold_t
+            new = np.zeros(len(j), bool)
+            new[len(j) - len(self.placed.placements):] = True
+            new &= ~snap.job_running[j]
+            return j[new & (tt == t) & (snap.job_project[j] == p) & snap.job_tier1[j, tt]]
+
+        mine = self.once(("new", p, t), make)
+        return mine[self.em.snap.job_priority[mine] < prio]
+
+    def has_lower_starts(self, p: int, t: int) -> bool:
+        """Some allocated job of p starts on t this epoch: a waiting job's reason then
+        depends on its priority (lower_starts), so jobs alike of other priorities do not
+        share it."""
+        return bool(len(self.lower_starts(p, t, np.iinfo(np.int64).max)))
+
     def rest_split(self, p: int, t: int) -> tuple[float, float, float]:
         """The GPUs of t that jobs outside their protection hold after the plan: (project
         p's own allocated jobs, other projects' allocated jobs, unallocated work)."""

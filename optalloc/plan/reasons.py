@@ -62,6 +62,24 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
     return out
 
 
+def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
+    """'; ... of its jobs with a lower priority start on t this epoch (...)' where they do:
+    the team's order links a job to the place of one job it fits in whole, so a job that
+    needs the places of several of them, or of one and the free GPUs beside it, can wait
+    behind them (README, rule 3, left out); the reason says so rather than name capacity
+    alone (a helper's case at stop 44: A's priority-1 4-GPU job waited while its two
+    priority-0 2 + 2 debug gangs took both 4-GPU nodes, told only that A held every GPU)."""
+    low = ctx.lower_starts(p, t, prio)
+    if not len(low):
+        return ""
+    snap = ctx.em.snap
+    ids = ", ".join(snap.jobs[j].id for j in low[:3]) + ("..." if len(low) > 3 else "")
+    return (f"; {int(snap.job_gpus[low].sum())} of them run {len(low)} of its jobs with a "
+            f"lower priority than {prio} that start on {type_name} this epoch ({ids}): the "
+            "team's order keeps a lower-priority job waiting only where this one would fit in "
+            "its place alone, not in the places of several together")
+
+
 def pending_reasons(
     em: EpochModel, placed: Placed, degraded: str | None, got: np.ndarray | None = None
 ) -> tuple[PendingReason, ...]:
@@ -206,11 +224,13 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if any(fr[tn[t]]["free_gpus"] >= g for t in types):
         t = max(types, key=lambda u: fr[tn[u]]["free_gpus"])
         shape = "one node" if req.shape[j, t] == SMALL else SHAPE_NAMES[int(req.shape[j, t])]
+        below = _below_starts(ctx, p, t, job.priority, tn[t]) if snap.job_tier1[j, t] else ""
         return ReasonCode.GANG_DOES_NOT_FIT, (
             f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
             f"the largest free node has {fr[tn[t]]['largest_free_node']} and "
             f"{fr[tn[t]]['free_whole_nodes']} nodes are entirely free"
-        ), by_prio
+            + below.replace("; ", "; the rest: ", 1).replace(" of them run ", " run ", 1)
+        ), by_prio or ctx.has_lower_starts(p, t)
     t1 = [t for t in types if snap.job_tier1[j, t]]
     if not t1:
         why = "unallocated (min_runtime 0)" if not job.allocated else (
@@ -334,7 +354,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                     "cannot shrink to it" if held else "")
             + (f"; {', '.join(waits)} hold{'s' if len(waits) == 1 else ''} nodes reserved "
                "for waiting gangs" if waits else "")
-        ), o == p or by_prio
+            + _below_starts(ctx, p, t, job.priority, tn[t])
+        ), o == p or by_prio or ctx.has_lower_starts(p, t)
     sib = ctx.about(_siblings, o, t)
     return ReasonCode.OVER_SHARE, (
         f"{ctx.once(('share', o, t), lambda: share_line(snap, em, got, o, t, ctx.reserved))}"
