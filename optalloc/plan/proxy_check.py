@@ -1,0 +1,91 @@
+"""Whether a placed plan stops a running job by proxy for its own team's lower-ranked starts
+(DESIGN.md section 8, rule 3; optalloc.plan.proxy_order is the repair): the rule of
+optalloc.sim.invariants.proxy_order_breaks, read on a Placed in the model's coordinates, for
+the epoch to judge a candidate plan with (optalloc.epoch_kept).
+
+A running allocated job k past its protection, on up nodes, that the plan stops (not kept,
+moved or restarted) breaks it where queued jobs its project ranks below it start on its type
+(`mates`), its GPUs went only to other queued jobs' starts (`others`), and those starts would
+all fit, largest first and best fit, on the GPUs left free if k stayed and no mate started.
+A due reservation's gang is no such mate of a job it ranks above by the scheme's order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from optalloc.model.build import EpochModel
+from optalloc.model.order import project_order, scheme_above
+from optalloc.plan.holdings import Placed
+from optalloc.plan.team_order import forced_jobs
+from optalloc.shape import chunks
+
+
+def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
+    """The running jobs (job indices) the plan stops by proxy for teammates ranked below."""
+    snap, req = em.snap, em.req
+    if placed.placements is None or not placed.placements or not len(req.run_job):
+        return set()
+    rj, rt = req.run_job, req.run_type
+    stopped = (~placed.kept & snap.job_tier1[rj, rt] & ~snap.job_protected[rj]
+               & ~snap.job_on_drain[rj])
+    stopped &= ~np.isin(rj, np.fromiter(placed.placements, np.int64, len(placed.placements)))
+    if not stopped.any():
+        return set()
+    pos = project_order(snap)
+    forced = forced_jobs(em)
+    tname = {n: i for i, n in enumerate(snap.type_names)}
+    new = [(j, p) for j, p in placed.placements.items() if not snap.job_running[j]]
+    mates_of: dict = {}  # (project, type) -> the queued jobs starting there
+    for j, p in new:
+        mates_of.setdefault((int(snap.job_project[j]), tname[p.gpu_type]), []).append(j)
+    owner: dict = {}
+    for j, p in placed.placements.items():
+        for a in p.nodes:
+            n = snap.node_index[a.node]
+            for g in a.gpus:
+                owner[(n, g)] = j
+    free0 = np.where(snap.node_up, placed.free if placed.free is not None else 0, 0)
+    out: set[int] = set()
+    for i in np.flatnonzero(stopped).tolist():
+        k, t = int(rj[i]), int(rt[i])
+        nodes = [(snap.node_index[a.node], a.gpus) for a in snap.jobs[k].placement.nodes]
+        if not all(snap.node_up[n] for n, _ in nodes):
+            continue
+        cand = mates_of.get((int(snap.job_project[k]), t), [])
+        mates = {q for q in cand if pos[q] > pos[k]
+                 and not (forced[q] and bool(scheme_above(snap, q, k)))}
+        on = {owner[(n, g)] for n, gs in nodes for g in gs if (n, g) in owner}
+        others = on - mates
+        if not mates or not others or any(snap.job_running[o] for o in others):
+            continue
+        free = free0.copy()
+        for q in mates | others:
+            for a in placed.placements[q].nodes:
+                free[snap.node_index[a.node]] += len(a.gpus)
+        for n, gs in nodes:
+            free[n] -= len(gs)
+        if all(_fits(snap, o, tname[placed.placements[o].gpu_type], free)
+               for o in sorted(others, key=lambda o: -int(snap.job_gpus[o]))):
+            out.add(k)
+    return out
+
+
+def _fits(snap, j: int, t: int, free: np.ndarray) -> bool:
+    """Job j on the free GPUs of t's up nodes (`free` updated where it fits), best fit, as
+    optalloc.sim.invariants._fits_free."""
+    on = np.flatnonzero((snap.node_type == t) & snap.node_up)
+    if not len(on):
+        return False
+    job = snap.jobs[j]
+    ch = chunks(job.gpus, job.gpus_per_node, int(snap.node_gpus[on].max()))
+    if ch is None:
+        return False
+    taken: set = set()
+    for c in ch:
+        room = [(int(free[n]), int(n)) for n in on if n not in taken and free[n] >= c]
+        if not room:
+            return False
+        taken.add(min(room)[1])
+        free[min(room)[1]] -= c
+    return True
