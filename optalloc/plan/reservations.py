@@ -148,6 +148,22 @@ def _fits(req, j: int, t: int, free: np.ndarray, ok: np.ndarray, snap) -> bool:
     return not rem or int(((f >= rem) & ~whole).sum()) + int(whole.sum()) - pieces >= 1
 
 
+def _unallocated_gpus(em: EpochModel, placed: Placed) -> np.ndarray:
+    """(N,) GPUs per node that unallocated work runs on after the plan (new starts and kept
+    running jobs), 0 on nodes that are not up."""
+    snap, req = em.snap, em.req
+    out = np.zeros(len(snap.nodes), np.int64)
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    pls = [p for j, p in placed.placements.items() if not snap.job_tier1[j, tidx[p.gpu_type]]]
+    pls += [snap.jobs[j].placement for j, t in zip(req.run_job[placed.kept],
+                                                   req.run_type[placed.kept])
+            if not snap.job_tier1[j, t]]
+    for pl in pls:
+        for a in pl.nodes:
+            out[snap.node_index[a.node]] += len(a.gpus)
+    return np.where(snap.node_up, out, 0)
+
+
 def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple:
     """The pending reasons, with the reservations' own: `Reserved` for a reserved gang,
     `HeldForReservation` for a job kept off free reserved GPUs."""
@@ -157,6 +173,10 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
     active = {h.job: h for h in res.held if h.job not in placed.placements}
     by_node = {int(n): h for h in res.held if not h.due for n in h.nodes}
     free = placed.free
+    # an allocated job would evict unallocated work: the GPUs it runs on count as room for
+    # one (the backfill may start unallocated work on reserved nodes until the gang's start:
+    # _refill), so such a job is still told the reservation keeps it off them
+    free_a = free + _unallocated_gpus(em, placed)
     every = np.ones(len(snap.nodes), bool)
     # candidates a reservation may keep off free GPUs: their hold passes some deadline; fits
     # computed once per (type, hold bucket, shape) (a handful of keys)
@@ -171,12 +191,14 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
 
         def kept_off_by(c: int) -> bool:
             j, t, b = int(cj[c]), int(ct[c]), int(bucket[c])
+            a = bool(snap.job_tier1[j, t])
             key = (t, b, int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t]),
-                   int(req.rem[j, t]))
+                   int(req.rem[j, t]), a)
             if key not in cache:
                 ok = res.deadline > Ds[b - 1]
-                cache[key] = (_fits(req, j, t, free, every, snap)
-                              and not _fits(req, j, t, free, ok, snap))
+                f = free_a if a else free
+                cache[key] = (_fits(req, j, t, f, every, snap)
+                              and not _fits(req, j, t, f, ok, snap))
             return cache[key]
     out = []
     for r in pending:
@@ -198,16 +220,24 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
             out.append(r)
             continue
         c, t, hold = kept_off
+        f = free_a if snap.job_tier1[j, t] else free
         nodes = [n for n in np.flatnonzero(~(res.deadline >= hold) & (snap.node_type == t)
-                                           & (free > 0)).tolist()]
+                                           & (f > 0)).tolist()]
         gangs = sorted({id(by_node[n]): by_node[n] for n in nodes if n in by_node}.values(),
                        key=lambda h: h.start)
-        free_n = int(free[nodes].sum())
+        free_n = int(f[nodes].sum())
+        low = free_n - int(free[nodes].sum())
+        where = compress_names(_names(snap, nodes))
+        tn = snap.type_names[t]
+        gpus_there = (f"the {free_n} free {tn} GPUs on {where}" if not low else
+                      f"the {free_n} {tn} GPUs on {where} that run unallocated work until then"
+                      if low == free_n else
+                      f"the {free_n} {tn} GPUs on {where}, free or running unallocated work "
+                      f"until then ({low})")
         h = gangs[0] if gangs else None
         who = (f"job {snap.jobs[h.job].id}'s reservation (expected start "
                f"{when(h.start, snap.now)})" if h is not None else "a reservation")
-        msg = (f"the {free_n} free {snap.type_names[t]} GPUs on "
-               f"{compress_names(_names(snap, nodes))} are held for {who}; this job would "
+        msg = (f"{gpus_there} are held for {who}; this job would "
                f"hold its GPUs until {when(hold, snap.now)} (its protection, or its expected "
                "end if sooner), past that start")
         out.append(PendingReason(r.job_id, ReasonCode.HELD_FOR_RESERVATION, msg, frozen_map(
@@ -250,14 +280,46 @@ def keep_reservations(em: EpochModel, placed: Placed) -> Placed | None:
         if not mine & used:
             kept[i] = True
             used |= mine
-    free = np.where(snap.node_up, snap.node_gpus, 0).astype(np.int64)
-    for node, _ in used:
-        n = snap.node_index[node]
-        if snap.node_up[n]:
-            free[n] -= 1
-    J = len(snap.jobs)
-    return Placed(started, kept, placements, np.zeros(J, bool),
-                  np.zeros(len(kept), bool), free)
+    return _refill(em, started, kept, placements)
+
+
+def _refill(em: EpochModel, started: np.ndarray, kept: np.ndarray, placements: dict) -> Placed:
+    """The plan with its reservation-breaking starts undone, and the GPUs they held offered
+    to the backfill, which starts there only work that ends or may be preempted before the
+    gang's start (NodePool's deadlines): before, they stayed idle beside an unallocated job
+    that could use them until then (a helper's sweep at stop 44: a 1-GPU unallocated job
+    waited beside a GPU held for a gang that started in 5 minutes, told the largest free
+    node had 1 GPU)."""
+    from optalloc.model.objective.impact import candidate_values
+    from optalloc.plan.backfill import candidates_by_job
+    from optalloc.plan.nodepool import NodePool
+    from optalloc.plan.place import (
+        _running_gpus,
+        _running_holds,
+        backfill_rounds,
+        evictable_jobs,
+        keep_bounds_of,
+    )
+
+    snap, req = em.snap, em.req
+    pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
+    run_nodes = _running_holds(em)
+    rn, rg, ri = _running_gpus(em, run_nodes)
+    on = kept[ri]
+    pool.hold_many(rn[on], rg[on], req.run_job[ri[on]])
+    pool.freed[rn[~on]] = True
+    for e, pl in placements.items():
+        pool.hold_placement(pl, e)
+    cand_of = {int(req.cand_job[c]): int(c) for c in np.flatnonzero(started)}
+    backfilled = np.zeros(len(snap.jobs), bool)
+    held: list = []
+    _, ub = keep_bounds_of(em)
+    restored = backfill_rounds(em, pool, run_nodes, {int(j): i for i, j in enumerate(req.run_job)},
+                               kept, started, placements, cand_of, backfilled,
+                               candidate_values(em.imp, req), ub > 0, (rn, rg, ri),
+                               candidates_by_job(em)[0], held)
+    return Placed(started, kept | restored, placements, backfilled, restored,
+                  np.where(pool.accept, pool.free, 0), np.unique(np.concatenate(held), axis=0))
 
 
 __all__ = ["keep_reservations", "plan_reservations", "reservation_reasons", "when"]
