@@ -270,6 +270,7 @@ def test_all_mip_backends_agree_on_the_optimum_within_their_gaps(snap):
 @given(instances())
 def test_a_placed_plan_is_a_feasible_point_of_the_model_with_the_same_objective(snap):
     """as_solution (the MIP's warm start) maps a placed plan back into the model exactly."""
+    from optalloc.model.keep_displaced import breaks_only_given_way
     from optalloc.plan.place import place
     from optalloc.plan.holdings import as_solution
     from optalloc.plan.reasons import got_by_org
@@ -281,7 +282,11 @@ def test_a_placed_plan_is_a_feasible_point_of_the_model_with_the_same_objective(
     _, x = HighsBackend().dive(em.lm, SolverSettings(), em.x, rounds=8)
     placed = place(em, x)
     sol = as_solution(em, placed)
-    assert em.lm.violation(sol) <= 1e-6
+    # ... but for `keep_order` rows of running jobs that gave way on their type, which the
+    # backfill may break (optalloc.plan.backfill.gave_way_rows: the team's job below fills
+    # what is left, rule 6; fresh draws at stop 44)
+    assert em.lm.violation(sol) <= 1e-6 or breaks_only_given_way(em, sol, placed.started,
+                                                                  placed.kept)
     assert np.allclose(sol, np.round(sol))
     expected = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
     assert abs(em.lm.objective(sol) - expected) <= 1e-6 * max(1.0, abs(expected))

@@ -166,7 +166,25 @@ class EpochModel:
         c = np.concatenate([b for _, b in links])
         run = self.snap.job_running[self.req.cand_job[c]]  # a running job's move: no team row
         i, c = i[~run], c[~run]
-        return self.with_team_rows(np.stack([i, self.req.cand_job[c], np.zeros_like(i)], axis=1))
+        pairs = np.stack([i, self.req.cand_job[c], np.zeros_like(i)], axis=1)
+        return self.with_team_rows(np.concatenate([pairs, self._leaver_pairs(lb, ub)]))
+
+    def _leaver_pairs(self, lb: np.ndarray, ub: np.ndarray) -> np.ndarray:
+        """(P, 3) team rows for a job leaving a drain node (it restarts as the queued job it
+        becomes, optalloc.model.order) behind each running job of its project and priority
+        on its type that is free to stay: keep_links leaves running jobs out of its `equal`
+        links, and the epoch adds such a row where a placement needs it (fresh draws at stop
+        44: this bound, without it, counted the leaver's start in place of its teammate)."""
+        snap, req = self.snap, self.req
+        rj, rt = req.run_job, req.run_type
+        ok = (ub > 0) & (lb < 1) & ~req.run_fixed & snap.job_tier1[rj, rt]
+        cj, ct = req.cand_job, req.cand_type
+        leaver = snap.job_running[cj] & snap.job_on_drain[cj] & snap.job_tier1[cj, ct]
+        out = [(int(i), int(cj[c]), 0) for i in np.flatnonzero(ok) for c in np.flatnonzero(leaver)
+               if cj[c] != rj[i] and ct[c] == rt[i]
+               and snap.job_project[cj[c]] == snap.job_project[rj[i]]
+               and snap.job_priority[cj[c]] == snap.job_priority[rj[i]]]
+        return np.array(out, np.int64).reshape(-1, 3)
 
     def with_all_type_rows(self) -> "EpochModel":
         """This model with every `order_types` row: the whole problem (its MIP's optimum is

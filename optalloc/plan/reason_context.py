@@ -259,6 +259,15 @@ class ReasonContext:
         mine = self.once(("new", p, t), make)
         return mine[self.em.snap.job_priority[mine] < prio]
 
+    def project_starts(self, p: int) -> bool:
+        """Some queued job of project p starts this epoch: whether a waiting job of p is held
+        by its teammates' starts (starts_above) then depends on its priority, so jobs alike of
+        other priorities do not share its reason (fresh draws at stop 44)."""
+        snap = self.em.snap
+        return self.once(("any starts", p), lambda: any(
+            snap.job_project[e] == p and not snap.job_running[e]
+            for e in self.placed.placements))
+
     def has_lower_starts(self, p: int, t: int) -> bool:
         """Some allocated job of p starts on t this epoch: a waiting job's reason then
         depends on its priority (lower_starts), so jobs alike of other priorities do not

@@ -301,7 +301,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                else _rest_text(ctx.rest_split(p, t), job.project) if rest > 0
                else "the rest are free")
             + f" ({fr[tn[t]]['free_gpus']} free)"
-        ), by_prio
+        ), by_prio or ctx.project_starts(p)  # a copy of another priority: starts_above
     # every type: some level is at its target. Project level: who holds its share?
     t = max(t1, key=lambda u: (path.index(limit[u]), T[p, u] - got[p, u]))
     o = limit[t]
