@@ -40,8 +40,7 @@ def gap_text(objective: float | None, bound: float | None, g: float) -> str:
     """'gap G to the bound', or, for a plan the bound does not count (a plan outside the
     model, `_outside`) worth more than it, how far above it: 'gap 0' there read as a plan
     at the optimum (fresh draws at stop 43: greedy's plan, 20% above the bound)."""
-    if (bound is not None and objective is not None
-            and objective - bound > 1e-9 * max(1.0, abs(bound))):
+    if _above(objective, bound):
         return f"{(objective - bound) / max(abs(bound), 1e-9):.2e} above the bound"
     return f"gap {g:.2e} to the bound"
 
@@ -86,6 +85,7 @@ def beyond_bound(best: Outcome, bound: float | None = None) -> bool:
 
 
 def _above(objective: float | None, bound: float | None) -> bool:
+    """The objective is above the bound by more than a rounding."""
     return (bound is not None and objective is not None
             and objective - bound > 1e-9 * max(1.0, abs(bound)))
 

@@ -25,20 +25,13 @@ from dataclasses import replace
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.objective.impact import candidate_values
 from optalloc.model.order import project_order, scheme_above
 from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
-from optalloc.plan.place import (
-    _repair_order,
-    _running_gpus,
-    _running_holds,
-    backfill_rounds,
-    evictable_jobs,
-    keep_bounds_of,
-)
+from optalloc.plan.place import _repair_order, keep_bounds_of
+from optalloc.plan.rebuild import pool_after, refill
 from optalloc.plan.team_order import forced_jobs
 
 
@@ -76,12 +69,7 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
            & (~forced[q][None, :] | scheme_above(snap, rj[ks][:, None], q[None, :])))
     if not has.any():
         return None
-    pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
-    rn, rg, ri = _running_gpus(em, _running_holds(em))
-    on = placed.kept[ri]
-    pool.hold_many(rn[on], rg[on], rj[ri[on]])
-    for e, pl in placed.placements.items():
-        pool.hold_placement(pl, e)
+    pool, (rn, rg, ri) = pool_after(em, placed.kept, placed.placements, freed=False)
     kept, started = placed.kept.copy(), placed.started.copy()
     placements = dict(placed.placements)
     # the GPUs the plan's stopped jobs that may stay leave idle are room for a moved start
@@ -120,12 +108,10 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     # then what the moved starts left free goes to the backfill, as after any placement (a
     # teammate may start there now: its running job ranked above it stays where it is)
     _repair_order(em, pool, placements, started, cand_of, candidates_by_job(em)[0])
-    value = candidate_values(em.imp, req)
     more = np.zeros(J, bool)
     held = [np.array(pairs, np.int64).reshape(-1, 3)]
-    restored = (restored & kept) | backfill_rounds(
-        em, pool, _running_holds(em), {int(j): i for i, j in enumerate(rj)}, kept, started,
-        placements, cand_of, more, value, ub > 0, (rn, rg, ri), candidates_by_job(em)[0], held)
+    restored = (restored & kept) | refill(em, pool, (rn, rg, ri), kept, started, placements,
+                                          cand_of, more, held)
     now = np.zeros(J, bool)
     now[list(placements)] = True
     if placed.held is not None and len(placed.held):

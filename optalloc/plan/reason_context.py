@@ -129,11 +129,7 @@ class ReasonContext:
         g, p, prio = int(snap.job_gpus[j]), int(snap.job_project[j]), snap.job_priority[j]
 
         def make():  # project p's starts of queued jobs this epoch: (job, type), team order
-            tidx = {n: i for i, n in enumerate(tn)}
-            out = [(int(snap.job_priority[e]), e, tidx[pl.gpu_type])
-                   for e, pl in self.placed.placements.items()
-                   if snap.job_project[e] == p and not snap.job_running[e]]
-            return sorted(out)
+            return sorted((int(snap.job_priority[e]), e, u) for e, u in self.new_starts(p))
 
         best = None
         for t in types:
@@ -245,28 +241,33 @@ class ReasonContext:
         out = snap.org.is_leaf & ~snap.org.membership()[o] & (self.reserved[:, t] > 1e-9)
         return [snap.org.names[v] for v in np.flatnonzero(out)]
 
-    def lower_starts(self, p: int, t: int, prio: int) -> np.ndarray:
-        """Allocated jobs of project p with a priority below `prio` that the plan starts on
-        t (not running ones it keeps or moves), in hold order."""
+    def new_starts(self, p: int) -> list[tuple[int, int]]:
+        """Project p's queued jobs that the plan starts this epoch: (job, type), in placement
+        order; every project's made in one pass, once per epoch."""
         def make():
             snap = self.em.snap
-            j, tt = self.hold_j, self.hold_t
-            new = np.zeros(len(j), bool)
-            new[len(j) - len(self.placed.placements):] = True
-            new &= ~snap.job_running[j]
-            return j[new & (tt == t) & (snap.job_project[j] == p) & snap.job_tier1[j, tt]]
+            tidx = {n: i for i, n in enumerate(snap.type_names)}
+            out: dict[int, list] = {}
+            for e, pl in self.placed.placements.items():
+                if not snap.job_running[e]:
+                    out.setdefault(int(snap.job_project[e]), []).append((e, tidx[pl.gpu_type]))
+            return out
 
-        mine = self.once(("new", p, t), make)
-        return mine[self.em.snap.job_priority[mine] < prio]
+        return self.once("new starts", make).get(p, [])
+
+    def lower_starts(self, p: int, t: int, prio: int) -> np.ndarray:
+        """Allocated jobs of project p with a priority below `prio` that the plan starts on
+        t (not running ones it keeps or moves), in placement order."""
+        snap = self.em.snap
+        mine = self.once(("new", p, t), lambda: np.array(
+            [e for e, u in self.new_starts(p) if u == t and snap.job_tier1[e, u]], np.int64))
+        return mine[snap.job_priority[mine] < prio]
 
     def project_starts(self, p: int) -> bool:
         """Some queued job of project p starts this epoch: whether a waiting job of p is held
         by its teammates' starts (starts_above) then depends on its priority, so jobs alike of
         other priorities do not share its reason (fresh draws at stop 44)."""
-        snap = self.em.snap
-        return self.once(("any starts", p), lambda: any(
-            snap.job_project[e] == p and not snap.job_running[e]
-            for e in self.placed.placements))
+        return bool(self.new_starts(p))
 
     def has_lower_starts(self, p: int, t: int) -> bool:
         """Some allocated job of p starts on t this epoch: a waiting job's reason then

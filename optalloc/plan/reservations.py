@@ -23,6 +23,7 @@ from optalloc.hostlist import compress_names
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import PIECES, SMALL
 from optalloc.plan.holdings import Placed
+from optalloc.plan.rebuild import pool_after, refill
 from optalloc.model.reservation_idle import carried
 from optalloc.model.reservations import idle_so_far
 from optalloc.types import (
@@ -290,34 +291,11 @@ def _refill(em: EpochModel, started: np.ndarray, kept: np.ndarray, placements: d
     that could use them until then (a helper's sweep at stop 44: a 1-GPU unallocated job
     waited beside a GPU held for a gang that started in 5 minutes, told the largest free
     node had 1 GPU)."""
-    from optalloc.model.objective.impact import candidate_values
-    from optalloc.plan.backfill import candidates_by_job
-    from optalloc.plan.nodepool import NodePool
-    from optalloc.plan.place import (
-        _running_gpus,
-        _running_holds,
-        backfill_rounds,
-        evictable_jobs,
-        keep_bounds_of,
-    )
-
-    snap, req = em.snap, em.req
-    pool = NodePool(snap, evictable_jobs(snap), em.res.deadline)
-    run_nodes = _running_holds(em)
-    rn, rg, ri = _running_gpus(em, run_nodes)
-    on = kept[ri]
-    pool.hold_many(rn[on], rg[on], req.run_job[ri[on]])
-    pool.freed[rn[~on]] = True
-    for e, pl in placements.items():
-        pool.hold_placement(pl, e)
-    cand_of = {int(req.cand_job[c]): int(c) for c in np.flatnonzero(started)}
-    backfilled = np.zeros(len(snap.jobs), bool)
+    pool, gpus = pool_after(em, kept, placements, freed=True)
+    cand_of = {int(em.req.cand_job[c]): int(c) for c in np.flatnonzero(started)}
+    backfilled = np.zeros(len(em.snap.jobs), bool)
     held: list = []
-    _, ub = keep_bounds_of(em)
-    restored = backfill_rounds(em, pool, run_nodes, {int(j): i for i, j in enumerate(req.run_job)},
-                               kept, started, placements, cand_of, backfilled,
-                               candidate_values(em.imp, req), ub > 0, (rn, rg, ri),
-                               candidates_by_job(em)[0], held)
+    restored = refill(em, pool, gpus, kept, started, placements, cand_of, backfilled, held)
     return Placed(started, kept | restored, placements, backfilled, restored,
                   np.where(pool.accept, pool.free, 0), np.unique(np.concatenate(held), axis=0))
 

@@ -90,8 +90,10 @@ def restarts_stay(em: EpochModel, pool: NodePool, run_gpus, kept: np.ndarray,
     pos[req.run_job] = np.arange(len(req.run_job))
     for j, c in mine:
         i = int(pos[j])
+        if i < 0 or not restorable[i] or snap.job_on_drain[j]:
+            continue
         sel = ri == i
-        if i < 0 or not restorable[i] or snap.job_on_drain[j] or not pool.accept[rn[sel]].all():
+        if not pool.accept[rn[sel]].all():
             continue
         owner = pool.owner[rn[sel], rg[sel]]
         if not ((owner == -1) | (owner == j)).all():
@@ -160,9 +162,9 @@ def pass_held(held: np.ndarray, given: list[tuple[int, int]]) -> np.ndarray:
     """`held` (P, 3) rows (running position, job, moved) with a row more for each job that
     optalloc.plan.place._repair_order gave back behind a held one (`given`: (predecessor,
     job) pairs, in order; a chain passes on): it waits for the same running job, through
-    its team's order
-    (fresh draws at stop 43: B's running 8-GPU job kept over its queued 8-GPU teammate, which
-    then took its 24-GPU teammate's nodes; the 24-GPU start was given back, recorded nowhere)."""
+    its team's order (fresh draws at stop 43: B's running 8-GPU job kept over its queued
+    8-GPU teammate, which then took its 24-GPU teammate's nodes; the 24-GPU start was given
+    back, recorded nowhere)."""
     if not given:
         return held
     rows = held.tolist()

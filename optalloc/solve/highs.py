@@ -294,27 +294,15 @@ class Dive:
         to whole jobs. The dive's own state (its rounds' bounds, basis and point) is restored
         after, so `run` goes on where it was. The new point (also added to `points`), or None
         when nothing was fractional or the LP failed."""
-        import highspy
-
         if self.first_basis is None:
             return None
         v = self.first.x[self.cols]
         frac = (v > 1e-6) & (v < 1 - 1e-6)
         if not frac.any():
             return None
-        t0 = time.perf_counter()
-        h = self.h
-        here = h.getBasis()
-        self._set_bounds([(self.cols[frac], 0.0)])
-        h.setBasis(self.first_basis)
-        h.run()
-        x = None
-        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
-            x = np.asarray(h.getSolution().col_value)
+        x = self._from_first([(self.cols[frac], 0.0)])
+        if x is not None:
             self.points.append(x)
-        self._set_bounds(self._rounds)
-        h.setBasis(here)
-        self.solve_s += time.perf_counter() - t0
         return x
 
     def fixed_point(self, ones: np.ndarray) -> np.ndarray | None:
@@ -322,23 +310,30 @@ class Dive:
         repair kept running jobs the LP stopped, optalloc.epoch_kept), re-solved warm from the
         first LP's basis; the dive's own state (its rounds' bounds, basis) restored after. The
         new point, or None when the LP failed (or there is no first basis)."""
-        import highspy
-
         if self.first_basis is None or not len(ones):
             return None
+        return self._from_first([(np.asarray(ones), 1.0)])
+
+    def _from_first(self, changes: list) -> np.ndarray | None:
+        """The first LP with `changes` ((columns, value) pairs) on the model's bounds,
+        re-solved warm from the first LP's basis; then every column back as the dive had it
+        (its rounds' bounds) and its basis. The point, or None when the LP failed."""
+        import highspy
+
         t0 = time.perf_counter()
         h = self.h
         here = h.getBasis()
-        c = np.asarray(ones).astype(np.int32)
-        lb, ub = self.bounds
-        self._set_bounds([])
-        h.changeColsBounds(len(c), c, np.ones(len(c)), np.ones(len(c)))
+        self._set_bounds(changes)
         h.setBasis(self.first_basis)
         h.run()
         x = None
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
             x = np.asarray(h.getSolution().col_value)
-        h.changeColsBounds(len(c), c, lb[c].astype(float), ub[c].astype(float))
+        lb, ub = self.bounds
+        for cols, _ in changes:  # columns outside `cols` (_set_bounds resets only those)
+            c = np.setdiff1d(np.asarray(cols), self.cols).astype(np.int32)
+            if len(c):
+                h.changeColsBounds(len(c), c, lb[c].astype(float), ub[c].astype(float))
         self._set_bounds(self._rounds)
         h.setBasis(here)
         self.solve_s += time.perf_counter() - t0
