@@ -7,30 +7,17 @@ optalloc.plan.backfill.gave_way_rows). Both cases are fresh draws of the plan pr
 from __future__ import annotations
 
 from optalloc.epoch import run_epoch
-from optalloc.snapshot import build_snapshot
-from optalloc.types import (
-    Config,
-    GpuType,
-    Job,
-    JobState,
-    Node,
-    NodeAlloc,
-    NodeState,
-    OrgNode,
-    Placement,
-    Policy,
-    ReasonCode,
-)
+from optalloc.types import Job, Node, ReasonCode
 
-H = 3600.0
+from test_epoch_toy import H, flat_org, running, snapshot
+
 NOW = 20 * H
 
 
 def _running(i: str, gpus: int, mr: float, prio: int, node: str, idx: tuple, started: float,
              project: str = "p0") -> Job:
-    return Job(id=i, project=project, gpus=gpus, min_runtime_s=mr, priority=prio,
-               submit_time=float(i[1:]), state=JobState.RUNNING, start_time=started,
-               placement=Placement(i, "h100", (NodeAlloc(node, idx),)))
+    return running(i, project, "h100", [(node, idx)], started, mr, priority=prio,
+                   submit_time=float(i[1:]))
 
 
 def _queued(i: str, gpus: int, mr: float, prio: int, project: str = "p0") -> Job:
@@ -39,10 +26,9 @@ def _queued(i: str, gpus: int, mr: float, prio: int, project: str = "p0") -> Job
 
 
 def _snap(node_gpus: tuple, jobs: list):
-    nodes = tuple(Node(f"h100-{k}", "h100", g, NodeState.UP) for k, g in enumerate(node_gpus))
-    org = OrgNode("root", children=(OrgNode("p0", share=1.0), OrgNode("p2", share=1.0)))
-    cfg = Config((GpuType("h100", 1.0),), nodes, org, Policy(max_reservations=0), tuple(jobs))
-    return build_snapshot(cfg, now=NOW, usage_ratio={"p0": 0.0, "p2": 0.0})
+    nodes = [Node(f"h100-{k}", "h100", g) for k, g in enumerate(node_gpus)]
+    return snapshot(nodes, flat_org({"p0": 1.0, "p2": 1.0}), jobs, now=NOW,
+                    usage={"p0": 0.0, "p2": 0.0})
 
 
 def _outcome(plan):

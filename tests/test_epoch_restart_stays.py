@@ -6,29 +6,16 @@ the whole plan asserted."""
 from __future__ import annotations
 
 from optalloc.epoch import run_epoch
-from optalloc.snapshot import build_snapshot
-from optalloc.types import (
-    Config,
-    GpuType,
-    Job,
-    JobState,
-    Node,
-    NodeAlloc,
-    NodeState,
-    OrgNode,
-    Placement,
-    Policy,
-    ReasonCode,
-)
+from optalloc.types import Job, Node, ReasonCode
 
-H = 3600.0
+from test_epoch_toy import H, flat_org, running, snapshot
+
 SPEED = {"b200": 1.5}
 
 
 def _running(i, p, g, start, node, gpus, t="h100", types=()):
-    return Job(id=i, project=p, gpus=g, gpu_types=types, speedup=SPEED, min_runtime_s=900.0,
-               priority=0, submit_time=float(i[1:]), state=JobState.RUNNING, start_time=start,
-               placement=Placement(i, t, (NodeAlloc(node, gpus),)))
+    return running(i, p, t, [(node, gpus)], start, 900.0, gpu_types=types, speedup=SPEED,
+                   priority=0, submit_time=float(i[1:]))
 
 
 def _queued(i, p, g, mr=900.0, prio=0, types=()):
@@ -43,9 +30,8 @@ def test_a_restart_whose_taker_gave_way_for_the_team_order_stays_where_it_ran():
     j8 (running jobs come first in the team's order) and restores j4. Before, j5 ran on
     elsewhere beside its own free GPU, told 'the GPUs where it ran are not free to it'; now
     it stays, and nothing is preempted."""
-    nodes = (Node("h100-0", "h100", 4, NodeState.UP), Node("h100-1", "h100", 8, NodeState.UP),
-             Node("b200-0", "b200", 8, NodeState.UP), Node("b200-1", "b200", 8, NodeState.UP))
-    org = OrgNode("root", children=(OrgNode("p0", share=1.0), OrgNode("p1", share=1.0)))
+    nodes = [Node("h100-0", "h100", 4), Node("h100-1", "h100", 8), Node("b200-0", "b200", 8),
+             Node("b200-1", "b200", 8)]
     jobs = [_running("j0", "p0", 1, 71400.0, "h100-0", (0,)),
             _running("j1", "p0", 1, 71400.0, "h100-0", (1,)),
             _queued("j2", "p0", 1, 0.0), _queued("j3", "p0", 2, 0.0),
@@ -58,9 +44,8 @@ def test_a_restart_whose_taker_gave_way_for_the_team_order_stays_where_it_ran():
             _queued("j14", "p0", 1, 0.0), _queued("j15", "p1", 2), _queued("j16", "p0", 1, 0.0),
             _queued("j17", "p1", 2, types=("h100",)),
             _running("j18", "p0", 1, 71400.0, "h100-1", (4,))]
-    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.0)), nodes, org,
-                 Policy(max_reservations=0), tuple(jobs))
-    snap = build_snapshot(cfg, now=20 * H, usage_ratio={"p0": 1.0, "p1": 0.0})
+    snap = snapshot(nodes, flat_org({"p0": 1.0, "p1": 1.0}), jobs, now=20 * H,
+                    usage={"p0": 1.0, "p1": 0.0}, types=("h100", "b200"))
     plan = run_epoch(snap)
     placed = {p.job_id: (p.gpu_type, tuple((a.node, a.gpus) for a in p.nodes))
               for p in plan.placements}

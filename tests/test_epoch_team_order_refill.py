@@ -10,22 +10,10 @@ from optalloc.model.build import build_model
 from optalloc.plan.incumbent import greedy_placed
 from optalloc.plan.score import plan_score
 from optalloc.sim.policies.greedy import GreedyScheduler
-from optalloc.snapshot import build_snapshot
-from optalloc.types import (
-    Config,
-    GpuType,
-    Job,
-    JobState,
-    Node,
-    NodeAlloc,
-    NodeState,
-    OrgNode,
-    Placement,
-    Policy,
-    ReasonCode,
-)
+from optalloc.types import Job, Node, NodeState, ReasonCode
 
-H = 3600.0
+from test_epoch_toy import H, flat_org, running, snapshot
+
 SPEED = {"b200": 1.5}
 UNALLOCATED = (0, 1, 2, 3, 4, 5, 7, 9, 11, 12, 13, 14, 15, 16, 17, 19, 25)
 
@@ -36,17 +24,15 @@ def _q(i, p, g, mr=0.0, prio=0):
 
 
 def _run(i, p, g, mr, prio, start, t, node, gpus, types=()):
-    return Job(id=i, project=p, gpus=g, gpu_types=types, speedup=SPEED, min_runtime_s=mr,
-               priority=prio, submit_time=float(i[1:]), state=JobState.RUNNING,
-               start_time=start, placement=Placement(i, t, (NodeAlloc(node, gpus),)))
+    return running(i, p, t, [(node, gpus)], start, mr, gpu_types=types, speedup=SPEED,
+                   priority=prio, submit_time=float(i[1:]))
 
 
 def _snap():
-    nodes = (Node("h100-0", "h100", 4, NodeState.UP), Node("h100-1", "h100", 8, NodeState.UP),
-             Node("h100-2", "h100", 4, NodeState.DRAIN), Node("b200-0", "b200", 4, NodeState.UP),
-             Node("b200-1", "b200", 8, NodeState.UP), Node("b200-2", "b200", 8, NodeState.UP),
-             Node("b200-3", "b200", 4, NodeState.DRAIN))
-    org = OrgNode("root", children=(OrgNode("p0", share=1.0), OrgNode("p1", share=1.0)))
+    nodes = [Node("h100-0", "h100", 4), Node("h100-1", "h100", 8),
+             Node("h100-2", "h100", 4, NodeState.DRAIN), Node("b200-0", "b200", 4),
+             Node("b200-1", "b200", 8), Node("b200-2", "b200", 8),
+             Node("b200-3", "b200", 4, NodeState.DRAIN)]
     jobs = [_q(f"j{k}", "p0", 1) for k in UNALLOCATED]
     jobs += [_q("j6", "p1", 8, 900.0),
              _run("j8", "p0", 1, 0.0, 0, 71400.0, "h100", "h100-0", (0,)),
@@ -56,9 +42,8 @@ def _snap():
              _q("j22", "p0", 4, 7200.0, 1), _q("j23", "p1", 4, 900.0), _q("j24", "p1", 1, 900.0),
              _run("j26", "p1", 1, 900.0, 2, 61200.0, "h100", "h100-0", (1,))]
     jobs.sort(key=lambda j: j.submit_time)
-    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.0)), nodes, org,
-                 Policy(max_reservations=0), tuple(jobs))
-    return build_snapshot(cfg, now=20 * H, usage_ratio={"p0": 1.0, "p1": 0.0})
+    return snapshot(nodes, flat_org({"p0": 1.0, "p1": 1.0}), jobs, now=20 * H,
+                    usage={"p0": 1.0, "p1": 0.0}, types=("h100", "b200"))
 
 
 def test_gpus_the_team_order_gives_back_after_the_backfill_are_filled_again():

@@ -6,35 +6,11 @@ helper's hand-written cases at stop 44; each asserts the whole reason."""
 from __future__ import annotations
 
 from optalloc.epoch import run_epoch
-from optalloc.snapshot import build_snapshot
-from optalloc.types import (
-    Config,
-    GpuType,
-    Job,
-    JobState,
-    Node,
-    NodeAlloc,
-    OrgNode,
-    Placement,
-    Policy,
-    ReasonCode,
-)
+from optalloc.types import Job, Node, Policy, ReasonCode
 
-H = 3600.0
+from test_epoch_toy import H, flat_org, running, snapshot
+
 NOW = 10 * H
-
-
-def _running(jid, project, gpu_type, node, gpus, start, min_runtime_s=H, **kw):
-    pl = Placement(jid, gpu_type, (NodeAlloc(node, tuple(gpus)),))
-    return Job(jid, project, len(gpus), min_runtime_s=min_runtime_s, state=JobState.RUNNING,
-               start_time=start, placement=pl, **kw)
-
-
-def _snap(nodes, shares, jobs, usage=None, types=("h100",), policy=None):
-    org = OrgNode("root", children=tuple(OrgNode(n, share=s) for n, s in shares.items()))
-    cfg = Config(tuple(GpuType(t, 1.0) for t in types), tuple(nodes), org, policy or Policy(),
-                 tuple(jobs))
-    return build_snapshot(cfg, now=NOW, usage_ratio=usage or {})
 
 
 def _why(plan) -> dict:
@@ -46,13 +22,14 @@ def test_the_rest_run_the_projects_own_job_not_other_projects_floors():
     priority-0 job past its protection). B queues a b200-only 4-GPU job, A a priority-1
     1-GPU h100-only job. A's job moves onto the h100 node for B's; the h100 GPUs it takes are
     A's own, not other projects' floors and targets."""
-    jobs = [_running("c", "C", "h100", "h0", range(4), 9.5 * H, 2 * H),
-            _running("lo", "A", "b200", "b0", range(4), 5 * H, H, priority=0),
+    jobs = [running("c", "C", "h100", [("h0", range(4))], 9.5 * H, 2 * H),
+            running("lo", "A", "b200", [("b0", range(4))], 5 * H, H, priority=0),
             Job("hi", "A", 1, gpu_types=("h100",), min_runtime_s=H, priority=1,
                 submit_time=1.0),
             Job("b", "B", 4, gpu_types=("b200",), min_runtime_s=H, submit_time=2.0)]
-    snap = _snap([Node("h0", "h100", 8), Node("b0", "b200", 4)], {"A": 2, "B": 1, "C": 1},
-                 jobs, usage={"A": 0.5, "B": 0.0, "C": 0.5}, types=("h100", "b200"))
+    snap = snapshot([Node("h0", "h100", 8), Node("b0", "b200", 4)],
+                    flat_org({"A": 2, "B": 1, "C": 1}), jobs,
+                    usage={"A": 0.5, "B": 0.0, "C": 0.5}, types=("h100", "b200"))
     plan = run_epoch(snap)
     assert _why(plan) == {"hi": (ReasonCode.WAITING_FOR_CAPACITY, (
         "project A is below its floor (4 of 5 GPUs over all types; its target 5), but 1 GPUs "
@@ -63,10 +40,11 @@ def test_the_rest_run_the_projects_own_job_not_other_projects_floors():
 def test_the_rest_run_unallocated_work_not_other_projects_floors():
     """h100 nodes of 4 and 8; C's protected 3-GPU job on the 8-GPU node. A's 8-GPU job fits
     no node; A's unallocated 2-GPU job runs on idle GPUs."""
-    jobs = [_running("c", "C", "h100", "h1", range(3), 9.5 * H, 8 * H),
+    jobs = [running("c", "C", "h100", [("h1", range(3))], 9.5 * H, 8 * H),
             Job("big", "A", 8, min_runtime_s=8 * H, submit_time=1.0),
             Job("u", "A", 2, min_runtime_s=0.0, submit_time=2.0)]
-    snap = _snap([Node("h0", "h100", 4), Node("h1", "h100", 8)], {"A": 3, "C": 1}, jobs)
+    snap = snapshot([Node("h0", "h100", 4), Node("h1", "h100", 8)], flat_org({"A": 3, "C": 1}),
+                    jobs)
     plan = run_epoch(snap)
     assert _why(plan) == {"big": (ReasonCode.WAITING_FOR_CAPACITY, (
         "project A is below its floor (0 of 8 h100 GPUs; its target 8), but 8 GPUs of h100 are "
@@ -79,14 +57,15 @@ def test_reserved_nodes_are_not_said_to_be_held_by_projects_that_run_nothing():
     16-GPU gang (both reserved); C a 30-minute 8-GPU job (backfills a reserved node) and an
     8-GPU job of no stated length, which waits. It was told the rest were held by A and B
     '(16 of target 4): past a target with whole jobs'; they run nothing."""
-    jobs = [_running(f"c{i}", "C", "h100", f"n{i}", range(8), NOW - 8 * H + (i + 1) * H,
+    jobs = [running(f"c{i}", "C", "h100", [(f"n{i}", range(8))], NOW - 8 * H + (i + 1) * H,
                      8 * H) for i in range(3)]
     jobs += [Job("GA", "A", 16, min_runtime_s=8 * H, submit_time=0.0),
              Job("GB", "B", 16, min_runtime_s=8 * H, submit_time=1.0),
              Job("short", "C", 8, min_runtime_s=8 * H, duration_s=1800, submit_time=2.0),
              Job("long", "C", 8, min_runtime_s=8 * H, submit_time=3.0)]
-    snap = _snap([Node(f"n{i}", "h100", 8) for i in range(4)], {"A": 1, "B": 1, "C": 1},
-                 jobs, usage={"C": 2.0}, policy=Policy(max_reservations=2))
+    snap = snapshot([Node(f"n{i}", "h100", 8) for i in range(4)],
+                    flat_org({"A": 1, "B": 1, "C": 1}), jobs, usage={"C": 2.0},
+                    policy=Policy(max_reservations=2))
     plan = run_epoch(snap)
     why = _why(plan)
     assert {j: c for j, (c, _) in why.items()} == {
@@ -109,7 +88,8 @@ def test_a_job_waiting_behind_several_lower_priority_starts_is_told_so():
     jobs = [Job("hi", "A", 4, min_runtime_s=8 * H, priority=1, submit_time=2.0),
             Job("d1", "A", 4, gpus_per_node=2, min_runtime_s=600, priority=0, submit_time=0.0),
             Job("d2", "A", 4, gpus_per_node=2, min_runtime_s=600, priority=0, submit_time=1.0)]
-    plan = run_epoch(_snap([Node(f"n{i}", "h100", 4) for i in range(2)], {"A": 1}, jobs))
+    plan = run_epoch(snapshot([Node(f"n{i}", "h100", 4) for i in range(2)], flat_org({"A": 1}),
+                              jobs))
     assert _why(plan) == {"hi": (ReasonCode.WAITING_FOR_CAPACITY, (
         "A holds every allocated h100 GPU (8) and this job needs 4 more: 0 h100 GPUs are "
         "protected, 0 free; 8 of them run 2 of its jobs with a lower priority than 1 that "
@@ -122,7 +102,8 @@ def test_a_job_that_fits_one_place_and_the_free_gpus_beside_it_is_told_so():
     jobs = [Job("hi", "A", 8, min_runtime_s=2 * H, priority=1, submit_time=1.0),
             Job("lo", "A", 12, gpus_per_node=4, min_runtime_s=2 * H, priority=0,
                 submit_time=0.0)]
-    plan = run_epoch(_snap([Node(f"n{i}", "h100", 8) for i in range(3)], {"A": 1}, jobs))
+    plan = run_epoch(snapshot([Node(f"n{i}", "h100", 8) for i in range(3)], flat_org({"A": 1}),
+                              jobs))
     assert _why(plan) == {"hi": (ReasonCode.GANG_DOES_NOT_FIT, (
         "needs 8 GPUs as one node; h100 has 12 free GPUs but the largest free node has 4 and 0 "
         "nodes are entirely free; the rest: 12 run 1 of its jobs with a lower priority than 1 "

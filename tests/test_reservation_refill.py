@@ -6,24 +6,11 @@ whole plan asserted."""
 from __future__ import annotations
 
 from optalloc.epoch import run_epoch
-from optalloc.snapshot import build_snapshot
-from optalloc.types import (
-    Config,
-    GpuType,
-    Job,
-    JobState,
-    Node,
-    NodeAlloc,
-    NodeState,
-    OrgNode,
-    Placement,
-    Policy,
-    ReasonCode,
-)
+from optalloc.types import Job, Node, Policy, ReasonCode
 
 from test_epoch_properties import _check_plan
+from test_epoch_toy import H, flat_org, running, snapshot
 
-H = 3600.0
 # (id, GPUs, gpu_types, b200 speedup, min_runtime_s, priority, start, type, node, GPUs there)
 JOBS = [
     ("j0", 4, ("b200",), 1.5, 8 * H, 2, None, None, None, None),
@@ -56,19 +43,14 @@ JOBS = [
 def _snap():
     jobs = []
     for jid, g, types, sp, mr, prio, start, t, node, gpus in JOBS:
-        common = dict(id=jid, project="p0", gpus=g, gpu_types=types, speedup={"b200": sp},
-                      min_runtime_s=mr, priority=prio, submit_time=float(jid[1:]))
-        if start is None:
-            jobs.append(Job(**common))
-        else:
-            jobs.append(Job(**common, state=JobState.RUNNING, start_time=start,
-                            placement=Placement(jid, t, (NodeAlloc(node, gpus),))))
-    nodes = (Node("h100-0", "h100", 4, NodeState.UP), Node("h100-1", "h100", 4, NodeState.UP),
-             *(Node(f"b200-{i}", "b200", 8, NodeState.UP) for i in range(3)))
-    cfg = Config((GpuType("h100", 1.0), GpuType("b200", 1.0)), nodes,
-                 OrgNode("root", children=(OrgNode("p0", share=5.0),)),
-                 Policy(max_reservations=2), tuple(jobs))
-    return build_snapshot(cfg, now=20 * H, usage_ratio={"p0": 0.0})
+        kw = dict(gpu_types=types, speedup={"b200": sp}, priority=prio,
+                  submit_time=float(jid[1:]))
+        jobs.append(Job(jid, "p0", g, min_runtime_s=mr, **kw) if start is None else
+                    running(jid, "p0", t, [(node, gpus)], start, mr, **kw))
+    nodes = [Node("h100-0", "h100", 4), Node("h100-1", "h100", 4),
+             *(Node(f"b200-{i}", "b200", 8) for i in range(3))]
+    return snapshot(nodes, flat_org({"p0": 5.0}), jobs, now=20 * H, usage={"p0": 0.0},
+                    types=("h100", "b200"), policy=Policy(max_reservations=2))
 
 
 def test_an_unallocated_job_uses_a_gpu_held_for_a_gang_until_the_gang_starts():
