@@ -109,6 +109,31 @@ def _outside(best: Outcome, waits: list[str] | None = None, bound: float | None 
         ", so its bound counts no such plan" if _above(best.objective, bound) else "")
 
 
+def several_note(em: EpochModel, out: Outcome, settings) -> Outcome:
+    """`out`, its message saying why the gap is wide where its plan gave waiting jobs the
+    places of several lower-priority starts of their team (optalloc.plan.several_places):
+    the model links a job only to the place of one job, so its bound counts plans that break
+    the team's order there."""
+    placed = out.placed
+    ahead = getattr(placed, "ahead", None) if placed is not None else None
+    if ahead is None or not len(ahead):
+        return out
+    on = [(a, b) for a, b in ahead.tolist() if a in placed.placements
+          and b not in placed.placements]
+    g = gap(out.objective, out.bound)
+    if not on or g is None or g <= effective_settings(settings, em.lm)[0].mip_gap:
+        return out
+    snap = em.snap
+    firsts = sorted({a for a, _ in on})
+    ids = ", ".join(snap.jobs[a].id for a in firsts[:3]) + ("..." if len(firsts) > 3 else "")
+    one = len(firsts) == 1
+    out.message += (f"; {len(firsts)} job{'' if one else 's'} ({ids}) took the places of "
+                    f"several lower-priority starts of {'its' if one else 'their'} team (the "
+                    "team's order), which the model links only one by one, so its bound counts "
+                    "plans that break that order")
+    return out
+
+
 def point_key(em: EpochModel, x) -> bytes:
     """What a placement reads of an LP point: its starts and keeps."""
     x = np.asarray(x)

@@ -77,34 +77,4 @@ def test_reserved_nodes_are_not_said_to_be_held_by_projects_that_run_nothing():
         "for waiting gangs")
 
 
-ORDER_NOTE = ("the team's order keeps a lower-priority job waiting only where this one would "
-              "fit in its place alone, not in the places of several together")
-
-
-def test_a_job_waiting_behind_several_lower_priority_starts_is_told_so():
-    """2 x 4 GPUs, A alone: a priority-1 4-GPU job and two priority-0 2 + 2 debug gangs. The
-    team's order links a job only to a place it fits whole (README, rule 3: the places of
-    several are left out), so both gangs start; the reason named capacity alone."""
-    jobs = [Job("hi", "A", 4, min_runtime_s=8 * H, priority=1, submit_time=2.0),
-            Job("d1", "A", 4, gpus_per_node=2, min_runtime_s=600, priority=0, submit_time=0.0),
-            Job("d2", "A", 4, gpus_per_node=2, min_runtime_s=600, priority=0, submit_time=1.0)]
-    plan = run_epoch(snapshot([Node(f"n{i}", "h100", 4) for i in range(2)], flat_org({"A": 1}),
-                              jobs))
-    assert _why(plan) == {"hi": (ReasonCode.WAITING_FOR_CAPACITY, (
-        "A holds every allocated h100 GPU (8) and this job needs 4 more: 0 h100 GPUs are "
-        "protected, 0 free; 8 of them run 2 of its jobs with a lower priority than 1 that "
-        f"start on h100 this epoch (d1, d2): {ORDER_NOTE}"))}
-
-
-def test_a_job_that_fits_one_place_and_the_free_gpus_beside_it_is_told_so():
-    """3 x 8 GPUs, A alone: a priority-1 8-GPU job and a priority-0 4 + 4 + 4 gang; the gang
-    starts and the 8-GPU job waits, 12 GPUs free in pieces of 4."""
-    jobs = [Job("hi", "A", 8, min_runtime_s=2 * H, priority=1, submit_time=1.0),
-            Job("lo", "A", 12, gpus_per_node=4, min_runtime_s=2 * H, priority=0,
-                submit_time=0.0)]
-    plan = run_epoch(snapshot([Node(f"n{i}", "h100", 8) for i in range(3)], flat_org({"A": 1}),
-                              jobs))
-    assert _why(plan) == {"hi": (ReasonCode.GANG_DOES_NOT_FIT, (
-        "needs 8 GPUs as one node; h100 has 12 free GPUs but the largest free node has 4 and 0 "
-        "nodes are entirely free; the rest: 12 run 1 of its jobs with a lower priority than 1 "
-        f"that start on h100 this epoch (lo): {ORDER_NOTE}"))}
+# A job waiting beside several lower-priority starts of its team: tests/test_epoch_several_places.py

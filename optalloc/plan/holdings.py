@@ -28,6 +28,9 @@ class Placed:
     # or started elsewhere after; moved: the running job's own move was undone too:
     # optalloc.plan.team_order)
     held: np.ndarray | None = None
+    # (P, 2) (job, job given back): a waiting job that took the places of lower-priority
+    # starts of its team, several together (optalloc.plan.several_places)
+    ahead: np.ndarray | None = None
 
 
 def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True, restarts: bool | None = None

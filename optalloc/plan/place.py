@@ -34,6 +34,7 @@ from optalloc.plan.due_gangs import start_due_gangs
 from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
+from optalloc.plan.several_places import start_ahead_of_several
 from optalloc.plan.symmetry import canonical_empty_nodes
 from optalloc.plan.team_order import pass_held, restore_over_teammates
 from optalloc.snapshot import Snapshot
@@ -195,12 +196,16 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
                                            k_ub > 0))
     backfilled = np.zeros(J, bool)
     restored = np.zeros(K, bool)
+    ahead: list = []
     if backfill:
         restored = backfill_rounds(em, pool, run_nodes, run_of_job, kept, started, placements,
-                                   cand_of, backfilled, value, k_ub > 0, gpus, others, held)
+                                   cand_of, backfilled, value, k_ub > 0, gpus, others, held,
+                                   ahead)
     free = np.where(pool.accept, pool.free, 0)
     return Placed(started, kept | restored, placements, backfilled, restored, free,
-                  np.unique(np.concatenate(held), axis=0))
+                  np.unique(np.concatenate(held), axis=0),
+                  np.array([(a, b) for a, b in ahead if a in placements and b not in placements],
+                           np.int64).reshape(-1, 2))
 
 
 def _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes):
@@ -231,15 +236,20 @@ def _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes):
 
 
 def backfill_rounds(em, pool, run_nodes, run_of_job, kept, started, placements, cand_of,
-                    backfilled, value, restorable, gpus, others, held: list) -> np.ndarray:
+                    backfilled, value, restorable, gpus, others, held: list,
+                    ahead: list | None = None) -> np.ndarray:
     """Restore + backfill, the team's order repaired after it; again once where that repair
     gave GPUs back (a running job restored over its teammates' starts frees the GPUs of its
     own move and of larger starts: fresh draws at stop 44, a 4-GPU node left with 3 idle GPUs
-    beside waiting 1-GPU jobs). `held` receives the starts given back; returns `restored`
-    (K,), the running jobs the backfill kept that the solution preempted (`kept` has them)."""
+    beside waiting 1-GPU jobs), and again where a job ahead of several lower-priority starts
+    of its team took their places (at most twice: optalloc.plan.several_places). `held`
+    receives the starts given back, `ahead` the (job, job given back) pairs of that step;
+    returns `restored` (K,), the running jobs the backfill kept that the solution preempted
+    (`kept` has them)."""
     K = len(em.req.run_job)
     restored = np.zeros(K, bool)
-    for _ in range(2):
+    by_job, _, _, preds, keeps, typed = candidates_by_job(em)
+    for rnd in range(3):
         more = np.zeros(K, bool)
         restore_and_backfill(em, pool, run_nodes, run_of_job, kept, more, started,
                              placements, cand_of, backfilled, value, restorable)
@@ -255,7 +265,14 @@ def backfill_rounds(em, pool, run_nodes, run_of_job, kept, started, placements, 
         held.append(restore_over_teammates(em, pool, gpus, kept, placements, started, cand_of,
                                            restorable))
         backfilled[held[-1][:, 1]] = False
-        if not len(held[-1]):
+        # a waiting job ahead of several lower-priority starts of its team that fits in their
+        # places together takes them (rule 3; optalloc.plan.several_places)
+        given = (start_ahead_of_several(em, pool, kept, placements, started, cand_of,
+                                        backfilled, by_job, preds, keeps, typed)
+                 if rnd < 2 else [])
+        if ahead is not None:
+            ahead += given
+        if not given and (rnd or not len(held[-1])):
             break
     return restored
 

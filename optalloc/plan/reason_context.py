@@ -263,6 +263,12 @@ class ReasonContext:
             [e for e, u in self.new_starts(p) if u == t and snap.job_tier1[e, u]], np.int64))
         return mine[snap.job_priority[mine] < prio]
 
+    def higher_starts(self, p: int, t: int, prio: int) -> np.ndarray:
+        """Allocated jobs of project p with a priority above `prio` that the plan starts on t
+        (not running ones it keeps or moves), in placement order."""
+        mine = self.lower_starts(p, t, np.iinfo(np.int64).max)
+        return mine[self.em.snap.job_priority[mine] > prio]
+
     def project_starts(self, p: int) -> bool:
         """Some queued job of project p starts this epoch: whether a waiting job of p is held
         by its teammates' starts (starts_above) then depends on its priority, so jobs alike of

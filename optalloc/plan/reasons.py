@@ -64,20 +64,36 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
 
 def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
     """'; ... of its jobs with a lower priority start on t this epoch (...)' where they do:
-    the team's order links a job to the place of one job it fits in whole, so a job that
-    needs the places of several of them, or of one and the free GPUs beside it, can wait
-    behind them (README, rule 3, left out); the reason says so rather than name capacity
-    alone (a helper's case at stop 44: A's priority-1 4-GPU job waited while its two
-    priority-0 2 + 2 debug gangs took both 4-GPU nodes, told only that A held every GPU)."""
+    the team's order gives this job their places, alone or several together with the free
+    GPUs beside them (optalloc.plan.several_places), so it waits beside them only where it
+    fits in none of them or a job ahead of it in its team's order waits (whose `order` row
+    holds it); the reason says so rather than name capacity alone (a helper's case at stop
+    44: A's priority-1 4-GPU job waited while its two priority-0 2 + 2 debug gangs took both
+    4-GPU nodes, told only that A held every GPU)."""
     low = ctx.lower_starts(p, t, prio)
     if not len(low):
         return ""
     snap = ctx.em.snap
     ids = ", ".join(snap.jobs[j].id for j in low[:3]) + ("..." if len(low) > 3 else "")
     return (f"; {int(snap.job_gpus[low].sum())} of them run {len(low)} of its jobs with a "
-            f"lower priority than {prio} that start on {type_name} this epoch ({ids}): the "
-            "team's order keeps a lower-priority job waiting only where this one would fit in "
-            "its place alone, not in the places of several together")
+            f"lower priority than {prio} that start on {type_name} this epoch ({ids}): it does "
+            "not fit in their places, alone or together with the free GPUs beside them, or a "
+            "job ahead of it in its team's order waits")
+
+
+def _above_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
+    """'; ... of its jobs with a higher priority start on t this epoch (...)': the team's
+    order starts them first (a job given their places, optalloc.plan.several_places, leaves
+    the lower-priority jobs it displaced waiting where the GPUs left do not fit them)."""
+    high = ctx.higher_starts(p, t, prio)
+    if not len(high):
+        return ""
+    snap = ctx.em.snap
+    ids = ", ".join(snap.jobs[j].id for j in high[:3]) + ("..." if len(high) > 3 else "")
+    one = len(high) == 1
+    return (f"; {int(snap.job_gpus[high].sum())} of them run {len(high)} of its jobs with a "
+            f"higher priority than {prio} that start{'s' if one else ''} on {type_name} this "
+            f"epoch ({ids}): the team's order starts {'it' if one else 'them'} first")
 
 
 def pending_reasons(
@@ -224,7 +240,10 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     if any(fr[tn[t]]["free_gpus"] >= g for t in types):
         t = max(types, key=lambda u: fr[tn[u]]["free_gpus"])
         shape = "one node" if req.shape[j, t] == SMALL else SHAPE_NAMES[int(req.shape[j, t])]
-        below = _below_starts(ctx, p, t, job.priority, tn[t]) if snap.job_tier1[j, t] else ""
+        below = ""
+        if snap.job_tier1[j, t]:
+            below = (_below_starts(ctx, p, t, job.priority, tn[t])
+                     + _above_starts(ctx, p, t, job.priority, tn[t]))
         return ReasonCode.GANG_DOES_NOT_FIT, (
             f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
             f"the largest free node has {fr[tn[t]]['largest_free_node']} and "
