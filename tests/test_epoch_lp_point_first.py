@@ -41,9 +41,10 @@ def _counting_runs(monkeypatch) -> list:
 
 def test_a_certified_lp_point_ends_the_epoch_without_diving(monkeypatch):
     runs = _counting_runs(monkeypatch)
-    # the bench's 1,024-GPU instance, seed 0 (seed 6 until stop 35's restarts and order
+    # the bench's 1,024-GPU instance, seed 5 (seed 0 until stop 45's team's order over
+    # several places and victims ranked below; seed 6 until stop 35's restarts and order
     # links: it now dives; seed 1 until stop 34's keep_order rows and floors down the tree)
-    plan = epoch.run_epoch(scale_instance("M", 0))
+    plan = epoch.run_epoch(scale_instance("M", 5))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
     assert plan.report.source == "lp-rounded"
     assert runs == []

@@ -27,6 +27,9 @@ from optalloc.model.order import project_order
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.nodepool import NodePool
 
+#: passes started again after a start left GPUs of the jobs it displaced free
+RESTARTS = 8
+
 
 def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
                            placements: dict, started: np.ndarray, cand_of: dict,
@@ -37,49 +40,107 @@ def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
     started, job given back) pairs. `by_job`, `preds`, `keeps`, `typed`: per job its
     candidates, its `order` predecessors, per candidate its `keep_order` running jobs and
     its `order_types` predecessors (optalloc.plan.backfill.candidates_by_job)."""
-    snap, req = em.snap, em.req
-    if not placements:
-        return []
-    J = len(snap.jobs)
-    on = np.zeros(J, bool)
-    on[list(placements)] = True
-    gangs = {h.job for h in em.res.held} if em.res is not None else set()
-    # lower-priority starts that may be given back: queued jobs (a running job's place is
-    # the priority swaps'), allocated where they start, not a reservation's gang
-    movable = on & ~snap.job_running
-    movable[list(gangs)] = False
-    low = [j for j in np.flatnonzero(movable).tolist()
-           if placements[j].allocated and snap.jobs[j].placement is None]
-    if not low:
-        return []
-    prio, proj = snap.job_priority, snap.job_project
-    low_max = {}  # per project: the lowest priority among its movable starts
-    for j in low:
-        p = int(proj[j])
-        low_max[p] = min(low_max.get(p, prio[j]), prio[j])
+    snap = em.snap
     rank = project_order(snap)
-    low_set = set(low)
-    waiting = [a for a in np.flatnonzero(~on & ~snap.job_running).tolist()
-               if int(proj[a]) in low_max and prio[a] > low_max[int(proj[a])] and a in by_job]
     out: list[tuple[int, int]] = []
-    for a in sorted(waiting, key=lambda a: (int(proj[a]), int(rank[a]))):
-        if a in placements or any(p not in placements for p in preds.get(a, ())):
-            continue  # its own predecessor waits: the order keeps it waiting
-        mine = sorted((b for b in placements if int(proj[b]) == int(proj[a])
-                       and prio[b] < prio[a] and b in low_set),
-                      key=lambda b: -int(rank[b]))  # lowest-ranked first
-        if mine:
-            out += _start_in_their_place(em, pool, kept, placements, started, cand_of,
-                                         backfilled, a, mine, by_job, keeps, typed)
+    # a job given back whose GPUs the new start did not all take leaves them free: the jobs
+    # judged unable to fit before may fit now, so the pass starts again, best-ranked first
+    for _ in range(RESTARTS + 1):
+        low = _movable(em, placements)
+        if not low:
+            break
+        mine: dict[int, list[int]] = {}  # per project: its movable starts, lowest-ranked first
+        for b in sorted(low, key=lambda b: -int(rank[b])):
+            mine.setdefault(int(snap.job_project[b]), []).append(b)
+        grew = False
+        for a, types in _may_fit(em, pool, placements, low):
+            if a in placements or any(p not in placements for p in preds.get(a, ())):
+                continue  # its own predecessor waits: the order keeps it waiting
+            bs = [b for b in mine[int(snap.job_project[a])]
+                  if b in placements and snap.job_priority[b] < snap.job_priority[a]]
+            if bs:
+                given, grew = _start_in_their_place(em, pool, kept, placements, started,
+                                                    cand_of, backfilled, a, bs, types, by_job,
+                                                    keeps, typed)
+                out += given
+                if grew:
+                    break
+        if not grew:
+            break
     return out
 
 
-def _start_in_their_place(em, pool, kept, placements, started, cand_of, backfilled, a, mine,
-                          by_job, keeps, typed) -> list[tuple[int, int]]:
+def _movable(em: EpochModel, placements: dict) -> list[int]:
+    """The starts that may be given back: queued jobs (a running job's place is the priority
+    swaps'), allocated where they start, not a reservation's gang."""
+    snap = em.snap
+    gangs = {h.job for h in em.res.held} if em.res is not None else set()
+    return [j for j, pl in placements.items()
+            if pl.allocated and not snap.job_running[j] and j not in gangs]
+
+
+def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int]):
+    """[(job, types)], the project's order then the team's (best-ranked first): the waiting
+    queued jobs, allocated on those types, that could fit on them in the free GPUs plus the
+    GPUs of their project's lower-priority movable starts there (a necessary condition,
+    node by node: its chunks against the nodes' rooms, largest first). Jobs alike (project,
+    priority, type, shape) are judged once: the 16,384-GPU bench epoch has 27,000 waiting."""
     snap, req = em.snap, em.req
-    for c in by_job[a]:
+    J, T = len(snap.jobs), len(snap.gpu_types)
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    on = np.zeros(J, bool)
+    on[list(placements)] = True
+    lb = np.asarray(low, np.int64)
+    lt = np.array([tidx[placements[b].gpu_type] for b in low], np.int64)
+    O = snap.org.n
+    lowest = np.full((O, T), np.iinfo(np.int64).max)  # per project and type: lowest priority
+    np.minimum.at(lowest, (snap.job_project[lb], lt), snap.job_priority[lb])
+    free = np.where(pool.accept, pool.free, 0)
+    rooms: dict = {}
+
+    def room(p: int, t: int, q: int) -> np.ndarray:
+        """The type-t nodes' free GPUs plus those of p's movable starts below q, largest
+        first."""
+        key = (p, t, q)
+        if key not in rooms:
+            r = free.copy()
+            sel = (snap.job_project[lb] == p) & (lt == t) & (snap.job_priority[lb] < q)
+            for b in lb[sel].tolist():
+                for x in placements[b].nodes:
+                    r[snap.node_index[x.node]] += len(x.gpus)
+            rooms[key] = -np.sort(-r[snap.node_type == t])
+        return rooms[key]
+
+    fits: dict[int, list[int]] = {}
+    waiting = ~on & ~snap.job_running
+    for t in range(T):
+        w = np.flatnonzero(waiting & snap.job_tier1[:, t]
+                           & (snap.job_priority > lowest[snap.job_project, t]))
+        if not len(w):
+            continue
+        key = np.stack([snap.job_project[w], snap.job_priority[w], req.size[w, t],
+                        req.pieces[w, t], req.rem[w, t]], axis=1)
+        kinds, inv = np.unique(key, axis=0, return_inverse=True)
+        ok = np.zeros(len(kinds), bool)
+        for i, (p, q, size, pieces, rem) in enumerate(kinds.tolist()):
+            need = [size] * pieces + ([rem] if rem else [])
+            r = room(p, t, q)
+            ok[i] = len(need) <= len(r) and bool((r[:len(need)] >= sorted(need)[::-1]).all())
+        for a in w[ok[np.asarray(inv).reshape(-1)]].tolist():
+            fits.setdefault(a, []).append(t)
+    rank = project_order(snap)
+    return sorted(fits.items(), key=lambda e: (int(snap.job_project[e[0]]), int(rank[e[0]])))
+
+
+def _start_in_their_place(em, pool, kept, placements, started, cand_of, backfilled, a, mine,
+                          types, by_job, keeps, typed) -> tuple[list[tuple[int, int]], bool]:
+    """Job a started in the places of `mine` (lowest-ranked first) on the first of its
+    candidates' types in `types` where it fits: (the jobs given back, as (a, b) pairs;
+    whether any of their GPUs are left free)."""
+    snap, req = em.snap, em.req
+    for c in by_job.get(a, ()):
         t = int(req.cand_type[c])
-        if not snap.job_tier1[a, t]:
+        if t not in types:
             continue
         if any(p not in placements for p in typed.get(c, ())):
             continue  # a job ahead of it that may use this type waits (order_types)
@@ -105,15 +166,18 @@ def _start_in_their_place(em, pool, kept, placements, started, cand_of, backfill
         started[c] = True
         cand_of[a] = c
         backfilled[a] = True
-        out = []
+        out, grew = [], False
         for b in given:
             pl = placements[b]
-            if all(pool.is_free(snap.node_index[x.node], x.gpus) for x in pl.nodes):
+            free = [pool.is_free(snap.node_index[x.node], x.gpus) for x in pl.nodes]
+            if all(free):
                 pool.hold_placement(pl, b)  # it did not need these: b starts there again
             else:
+                grew |= any(free) or any(pool.occ[snap.node_index[x.node], list(x.gpus)].sum()
+                                         < len(x.gpus) for x in pl.nodes)
                 del placements[b]
                 started[cand_of.pop(b)] = False
                 backfilled[b] = False
                 out.append((a, b))
-        return out
-    return []
+        return out, grew
+    return [], False

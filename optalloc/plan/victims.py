@@ -11,7 +11,10 @@ and its lost seconds are half the progress), and exchanging the keeps would undo
 ITP cluster03: 23 of 237 preemptions of allocated work left such a twin running that had lost
 less (by over a minute), 509 GPU-hours more lost than the least-loss choice. `swapped_keeps`
 proposes the same solution with those keeps exchanged; the epoch places it beside the original
-and keeps the better by the scheme's order (a swap that leaves a start without room loses)."""
+and keeps the better by the scheme's order (a swap that leaves a start without room loses).
+Across priorities the team's order decides, whatever the speeds and the work lost:
+`ranked_keeps` proposes the solution with a preempted job kept in place of a teammate of its
+size and type ranked below it."""
 
 from __future__ import annotations
 
@@ -65,6 +68,54 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
                 out = np.array(x, dtype=float, copy=True)
             out[em.k[i]], out[em.k[q]] = 1.0, 0.0
             cands.remove(q)
+    return out
+
+
+def ranked_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
+    """x with the keeps of preempted allocated jobs and of kept teammates ranked below them
+    exchanged, or None when there are none. When a project gives up GPUs of a type it loses
+    its lowest-ranked jobs there first (DESIGN.md rule 3, the team's own order: declared
+    priority first). The model has no row for it: the `keep_order` rows hold a teammate's
+    start, not its keep, and the work tier values running work by its speed on the type and
+    the churn term by its work lost, so a solution stopped a priority-2 job that ran at a
+    third of its best speed and kept its project's priority-0 job of the same size on the
+    same node (and its priority-1 teammate, held behind the stopped job, then waited beside
+    an idle GPU). Each preempted job, in its project's order (highest priority first), is
+    kept in place of its project's lowest-priority kept job of the same type and size that
+    may stop (past its protection, allocated there, no start of the plan waiting on it;
+    the one that lost least work first); the epoch places the exchange beside the solution
+    and keeps the better by the scheme's order, which ranks the teams' order before GPUs
+    busy and work lost (a swap that leaves a start without room loses)."""
+    snap, req = em.snap, em.req
+    K = len(req.run_job)
+    if not K or not len(em.k):
+        return None
+    rj, rt = req.run_job, req.run_type
+    ub = em.lm.ub[em.k]
+    alloc = snap.job_tier1[rj, rt]
+    movable = alloc & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
+    mv = runs_elsewhere(req) & (x[em.x] > 0.5)  # moved or restarted: not preempted to a queue
+    gone = np.flatnonzero(movable & ~kept & ~np.isin(rj, req.cand_job[mv]))
+    if not len(gone):
+        return None
+    started = x[em.x] > 0.5
+    needed = set(em.keep_i[started[em.keep_c]].tolist()) if len(em.keep_i) else set()
+    stay = [i for i in np.flatnonzero(movable & kept).tolist() if i not in needed]
+    if not stay:
+        return None
+    prio, proj, gpus, lost = snap.job_priority, snap.job_project, snap.job_gpus, em.imp.lost_s
+    below: dict = {}  # (project, type, GPUs): kept jobs that may stop, lowest ranked first
+    for i in sorted(stay, key=lambda i: (prio[rj[i]], lost[rj[i]])):
+        below.setdefault((int(proj[rj[i]]), int(rt[i]), int(gpus[rj[i]])), []).append(i)
+    out = None
+    for i in sorted(gone.tolist(), key=lambda i: (-prio[rj[i]], lost[rj[i]])):
+        cands = below.get((int(proj[rj[i]]), int(rt[i]), int(gpus[rj[i]])))
+        if not cands or prio[rj[cands[0]]] >= prio[rj[i]]:
+            continue
+        q = cands.pop(0)
+        if out is None:
+            out = np.array(x, dtype=float, copy=True)
+        out[em.k[i]], out[em.k[q]] = 1.0, 0.0
     return out
 
 
