@@ -1,9 +1,10 @@
 """The optimizer never loses to the greedy baseline on the scheme's own order of goals:
-(floors met, fair-share targets met, the teams' own order, fill shares met, GPUs busy, -work
-lost to preemption; the fill shares those the epoch sets from greedy's idle GPUs), compared
-lexicographically on thousands of random snapshots (optalloc.plan.score). This is what makes
-"optimization-based" mean something: every plan the epoch returns is at least as good as the
-published system's sort on the same inputs, by the rules that system was built to serve."""
+(floors met, fair-share targets met, the teams' own order, allocated GPUs, fill shares met,
+GPUs busy, -work lost to preemption; the fill shares those the epoch sets from greedy's idle
+GPUs), compared lexicographically on thousands of random snapshots (optalloc.plan.score). This
+is what makes "optimization-based" mean something: every plan the epoch returns is at least as
+good as the published system's sort on the same inputs, by the rules that system was built to
+serve."""
 
 from __future__ import annotations
 

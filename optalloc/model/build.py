@@ -32,6 +32,7 @@ from optalloc.model.constraints.precedence import (
 )
 from optalloc.model.context import BuildContext
 from optalloc.model.fill import fill_targets
+from optalloc.model.free_times import backfills
 from optalloc.model.matrix import LinearModel
 from optalloc.model.type_order import type_links
 from optalloc.model.team_rows import team_rows
@@ -264,6 +265,21 @@ class EpochModel:
         return floors, targets + debug_value(self.imp, self.snap, jobs, types), work
 
 
+def _type_links(snap: Snapshot, req: Requirements, res: Reservations) -> tuple:
+    """optalloc.model.type_order.type_links less the links whose job ahead may not use a
+    node of the follower's type reserved until a gang's start where the follower's start may
+    (free_times.backfills; the `order` rows' pairs go likewise in compute_reservations):
+    short work backfills the reserved nodes while long work waits. Before, a priority-0
+    debug job of any type waited behind its team's h100-only priority-2 job held off the
+    reserved nodes, while unallocated work held the node it fitted (a helper's random
+    search at stop 45)."""
+    a, c = type_links(snap, req)
+    if len(a) and res.blocking:
+        keep = ~backfills(snap, req, res.hold, res.deadline, a, c)
+        a, c = a[keep], c[keep]
+    return a, c
+
+
 def build_model(
     snap: Snapshot, req: Requirements | None = None, imp: Impact | None = None
 ) -> EpochModel:
@@ -287,7 +303,7 @@ def build_model(
         m=ctx.m, m_org=ctx.m_org, m_type=ctx.m_type, m_seg=ctx.m_seg,
         d=ctx.d, d_org=ctx.d_org, d_type=ctx.d_type, f=ctx.f, f_org=ctx.f_org, fill=ctx.fill,
         prec_a=ctx.prec_a, prec_b=ctx.prec_b, keep_i=ctx.keep_i, keep_c=ctx.keep_c,
-        make_ordx=lambda: type_rows(snap, req, ctx.x, *type_links(snap, req), lm.n_vars),
+        make_ordx=lambda: type_rows(snap, req, ctx.x, *_type_links(snap, req, res), lm.n_vars),
         build_s=0.0,
     )
     # a small model: its links now, and where they are few all their rows (no cut loop)

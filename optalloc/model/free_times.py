@@ -25,6 +25,28 @@ def candidate_hold(snap: Snapshot, req: Requirements) -> np.ndarray:
     return np.where(snap.job_tier1[cj, ct], snap.now + run, snap.now)
 
 
+def backfills(snap: Snapshot, req: Requirements, hold: np.ndarray, deadline: np.ndarray,
+              a: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """(len(a),) bool: job a, ahead in its team's order of candidate c's job (c on type t),
+    may not use a node of t reserved until a gang's start where c may start (a would hold
+    its GPUs on t past that start, c would not: `hold` (C,) per candidate, `deadline` (N,)
+    per node, inf where none). There a no longer fits wherever c's job does, so their link
+    goes and short work backfills the reserved nodes while long work waits (as the `order`
+    rows' pairs go in optalloc.model.reservations; here type by type: a reservation on
+    b200 keeps an h100 start behind its team's job ahead)."""
+    out = np.zeros(len(a), bool)
+    on = np.isfinite(deadline)
+    if not on.any() or not len(a):
+        return out
+    ha = np.full((len(snap.jobs), len(snap.gpu_types)), -np.inf)  # a's hold on each type
+    np.maximum.at(ha, (req.cand_job, req.cand_type), hold)
+    t = req.cand_type[c]
+    ha, hb = ha[a, t], hold[c]
+    for tt, d in set(zip(snap.node_type[on].tolist(), deadline[on].tolist())):
+        out |= (t == tt) & (hb <= d) & (d < ha)
+    return out
+
+
 def _durations(snap: Snapshot) -> np.ndarray:
     return np.array([np.nan if j.duration_s is None else float(j.duration_s) for j in snap.jobs],
                     dtype=float)

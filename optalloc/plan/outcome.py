@@ -167,9 +167,10 @@ def breaks_type_order(em: EpochModel, placed: Placed) -> bool:
 
 def best_plan(plans: list[Outcome]) -> Outcome:
     """The best plan by the scheme's order (optalloc.plan.score: floors met, targets met, the
-    teams' own order, fill shares met, GPUs busy, less work lost), compared lexicographically,
-    then by the objective: no finite weights make the objective lexicographic (a 1-GPU floor
-    job can block a 512-GPU gang), so among the candidates the scheme's order decides. Only
+    teams' own order, allocated GPUs, fill shares met, GPUs busy, less work lost), compared
+    lexicographically, then by the objective: no finite weights make the objective
+    lexicographic (a 1-GPU floor job can block a 512-GPU gang), so among the candidates the
+    scheme's order decides. Only
     plans that keep every rule of the model (the contract, the teams' own order, no
     self-displacement) are eligible while one exists: the greedy baseline's plan breaks the teams' own order now and
     then, and such a plan is not an answer, however well it scores. Nor is a `keep_order` row

@@ -1,12 +1,15 @@
 """A plan scored on the scheme's own order of goals, lexicographically (DESIGN.md section 8):
 
-    (floors met, fair-share targets met, teams' own order, fill shares met, GPUs busy,
-     -work lost to preemption)
+    (floors met, fair-share targets met, teams' own order, allocated GPUs, fill shares met,
+     GPUs busy, -work lost to preemption)
 
 floors met = sum over org nodes and types of the floor GPUs met, each of the K segments of a
 floor weighted omega_k (halving: a project's first quarter counts more than anyone's last, so
 a shared shortfall beats one dumped on a single project); targets met = GPUs above the floor up
-to the target, weighted by level (an ancestor's target first); fill shares met = each
+to the target, weighted by level (an ancestor's target first); teams' own order = allocated
+GPUs weighted by their priority's place in their project (1 for its highest, 0 for its
+lowest); allocated GPUs = every GPU of allocated work (rule 4: unallocated work yields to
+allocated demand, whatever its priority in its project); fill shares met = each
 project's unallocated GPUs up to its fill target (the idle GPUs shared among unallocated work,
 rule 2, optalloc.model.fill; the epoch sets the targets from the greedy plan's idle GPUs,
 `EpochModel.with_fill`): before GPUs busy, so a project whose jobs pack tighter does not take
@@ -46,11 +49,15 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     pc, npc = priority_class(snap)
     prio = 1.0 - pc / np.maximum(npc - 1, 1)
     order = float((snap.job_gpus[jobs[t1]] * prio[jobs[t1]]).sum())
+    # allocated GPUs: the order above weighs a project's lowest priority 0, so without them
+    # its allocated work tied with unallocated work and the work lost kept the unallocated
+    # job on GPUs it wanted (rule 4: unallocated work yields to allocated demand at once)
+    alloc = int(snap.job_gpus[jobs[t1]].sum())
     fill = fill_met(snap, em.fill, jobs, types)
     busy = int(snap.job_gpus[jobs].sum())
     pre = np.asarray(preempted, np.int64)
     churn = float((em.imp.lost_s[pre] * snap.job_gpus[pre]).sum())
-    return (round(floors, 6), round(targets, 6), round(order, 6), round(fill, 6), busy,
+    return (round(floors, 6), round(targets, 6), round(order, 6), alloc, round(fill, 6), busy,
             -round(churn, 3))
 
 
