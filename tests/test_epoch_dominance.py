@@ -51,7 +51,8 @@ def _check(snap) -> None:
         # a keep_order row broken where its running job gave way on its type is no rule of
         # the scheme (optalloc.model.keep_displaced): such a greedy plan is compared too
         rules = (em.lm.violation(sol) <= 1e-6
-                 or breaks_only_given_way(em, sol, g.started, g.kept))
+                 or breaks_only_given_way(em, sol, g.started, g.kept,
+                                          placements=g.placements))
         if rules and not breaks_type_order(em, g):
             assert ilp >= greedy, f"ilp {ilp} < greedy {greedy}"
     assert "leaves the model" not in plan.report.message

@@ -159,7 +159,10 @@ def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(s
     new = {p.job_id for p in plan.placements
            if p.nodes != getattr(snap.jobs[snap.job_index[p.job_id]].placement, "nodes", None)}
     started, kept = _plan_arrays(em, snap, plan)
-    gave = gave_way(em, em.keep_i, em.keep_c, started, kept)
+    starts = {int(req.cand_job[c]): next(p for p in plan.placements
+                                         if p.job_id == snap.jobs[int(req.cand_job[c])].id)
+              for c in np.flatnonzero(started).tolist()}
+    gave = gave_way(em, em.keep_i, em.keep_c, started, kept, starts)  # node by node too
     for i, c, g in zip(em.keep_i.tolist(), em.keep_c.tolist(), gave.tolist()):
         b, t = snap.jobs[int(req.cand_job[c])], snap.type_names[int(req.cand_type[c])]
         a = snap.jobs[int(req.run_job[i])]
@@ -169,14 +172,15 @@ def test_no_plan_starts_a_job_below_a_running_one_of_its_team_that_it_preempts(s
             assert plan.report.status != "optimal"  # beyond the model's bound
 
 
-def _held_behind_b_run(resumable: bool):
+def _b_run_gives_way(resumable: bool) -> None:
     """Three 8-GPU nodes: B's priority-1 6-GPU job B_run (past its protection) on n00, C's
     protected jobs of 4 and 5 GPUs on n01 and n02. A (ranked first) queues an 8-GPU job A_q,
-    which fits only in B_run's place; B's priority-0 1-GPU job B_small waits behind B_run,
-    which fits in none of the 7 free GPUs (4 + 3) but would at the type's count (17 of 24
-    GPUs run without it): the keep_order row cannot tell that stop from one for B_small
-    (optalloc.model.keep_displaced). The whole outcome is asserted; B_small's pending reason
-    is returned."""
+    which fits only in B_run's place; B_run fits in none of the 7 free GPUs (4 + 3), so it
+    was stopped for A, not for B's priority-0 1-GPU job B_small, which starts in them at
+    once, as under greedy. Until stop 45 the test counted the type's GPUs (17 of 24 run
+    without B_run: it 'fit'), and B_small waited an epoch behind B_run; it is judged node by
+    node now (optalloc.model.keep_displaced._no_room_on_nodes,
+    tests/test_epoch_gave_way_fill.py). The whole outcome is asserted, greedy's too."""
     jobs = [running("B_run", "B", "h100", [("n00", range(6))], start=8 * H, priority=1,
                     resumable=resumable),
             running("C4", "C", "h100", [("n01", range(4))], start=9.5 * H),
@@ -185,36 +189,24 @@ def _held_behind_b_run(resumable: bool):
             Job("B_small", "B", 1, min_runtime_s=H, priority=0, submit_time=2.0)]
     snap = snapshot(nodes_of(3, 8), flat_org({"A": 1, "B": 1, "C": 1}), jobs,
                     usage={"A": 0.5, "B": 3.0, "C": 1.0})
-    plan = run_epoch(snap)
+    plan, greedy = run_epoch(snap), GreedyScheduler().decide(snap)
     check_plan(snap, plan)
-    assert _outcome(plan) == (["A_q", "C4", "C5"], ["B_run"],
-                              {"B_small": "LowerPriorityInProject"})
-    (r,) = plan.pending
-    return r
+    assert _outcome(plan) == (["A_q", "B_small", "C4", "C5"], ["B_run"], {})
+    assert _outcome(greedy) == _outcome(plan)
+    assert plan.report.status == "feasible"  # the model's rows forbid it: no bound for it
 
 
-def test_a_job_held_back_behind_its_preempted_teammate_is_told_so():
-    """B_run gives way to A's job (A ranks first) and cannot restart in the GPUs left; B's
-    priority-0 1-GPU job waits behind it in its team's order (it starts on h100 after
-    B_run: the keep_order rows). Its message says so, where it said the free GPUs were "not
-    free or preemptible" (found by a hand-written case at stop 35). Greedy starts it at
-    once: the price of the rows where whole jobs leave GPUs B_run cannot use."""
-    r = _held_behind_b_run(resumable=True)
-    assert r.message == ("B_run of project B (priority 1 > 0) lost its h100 GPUs this epoch "
-                         "and waits; the team's order starts it first, and this 1-GPU job "
-                         "after it (7 h100 GPUs are free)")
+def test_a_job_behind_its_preempted_teammate_fills_the_gpus_its_shape_cannot_use():
+    """B_run gives way to A's job (A ranks first) and cannot restart in the GPUs left (found
+    by a hand-written case at stop 35; until stop 45 B_small waited, told that B_run "lost
+    its h100 GPUs this epoch and waits")."""
+    _b_run_gives_way(resumable=True)
 
 
-def test_a_job_held_back_behind_a_stopped_job_that_is_not_resumable_is_told_it_ends():
-    """The same, B_run not resumable: stopped, it ends and is never requeued, so the message
-    no longer says it waits to start first (a helper's case at stop 36 found that false).
-    B_small still waits this epoch: its keep_order row keeps a job from displacing one its
-    team ranks above, and here cannot tell a stop for A from one for B_small."""
-    r = _held_behind_b_run(resumable=False)
-    assert r.message == ("B_run of project B (priority 1 > 0) is stopped this epoch and, not "
-                         "resumable, ends; the team's order keeps this 1-GPU job off h100 "
-                         "this epoch, so that B_run is never stopped for a job it ranks "
-                         "above, and starts it from the next (7 h100 GPUs are free)")
+def test_a_job_behind_a_stopped_teammate_that_is_not_resumable_fills_what_is_left():
+    """The same, B_run not resumable: stopped, it ends (until stop 45 B_small waited, told
+    the team's order kept it off h100 this epoch; a helper's case at stop 36)."""
+    _b_run_gives_way(resumable=False)
 
 
 def test_a_lower_priority_job_fills_what_is_left_when_its_teammate_gives_way_to_another():

@@ -285,8 +285,8 @@ def test_a_placed_plan_is_a_feasible_point_of_the_model_with_the_same_objective(
     # ... but for `keep_order` rows of running jobs that gave way on their type, which the
     # backfill may break (optalloc.plan.backfill.gave_way_rows: the team's job below fills
     # what is left, rule 6; fresh draws at stop 44)
-    assert em.lm.violation(sol) <= 1e-6 or breaks_only_given_way(em, sol, placed.started,
-                                                                  placed.kept)
+    assert em.lm.violation(sol) <= 1e-6 or breaks_only_given_way(
+        em, sol, placed.started, placed.kept, placements=placed.placements)
     assert np.allclose(sol, np.round(sol))
     expected = em.plan_objective(placed.started, placed.kept, got_by_org(em, placed))
     assert abs(em.lm.objective(sol) - expected) <= 1e-6 * max(1.0, abs(expected))

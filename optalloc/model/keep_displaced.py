@@ -17,8 +17,12 @@ not fit on t beside the allocated work the plan runs there but its team's jobs b
 (u_t - u_g >= cap_t - g_a + 1: u_t the GPUs of allocated starts and keeps on t, keeps off
 drain nodes; u_g those of a's project there with a priority below a's, or a's own but not
 running, not a due reservation's gang's start nor a protected keep; cap_t the GPUs of t's up
-nodes). The count is per type: where whole jobs leave GPUs on t that a cannot use, the row
-holds as written. The placement's backfill reads the same rule
+nodes). Where the plan's placements are known (the backfill, a placed plan's eligibility,
+the reasons), a also gave way where the count lets it fit but its shape fits on no up node of
+t beside that work (`_no_room_on_nodes`: until stop 45 the count alone decided, and where
+whole jobs left GPUs on t that a could not use the row held as written: its team's jobs
+below waited beside idle GPUs, greedy started them). The placement's backfill reads the same
+rule
 (optalloc.plan.backfill.gave_way_rows): the team's job below fills what is left.
 
 The solver's model keeps the rows pairwise. Written into the model (stop 40: a column per
@@ -36,6 +40,8 @@ plan, so a plan chosen for it is `feasible`, never `optimal`.
 from __future__ import annotations
 
 import numpy as np
+
+from optalloc.shape import fits_nodes
 
 
 def own_type_rows(req, keep_i: np.ndarray, keep_c: np.ndarray) -> np.ndarray:
@@ -72,11 +78,12 @@ def _items(snap, req, forced):
 
 
 def gave_way(em, keep_i: np.ndarray, keep_c: np.ndarray, started: np.ndarray,
-             kept: np.ndarray) -> np.ndarray:
+             kept: np.ndarray, placements: dict | None = None) -> np.ndarray:
     """(R,) bool per keep_order row (running positions keep_i, candidates keep_c) of model
     em: on its running job's own type, the running job does not fit beside the allocated
     work the plan (`started` (C,), `kept` (K,) bool) runs there but its team's jobs below
-    it."""
+    it. With the plan's `placements` (job index -> Placement of every start), also where
+    the GPUs would do by count but not by nodes (`_no_room_on_nodes`)."""
     snap, req = em.snap, em.req
     R = len(keep_i)
     if not R:
@@ -103,11 +110,62 @@ def gave_way(em, keep_i: np.ndarray, keep_c: np.ndarray, started: np.ndarray,
     below = (cum[np.searchsorted(sk, base + 2 * rank[run], "right")]
              - cum[np.searchsorted(sk, base, "left")])
     need = snap.capacity_by_type()[t] - snap.job_gpus[run] + 1
-    return own & (used_t[t] - below >= need)
+    out = own & (used_t[t] - below >= need)
+    rest = np.flatnonzero(own & ~out)
+    if placements is not None and len(rest):
+        out[rest] = _no_room_on_nodes(em, keep_i[rest], on, items, placements)
+    return out
+
+
+def _no_room_on_nodes(em, keep_i: np.ndarray, on: np.ndarray, items, placements: dict
+                      ) -> np.ndarray:
+    """(len(keep_i),) bool: the running job (req.run_job[keep_i]) does not fit, in its shape,
+    on its own type's up nodes beside the allocated work the plan (`on`: the items of
+    `_items` it runs, its starts placed as `placements` says) runs on each node but its
+    team's jobs below it (the same items `gave_way` leaves out of its count). The count is
+    per type, so it let an 8-GPU single-node job 'fit' in 13 free GPUs spread over nodes
+    of 5, 2 and 4 (a helper's random snapshot at stop 45: p0's priority-2 8-GPU b200 job
+    gave way to p1's floor on the one 8-GPU node without protected work, and p0's three
+    priority-1 and priority-0 b200 jobs waited beside 11 idle GPUs; greedy fills them).
+    Where a start has no placement the nodes are unknown: False (the row holds)."""
+    snap, req = em.snap, em.req
+    typ, proj, gpus, level, in_t, in_g, rank = items
+    C = len(req.cand_job)
+    cs = np.flatnonzero(on[:C] & in_t[:C])
+    item, node, cnt = [], [], []
+    for c in cs.tolist():
+        pl = placements.get(int(req.cand_job[c]))
+        if pl is None:
+            return np.zeros(len(keep_i), bool)
+        for a in pl.nodes:
+            item.append(c)
+            node.append(snap.node_index[a.node])
+            cnt.append(len(a.gpus))
+    kp = np.flatnonzero(on[C:][req.run_pair_k] & in_t[C + req.run_pair_k])
+    item = np.r_[np.asarray(item, np.int64), C + req.run_pair_k[kp]]
+    node = np.r_[np.asarray(node, np.int64), req.run_pair_node[kp]]
+    cnt = np.r_[np.asarray(cnt, float), req.run_pair_gpus[kp].astype(float)]
+    N = len(snap.nodes)
+    used = np.bincount(node, weights=cnt, minlength=N)
+    out = np.zeros(len(keep_i), bool)
+    memo: dict = {}
+    for r, i in enumerate(keep_i.tolist()):
+        a, t = int(req.run_job[i]), int(req.run_type[i])
+        key = (int(snap.job_project[a]), t, int(rank[a]), int(req.size[a, t]),
+               int(req.pieces[a, t]), int(req.rem[a, t]))
+        if key not in memo:
+            p, _, ra, size, pieces, rem = key
+            below = in_g[item] & (proj[item] == p) & (typ[item] == t) & (level[item] <= 2 * ra)
+            left = snap.node_gpus - (used - np.bincount(node[below], weights=cnt[below],
+                                                        minlength=N))
+            sel = snap.node_up & (snap.node_type == t)
+            memo[key] = not bool(fits_nodes(size, pieces, rem, np.maximum(left[sel], 0)))
+        out[r] = memo[key]
+    return out
 
 
 def breaks_only_given_way(em, sol: np.ndarray, started: np.ndarray, kept: np.ndarray,
-                          tol: float = 1e-6) -> bool:
+                          tol: float = 1e-6, placements: dict | None = None) -> bool:
     """The point `sol` of em.lm (a placed plan: `started` (C,), `kept` (K,) bool) breaks
     rows, and only `keep_order` rows of running jobs that gave way on their type
     (`gave_way`): the plan keeps the scheme's order where the model is stricter."""
@@ -123,4 +181,4 @@ def breaks_only_given_way(em, sol: np.ndarray, started: np.ndarray, kept: np.nda
     if ((bad < a) | (bad >= b)).any():
         return False
     r = bad - a
-    return bool(gave_way(em, em.keep_i[r], em.keep_c[r], started, kept).all())
+    return bool(gave_way(em, em.keep_i[r], em.keep_c[r], started, kept, placements).all())

@@ -104,7 +104,8 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
     return out
 
 
-def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray) -> set:
+def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray,
+                  placements: dict | None = None) -> set:
     """The (running position, candidate) `keep_order` rows whose running job does not run and
     gave way on its own type (optalloc.model.keep_displaced.gave_way: it does not fit there
     beside the allocated work the plan runs but its team's jobs below it): the team's job
@@ -113,14 +114,16 @@ def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray) -> set:
     work and evicts unallocated work, so a row loose now stays loose. Before, fresh draws at
     stop 43: p0's running priority-1 8-GPU job gave way to p2's floor, and p0's allocated
     priority-0 1-GPU job waited while p0's unallocated jobs filled the 4-GPU node (no
-    `keep_order` row holds unallocated work)."""
+    `keep_order` row holds unallocated work). With the plan's `placements` the running job's
+    room is judged node by node too: an 8-GPU single-node job does not fit in 11 GPUs
+    spread over nodes of 5, 2 and 4 (stop 45, tests/test_epoch_gave_way_fill.py)."""
     if not len(em.keep_i):
         return set()
     down = np.flatnonzero(~kept[em.keep_i] & ~started[em.keep_c])
     if not len(down):
         return set()
     i, c = em.keep_i[down], em.keep_c[down]
-    ok = gave_way(em, i, c, started, kept)
+    ok = gave_way(em, i, c, started, kept, placements)
     return set(zip(i[ok].tolist(), c[ok].tolist()))
 
 
@@ -139,7 +142,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     for j, c in cand_of.items():
         sg.add_start(j, c)
     by_job, vk, types_of, preds, keeps, typed = candidates_by_job(em)
-    loose = gave_way_rows(em, started, kept)
+    loose = gave_way_rows(em, started, kept, placements)
     gpus = sg.gpus
     gain_of = sg.gain_of
 

@@ -149,7 +149,8 @@ def scored(em: EpochModel, placed: Placed, source: str, **kw) -> Outcome:
         value = em.lm.objective(sol) if point else None
         eligible = point
         if not point and not typed:  # only keep_order rows broken, where their jobs gave way?
-            eligible = breaks_only_given_way(em, sol, placed.started, placed.kept)
+            eligible = breaks_only_given_way(em, sol, placed.started, placed.kept,
+                                             placements=placed.placements)
     return Outcome(placed, sum(tiers), source, model_point=point, model_value=value, tiers=tiers,
                    score=placed_score(em, placed), eligible=eligible, **kw)
 

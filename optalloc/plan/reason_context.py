@@ -57,7 +57,8 @@ class ReasonContext:
             runs = placed.kept[em.keep_i] | np.isin(req.run_job[em.keep_i],
                                                    list(placed.placements))
             if (placed.started[em.keep_c] & ~runs).any():
-                runs |= gave_way(em, em.keep_i, em.keep_c, placed.started, placed.kept)
+                runs |= gave_way(em, em.keep_i, em.keep_c, placed.started, placed.kept,
+                                 placed.placements)
             for i, c in zip(em.keep_i[~runs].tolist(), em.keep_c[~runs].tolist()):
                 self.behind.setdefault(int(req.cand_job[c]), {}).setdefault(
                     int(req.cand_type[c]), int(req.run_job[i]))
