@@ -43,29 +43,31 @@ def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
     snap = em.snap
     rank = project_order(snap)
     out: list[tuple[int, int]] = []
-    # a job given back whose GPUs the new start did not all take leaves them free: the jobs
-    # judged unable to fit before may fit now, so the pass starts again, best-ranked first
-    for _ in range(RESTARTS + 1):
+    # a job given back whose GPUs the new start did not all take leaves them free (the jobs
+    # judged unable to fit before may fit now), and it waits itself, ahead of its team's
+    # lower starts (it may take their places: a helper's review at stop 45): the pass starts
+    # again, best-ranked first, at most RESTARTS times; the last pass goes to the end
+    for it in range(RESTARTS + 1):
         low = _movable(em, placements)
         if not low:
             break
         mine: dict[int, list[int]] = {}  # per project: its movable starts, lowest-ranked first
         for b in sorted(low, key=lambda b: -int(rank[b])):
             mine.setdefault(int(snap.job_project[b]), []).append(b)
-        grew = False
+        again = False
         for a, types in _may_fit(em, pool, placements, low):
             if a in placements or any(p not in placements for p in preds.get(a, ())):
                 continue  # its own predecessor waits: the order keeps it waiting
             bs = [b for b in mine[int(snap.job_project[a])]
                   if b in placements and snap.job_priority[b] < snap.job_priority[a]]
             if bs:
-                given, grew = _start_in_their_place(em, pool, kept, placements, started,
-                                                    cand_of, backfilled, a, bs, types, by_job,
-                                                    keeps, typed)
+                given = _start_in_their_place(em, pool, kept, placements, started, cand_of,
+                                              backfilled, a, bs, types, by_job, keeps, typed)
                 out += given
-                if grew:
+                again = bool(given) and it < RESTARTS
+                if again:
                     break
-        if not grew:
+        if not again:
             break
     return out
 
@@ -133,10 +135,9 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int]):
 
 
 def _start_in_their_place(em, pool, kept, placements, started, cand_of, backfilled, a, mine,
-                          types, by_job, keeps, typed) -> tuple[list[tuple[int, int]], bool]:
+                          types, by_job, keeps, typed) -> list[tuple[int, int]]:
     """Job a started in the places of `mine` (lowest-ranked first) on the first of its
-    candidates' types in `types` where it fits: (the jobs given back, as (a, b) pairs;
-    whether any of their GPUs are left free)."""
+    candidates' types in `types` where it fits: the jobs given back, as (a, b) pairs."""
     snap, req = em.snap, em.req
     for c in by_job.get(a, ()):
         t = int(req.cand_type[c])
@@ -166,18 +167,15 @@ def _start_in_their_place(em, pool, kept, placements, started, cand_of, backfill
         started[c] = True
         cand_of[a] = c
         backfilled[a] = True
-        out, grew = [], False
+        out = []
         for b in given:
             pl = placements[b]
-            free = [pool.is_free(snap.node_index[x.node], x.gpus) for x in pl.nodes]
-            if all(free):
+            if all(pool.is_free(snap.node_index[x.node], x.gpus) for x in pl.nodes):
                 pool.hold_placement(pl, b)  # it did not need these: b starts there again
             else:
-                grew |= any(free) or any(pool.occ[snap.node_index[x.node], list(x.gpus)].sum()
-                                         < len(x.gpus) for x in pl.nodes)
                 del placements[b]
                 started[cand_of.pop(b)] = False
                 backfilled[b] = False
                 out.append((a, b))
-        return out, grew
-    return [], False
+        return out
+    return []
