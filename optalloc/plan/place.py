@@ -35,6 +35,7 @@ from optalloc.plan.fit import alloc, chunks, nodes_for
 from optalloc.plan.holdings import Placed
 from optalloc.plan.nodepool import NodePool
 from optalloc.plan.several_places import start_ahead_of_several
+from optalloc.plan.unallocated_swap import on_preempted_unallocated
 from optalloc.plan.symmetry import canonical_empty_nodes
 from optalloc.plan.team_order import pass_held, restore_over_teammates
 from optalloc.snapshot import Snapshot
@@ -174,7 +175,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
             if nodes is not None:
                 evict_for(j, c, nodes)
         elif nodes is None and (advisory & kept).any():
-            pl = _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes)
+            pl = on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes)
             if pl is not None:
                 placements[j], started[c], cand_of[j] = pl, True, c
             continue
@@ -206,33 +207,6 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
                   np.unique(np.concatenate(held), axis=0),
                   np.array([(a, b) for a, b in ahead if a in placements and b not in placements],
                            np.int64).reshape(-1, 2))
-
-
-def _on_preempted_unallocated(pool, em, c, reserved, advisory, kept, run_nodes):
-    """An unallocated start of the solution that fits only on GPUs of running unallocated work
-    the solution preempts (kept so far: that preemption is advisory, step 1): the jobs whose
-    GPUs it takes leave, the others stay. Unallocated work never evicts other unallocated work
-    on its own (NodePool), but the model may trade it, e.g. four idle-filling GPUs for a
-    24-GPU gang on three empty nodes; without this such a start never placed (ITP cluster04,
-    30 days: 163 unallocated starts of 132 MIP solutions, a 16-GPU job among them on 5
-    days). Returns the placement, or None (the pool unchanged)."""
-    req = em.req
-    mine = np.flatnonzero(advisory & kept).tolist()
-    for i in mine:
-        pool.release(int(req.run_job[i]))
-    nodes = nodes_for(pool, em, c, reserved, {}, evict=False)
-    pl = None if nodes is None else alloc(pool, em, int(req.cand_job[c]),
-                                          int(req.cand_type[c]), nodes)
-    for i in mine:
-        e = int(req.run_job[i])
-        if all(pool.is_free(n, g) for n, g in run_nodes[i]):
-            for n, g in run_nodes[i]:
-                pool.hold(n, g, e)
-        else:  # the start took some of its GPUs: it is preempted, as the solution says
-            kept[i] = False
-            for n, _ in run_nodes[i]:
-                pool.freed[n] = True
-    return pl
 
 
 def backfill_rounds(em, pool, run_nodes, run_of_job, kept, started, placements, cand_of,

@@ -7,7 +7,9 @@ running job the plan does not keep.
                           (then the reason it leaves its type follows), or on other GPUs
                           of its own type (then the jobs its GPUs go to)
   PreemptedUnallocated    unallocated work yields to allocated demand, or to unallocated work
-                          that keeps more GPUs busy
+                          that keeps more GPUs busy than all it displaces (in a plan the
+                          placement did not make: the fill share or the team's order that
+                          justified it, else only what the plan does)
   PreemptedForFairShare   past its protection: a floor below, a target exceeded on its path,
                           or a higher priority of its own project takes its place
 
@@ -19,9 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fill import unallocated_held
 from optalloc.model.order import scheme_above
 from optalloc.model.requirements import SHAPE_NAMES
-from optalloc.plan.holdings import Placed, got_by_org
+from optalloc.plan.holdings import Placed, got_by_org, plan_pairs
 from optalloc.plan.holder_lines import (
     reserved_by_org,
     reserved_note,
@@ -56,6 +59,23 @@ def preemptions(
         ids.discard(pl.job_id)
         return tuple(sorted(ids))
 
+    low_of: dict | None = None
+
+    def low_takers() -> dict[str, list[int]]:
+        """Per unallocated taker: the running unallocated jobs the plan stops whose GPUs it
+        takes (once per plan, when a message needs it)."""
+        nonlocal low_of
+        if low_of is None:
+            low_of = {}
+            for i in np.flatnonzero(~placed.kept):
+                jj, tt = int(req.run_job[i]), int(req.run_type[i])
+                if snap.job_tier1[jj, tt] or snap.job_on_drain[jj]:
+                    continue
+                for k in takers(snap.jobs[jj].placement):
+                    if not started[k].allocated:
+                        low_of.setdefault(k, []).append(jj)
+        return low_of
+
     for j in np.flatnonzero(req.displaced):
         job = snap.jobs[j]
         gone = "its placement is missing" if job.placement is None else (
@@ -85,11 +105,9 @@ def preemptions(
             code = ReasonCode.PREEMPTED_UNALLOCATED
             new = [started[k] for k in need]  # takers: owners of GPUs in the plan's starts
             if need and not any(p.allocated for p in new):
-                # the model trades it for unallocated work that keeps more GPUs busy (a gang
-                # that needs its GPUs and idle ones beside them): never for nothing
-                msg = (f"unallocated work yields to unallocated work that keeps more GPUs "
-                       f"busy ({sum(p.gpus for p in new)} GPUs where it ran "
-                       f"{snap.jobs[j].gpus})")
+                # unallocated takers only: never for nothing (rule 4); the message says what
+                # the swap gains, counted over every unallocated job those takers displace
+                msg = _unallocated_takers(em, placed, j, need, low_takers())
             else:
                 # name the allocated takers only (an unallocated one beside them fills the
                 # rest of the GPUs it left)
@@ -118,6 +136,44 @@ def preemptions(
                    f"waiting: {msg}")
         out.append(Preemption(job.id, code, msg, grace_s, need))
     return tuple(out)
+
+
+def _unallocated_takers(em: EpochModel, placed: Placed, j: int, need, low_of: dict) -> str:
+    """Why running unallocated job j gives its GPUs to unallocated starts `need` (rule 4:
+    never for nothing): they keep more GPUs busy than every unallocated job they displace
+    together; else, where that is not so (a plan the placement did not make: greedy's), the
+    fill shares (a project below its share of the idle GPUs takes from one at or above its
+    own) or its team's order, whichever holds; else only what the plan does, no reason it
+    does not have."""
+    snap = em.snap
+    job = snap.jobs[j]
+    took = sum(int(snap.jobs[snap.job_index[k]].gpus) for k in need)
+    gone = sorted({v for k in need for v in low_of.get(k, [])} | {j})
+    ran = sum(int(snap.job_gpus[v]) for v in gone)
+    where = (f"where it ran {ran}" if gone == [j] else
+             f"where it and {len(gone) - 1} other job{'s' if len(gone) > 2 else ''} ran {ran}")
+    if took > ran:
+        return (f"unallocated work yields to unallocated work that keeps more GPUs busy "
+                f"({took} GPUs {where})")
+    p = int(snap.job_project[j])
+    jobs, types = plan_pairs(em, placed)
+    held = unallocated_held(snap, jobs, types)
+    fill = em.fill if len(em.fill) else np.zeros(snap.org.n)
+    qs = sorted({int(snap.job_project[snap.job_index[k]]) for k in need} - {p})
+    below = [q for q in qs if held[q] <= fill[q] + 1e-9]
+    if qs and len(below) == len(qs) and held[p] >= fill[p] - 1e-9:
+        q = below[0]
+        return (f"unallocated work yields to unallocated work of a project below its share "
+                f"of the idle GPUs ({snap.org.names[q]} runs {held[q]:g} of {fill[q]:g} with "
+                f"it, {job.project} {held[p]:g} of {fill[p]:g} without; {took} GPUs {where})")
+    mates = [snap.job_index[k] for k in need]
+    if all(int(snap.job_project[k]) == p and snap.job_priority[k] > job.priority
+           for k in mates):
+        return (f"unallocated work yields to a higher-priority job of project {job.project} "
+                f"(priority {int(snap.job_priority[mates[0]])} > {job.priority}; {took} GPUs "
+                f"{where})")
+    return (f"unallocated work yields to unallocated work the plan starts on its GPUs "
+            f"({took} GPUs {where})")
 
 
 def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
