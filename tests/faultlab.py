@@ -323,8 +323,11 @@ def check_run(root: Path, res: RunResult) -> None:
         live = {k: w for k, w in live.items() if w not in killed}
         if live:
             p.append(f"job {jid}: process(es) {', '.join(sorted(live))} never logged an end")
-    # runs that really started = intervals charged, one each, no overlaps
-    spawned = [(j, s, e) for j, _st, pid, s, e, _k in runs if pid]
+    # runs that really started = intervals charged, one each, no overlaps: a pid recorded,
+    # or a run adopted after a restart whose process had already exited (no pid: it ends
+    # after its start, where an abandoned intent ends at its start)
+    spawned = [(j, s, e) for j, _st, pid, s, e, _k in runs
+               if pid or (e is not None and s is not None and e > s)]
     charged = [(j, s, e) for j, s, e, _g in intervals]
     for jid, _ in JOBS:
         n_spawned = sum(1 for j, _, _ in spawned if j == jid)
