@@ -115,9 +115,11 @@ def several_note(em: EpochModel, out: Outcome, settings) -> Outcome:
     the model links a job only to the place of one job, so its bound counts plans that break
     the team's order there."""
     placed = out.placed
-    ahead = getattr(placed, "ahead", None) if placed is not None else None
+    ahead = placed.ahead if placed is not None else None
     if ahead is None or not len(ahead):
         return out
+    # the pairs still true of the final plan (the team's order by proxy repairs a placed plan
+    # after the placement recorded them, optalloc.plan.proxy_order)
     on = [(a, b) for a, b in ahead.tolist() if a in placed.placements
           and b not in placed.placements]
     g = gap(out.objective, out.bound)

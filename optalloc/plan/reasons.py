@@ -73,12 +73,9 @@ def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str)
     low = ctx.lower_starts(p, t, prio)
     if not len(low):
         return ""
-    snap = ctx.em.snap
-    ids = ", ".join(snap.jobs[j].id for j in low[:3]) + ("..." if len(low) > 3 else "")
-    return (f"; {int(snap.job_gpus[low].sum())} of them run {len(low)} of its jobs with a "
-            f"lower priority than {prio} that start on {type_name} this epoch ({ids}): it does "
-            "not fit in their places, alone or together with the free GPUs beside them, or a "
-            "job ahead of it in its team's order waits")
+    return (_starts_text(ctx, low, "lower", prio, type_name, "start") + ": it does not fit in "
+            "their places, alone or together with the free GPUs beside them, or a job ahead "
+            "of it in its team's order waits")
 
 
 def _above_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
@@ -88,12 +85,19 @@ def _above_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str)
     high = ctx.higher_starts(p, t, prio)
     if not len(high):
         return ""
-    snap = ctx.em.snap
-    ids = ", ".join(snap.jobs[j].id for j in high[:3]) + ("..." if len(high) > 3 else "")
     one = len(high) == 1
-    return (f"; {int(snap.job_gpus[high].sum())} of them run {len(high)} of its jobs with a "
-            f"higher priority than {prio} that start{'s' if one else ''} on {type_name} this "
-            f"epoch ({ids}): the team's order starts {'it' if one else 'them'} first")
+    return (_starts_text(ctx, high, "higher", prio, type_name, "starts" if one else "start")
+            + f": the team's order starts {'it' if one else 'them'} first")
+
+
+def _starts_text(ctx: ReasonContext, jobs: np.ndarray, than: str, prio: int, type_name: str,
+                 verb: str) -> str:
+    """'; G of them run N of its jobs with a <than> priority than <prio> that <verb> on
+    <type> this epoch (ids)': what _below_starts and _above_starts name."""
+    snap = ctx.em.snap
+    ids = ", ".join(snap.jobs[j].id for j in jobs[:3]) + ("..." if len(jobs) > 3 else "")
+    return (f"; {int(snap.job_gpus[jobs].sum())} of them run {len(jobs)} of its jobs with a "
+            f"{than} priority than {prio} that {verb} on {type_name} this epoch ({ids})")
 
 
 def pending_reasons(

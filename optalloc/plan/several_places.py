@@ -27,7 +27,7 @@ from optalloc.model.order import project_order
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.nodepool import NodePool
 
-#: passes started again after a start left GPUs of the jobs it displaced free
+#: passes started again, in one call, after a start gave jobs back
 RESTARTS = 8
 
 
@@ -55,7 +55,7 @@ def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
         for b in sorted(low, key=lambda b: -int(rank[b])):
             mine.setdefault(int(snap.job_project[b]), []).append(b)
         again = False
-        for a, types in _may_fit(em, pool, placements, low):
+        for a, types in _may_fit(em, pool, placements, low, rank):
             if a in placements or any(p not in placements for p in preds.get(a, ())):
                 continue  # its own predecessor waits: the order keeps it waiting
             bs = [b for b in mine[int(snap.job_project[a])]
@@ -81,12 +81,14 @@ def _movable(em: EpochModel, placements: dict) -> list[int]:
             if pl.allocated and not snap.job_running[j] and j not in gangs]
 
 
-def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int]):
+def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
+             rank: np.ndarray):
     """[(job, types)], the project's order then the team's (best-ranked first): the waiting
     queued jobs, allocated on those types, that could fit on them in the free GPUs plus the
     GPUs of their project's lower-priority movable starts there (a necessary condition,
     node by node: its chunks against the nodes' rooms, largest first). Jobs alike (project,
-    priority, type, shape) are judged once: the 16,384-GPU bench epoch has 27,000 waiting."""
+    priority, type, shape) are judged once: the 16,384-GPU bench epoch has 27,000 waiting.
+    `rank`: every job's place in its team's order (optalloc.model.order.project_order)."""
     snap, req = em.snap, em.req
     J, T = len(snap.jobs), len(snap.gpu_types)
     tidx = {n: i for i, n in enumerate(snap.type_names)}
@@ -130,7 +132,6 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int]):
             ok[i] = len(need) <= len(r) and bool((r[:len(need)] >= sorted(need)[::-1]).all())
         for a in w[ok[np.asarray(inv).reshape(-1)]].tolist():
             fits.setdefault(a, []).append(t)
-    rank = project_order(snap)
     return sorted(fits.items(), key=lambda e: (int(snap.job_project[e[0]]), int(rank[e[0]])))
 
 

@@ -27,20 +27,27 @@ from optalloc.model.requirements import runs_elsewhere
 MIN_LOST_S = 60.0  # a swap must save more than this much work per GPU
 
 
+def _stopped(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """((K,) bool: running jobs a plan may stop or keep: allocated where they run, free to
+    stay, not fixed, past their protection; the positions of those the plan stops, not moved
+    or restarted elsewhere: preempted to the queue). `kept`: the placed plan's keeps."""
+    snap, req = em.snap, em.req
+    rj, rt = req.run_job, req.run_type
+    if not len(rj) or not len(em.k):
+        return np.zeros(len(rj), bool), np.zeros(0, np.int64)
+    movable = (snap.job_tier1[rj, rt] & (em.lm.ub[em.k] > 0) & ~req.run_fixed
+               & ~snap.job_protected[rj])
+    mv = runs_elsewhere(req) & (x[em.x] > 0.5)  # moved or restarted: not preempted to a queue
+    return movable, np.flatnonzero(movable & ~kept & ~np.isin(rj, req.cand_job[mv]))
+
+
 def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
     """x with the keeps of preempted allocated jobs and of kept twins that lost less work
     exchanged (most work lost first, paired with the twin that lost least), or None when no
     twin lost less. `kept`: the placed plan's keeps (req.run_job order)."""
     snap, req = em.snap, em.req
-    K = len(req.run_job)
-    if not K or not len(em.k):
-        return None
     rj, rt = req.run_job, req.run_type
-    ub = em.lm.ub[em.k]
-    alloc = snap.job_tier1[rj, rt]
-    movable = alloc & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
-    mv = runs_elsewhere(req) & (x[em.x] > 0.5)  # moved or restarted: not preempted to a queue
-    gone = np.flatnonzero(movable & ~kept & ~np.isin(rj, req.cand_job[mv]))
+    movable, gone = _stopped(em, x, kept)
     if not len(gone):
         return None
     stay = np.flatnonzero(movable & kept)
@@ -87,15 +94,8 @@ def ranked_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray 
     and keeps the better by the scheme's order, which ranks the teams' order before GPUs
     busy and work lost (a swap that leaves a start without room loses)."""
     snap, req = em.snap, em.req
-    K = len(req.run_job)
-    if not K or not len(em.k):
-        return None
     rj, rt = req.run_job, req.run_type
-    ub = em.lm.ub[em.k]
-    alloc = snap.job_tier1[rj, rt]
-    movable = alloc & (ub > 0) & ~req.run_fixed & ~snap.job_protected[rj]
-    mv = runs_elsewhere(req) & (x[em.x] > 0.5)  # moved or restarted: not preempted to a queue
-    gone = np.flatnonzero(movable & ~kept & ~np.isin(rj, req.cand_job[mv]))
+    movable, gone = _stopped(em, x, kept)
     if not len(gone):
         return None
     started = x[em.x] > 0.5
