@@ -105,7 +105,7 @@ def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
 
 
 def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray,
-                  placements: dict | None = None) -> set:
+                  placements: dict | None = None, owner: np.ndarray | None = None) -> set:
     """The (running position, candidate) `keep_order` rows whose running job does not run and
     gave way on its own type (optalloc.model.keep_displaced.gave_way: it does not fit there
     beside the allocated work the plan runs but its team's jobs below it): the team's job
@@ -123,7 +123,7 @@ def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray,
     if not len(down):
         return set()
     i, c = em.keep_i[down], em.keep_c[down]
-    ok = gave_way(em, i, c, started, kept, placements)
+    ok = gave_way(em, i, c, started, kept, placements, owner)
     return set(zip(i[ok].tolist(), c[ok].tolist()))
 
 
@@ -142,7 +142,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     for j, c in cand_of.items():
         sg.add_start(j, c)
     by_job, vk, types_of, preds, keeps, typed = candidates_by_job(em)
-    loose = gave_way_rows(em, started, kept, placements)
+    loose = gave_way_rows(em, started, kept, placements, pool.owner)
     gpus = sg.gpus
     gain_of = sg.gain_of
 
