@@ -71,7 +71,8 @@ from optalloc.epoch_status import (  # the status helpers, under the names tests
     CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
     team_pairs as _team_pairs, final as _final, floor_terms as _floor_terms,
     floors_traded as _floors_traded, gap as _gap, greedy_scored, keep_team_order,
-    point_key as _point_key, relabel as _relabel, several_note, tol as _tol,
+    point_key as _point_key, relabel as _relabel, repack_team_order, several_note,
+    tol as _tol,
 )
 from optalloc.solve import BACKENDS, EarlyLp, neighborhood, solve, start_dive
 from optalloc.solve.base import effective_settings
@@ -123,6 +124,8 @@ def _run_epoch(snapshot: Snapshot, settings: SolverSettings | None) -> Plan:
     out = keep_team_order(em, out, settings, g)  # the team's order by proxy (plan.proxy_order)
     # 4b. where that left the plan outside the gap: the LP again with its keeps fixed
     out = resolve_with_keeps(em, chosen, out, dives[0] if dives else None, settings, g)
+    # 4c. the team's order over several places, with other starts moved within their type
+    out = repack_team_order(em, out, settings)
     out = several_note(em, out, settings)  # a wide gap from the team's order over several
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):

@@ -17,7 +17,9 @@ from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import floor_columns
 from optalloc.plan.holdings import Placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_outcome, scored
+from optalloc.plan.proxy_check import proxy_breaks
 from optalloc.plan.proxy_order import keep_over_proxies
+from optalloc.plan.repack_order import repacked
 from optalloc.plan.reservations import keep_reservations
 from optalloc.plan.team_order import forced_jobs
 from optalloc.solve import relative_gap
@@ -280,4 +282,41 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
     alt.message = f"{out.message}; {note}" + ("" if g is None else
                                                f": {gap_text(alt.objective, out.bound, g)}"
                                                f"{_outside(alt, waits, out.bound)}")
+    return alt
+
+
+def repack_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) -> Outcome:
+    """Step 4c: the chosen plan with each waiting job that fits in the places of its team's
+    lower-priority starts once the plan's other queued starts beside them move within their
+    type started there (optalloc.plan.repack_order), scored again, its status and gap from
+    the same bound; `out` itself where no job does, or where that plan does not score better
+    by the scheme's order."""
+    t = time.perf_counter()
+    got = repacked(em, out.placed)
+    if got is None:
+        return out
+    firsts, placed = got
+    if proxy_breaks(em, placed) - proxy_breaks(em, out.placed):  # no new proxy for a keep
+        out.place_s += time.perf_counter() - t
+        return out
+    alt = scored(em, placed, out.source, backend=out.backend, status=out.status,
+                 bound=out.bound, solve_s=out.solve_s)
+    if best_plan([out, alt]) is not alt or alt.score <= out.score:
+        out.place_s += time.perf_counter() - t
+        return out
+    alt.place_s = out.place_s + time.perf_counter() - t
+    g = gap(alt.objective, out.bound)
+    mip_gap = effective_settings(settings, em.lm)[0].mip_gap
+    if g is not None and g <= mip_gap and not beyond_bound(alt, out.bound):
+        alt.status = "optimal"
+    elif out.status == "optimal":
+        alt.status = "feasible"
+    snap = em.snap
+    ids = ", ".join(snap.jobs[a].id for a in firsts[:3]) + ("..." if len(firsts) > 3 else "")
+    one = len(firsts) == 1
+    alt.message = (f"{out.message}; then {len(firsts)} job{'' if one else 's'} ({ids}) started "
+                   f"in the places of lower-priority starts of {'its' if one else 'their'} "
+                   "team, other starts moved within their type (the team's order)"
+                   + ("" if g is None else f": {gap_text(alt.objective, out.bound, g)}"
+                      f"{_outside(alt, bound=out.bound)}"))
     return alt

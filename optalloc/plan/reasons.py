@@ -325,8 +325,13 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                else "the rest are free")
             + f" ({fr[tn[t]]['free_gpus']} free)"
         ), by_prio or ctx.project_starts(p)  # a copy of another priority: starts_above
-    # every type: some level is at its target. Project level: who holds its share?
-    t = max(t1, key=lambda u: (path.index(limit[u]), T[p, u] - got[p, u]))
+    # every type: some level is at its target. Project level: who holds its share? Of the
+    # types where the same level stops it, one where its team's lower-priority jobs start
+    # (their places are the question there: the bench's 1,024-GPU epoch, seed 6, told a
+    # priority-1 any-type job only that its program held its b200 target, while its team's
+    # priority-0 jobs started on h100, at the program's h100 target too)
+    low = {u: len(ctx.lower_starts(p, u, job.priority)) > 0 for u in t1}
+    t = max(t1, key=lambda u: (path.index(limit[u]), low[u], T[p, u] - got[p, u]))
     o = limit[t]
     if o == p:
         mine, prio = ctx.own_holders(p, t)
@@ -385,4 +390,5 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         f"; starting this {g}-GPU job would "
         "exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
-    ), o == p or by_prio
+        + _below_starts(ctx, p, t, job.priority, tn[t])
+    ), o == p or by_prio or any(ctx.has_lower_starts(p, u) for u in t1)
