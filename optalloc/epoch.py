@@ -16,7 +16,7 @@ Numbered phases (Kueue style):
                       third, 3a'': the LP with every start it left fractional forbidden);
                    3b the greedy baseline's plan (the published system's ranked pass): the
                       optimizer never returns a plan worse than it on the objective; where
-                      it breaks a reservation, also that plan without those starts;
+                      it breaks a reservation, that plan without those starts instead;
                    3a+ when neither is certified, the `order_types` rows the LP's point
                       breaks and the `keep_order` rows of starts a placement gave back
                       (optalloc.model.type_rows, team_rows; the cut loop: epoch_status)
@@ -218,18 +218,16 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
     #     scored on the same objective
     if g is not None:
         t = time.perf_counter()
-        # with it, the same without the starts that break a reservation (g2)
+        # where it starts long work on a reserved node, it breaks the reservation (the model
+        # counts reserved nodes by class, so it may still be a model point): no answer, not
+        # even where no candidate keeps every rule (a helper's random draw at stop 46 returned
+        # it, a due gang on a node reserved for another gang), so the plan is greedy's without
+        # those starts (g2)
         _, g2, s1, s2 = greedy_scored(em, g)  # scored while the LP solved, where it did
-        out = _relabel(s1, backend=name, status="feasible", message="the greedy baseline's plan",
-                       place_s=greedy_s + time.perf_counter() - t)
-        plans.append(out)
-        if g2 is not None:
-            # the model counts reserved nodes by class, so a plan that starts a long job on a
-            # reserved node can still be a model point (it swapped nodes with a short start
-            # that fitted there): it breaks the reservation all the same, so it is not eligible
-            out.model_point = out.eligible = False
-            plans.append(_relabel(s2, backend=name, status="feasible",
-                                  message="the greedy baseline's plan, reservations kept"))
+        plans.append(_relabel(s1 if g2 is None else s2, backend=name, status="feasible",
+                              message="the greedy baseline's plan" + (
+                                  "" if g2 is None else ", reservations kept"),
+                              place_s=greedy_s + time.perf_counter() - t))
     if not plans:
         return em, placed_outcome(em, None, "fallback", backend=name, status=lp.status,
                                    message=lp.message)

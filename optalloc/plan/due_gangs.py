@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.order import scheme_above
 from optalloc.plan.fit import alloc, chunks, nodes_for
 
 
@@ -62,9 +63,16 @@ def start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, can
             # allocated start), it starts on the reserved nodes that are free and others, and
             # nobody is preempted for it (the lookahead's gang-heavy runs: the MIP's optimum
             # kept two jobs there, the placement evicted them and the plan fell 26% below a
-            # bound it had reached)
-            at = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
-                pool, em, c, nodes, {}, evict=bool(snap.job_tier1[h.job, h.type]))
+            # bound it had reached); never on the GPUs the solution frees by stopping a
+            # teammate ranked above the gang (the team's order gives them back: it would wait)
+            off = _above_nodes(em, h.job, kept)
+            was = pool.accept[off].copy()
+            pool.accept[off] = False
+            try:
+                at = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
+                    pool, em, c, nodes, {}, evict=bool(snap.job_tier1[h.job, h.type]))
+            finally:
+                pool.accept[off] = was
             if at is not None:
                 evict_for(h.job, c, at)
         if at is None:
@@ -81,6 +89,23 @@ def start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, can
         placements[h.job] = alloc(pool, em, h.job, h.type, at)
         started[c] = True
         cand_of[h.job] = c
+
+
+def _above_nodes(em: EpochModel, j: int, kept: np.ndarray) -> np.ndarray:
+    """Nodes of the running jobs of gang j's team ranked above it (order.scheme_above) that
+    the solution does not keep: its reservation avoided them (they are never stopped for it:
+    free_times.team_holds), and a start on their GPUs is given back for the team's order
+    (optalloc.plan.team_order), the gang then waiting beside its own reserved nodes (a
+    helper's random draw at stop 46: the LP's point kept A's later job on the gang's node and
+    stopped A's earlier one elsewhere; the gang went there, was given back, and no candidate
+    plan started it)."""
+    snap, req = em.snap, em.req
+    rj = req.run_job
+    if not len(rj):
+        return np.zeros(0, np.int64)
+    above = (~kept & (snap.job_project[rj] == snap.job_project[j])
+             & scheme_above(snap, rj, j))
+    return np.unique(req.run_pair_node[above[req.run_pair_k]])
 
 
 __all__ = ["hold_ordered", "start_due_gangs"]
