@@ -274,13 +274,16 @@ def test_the_reserved_gang_and_the_job_kept_off_its_nodes_say_why_with_the_numbe
                         "expected start t=39600 (in 1h); 1 job there ends or loses protection "
                         "by then")
     # S and E backfill one of the two free reserved nodes (which one is the LP's vertex), L
-    # is kept off the other
+    # is kept off both: S and E, behind L in B's order, take the one they use only because
+    # they end by the start (stop 46: L was told of the other node alone)
     (used,) = {a.node for p in plan.placements if p.job_id in ("S", "E") for a in p.nodes}
-    free = ({"n00", "n01"} - {used}).pop()
-    assert why["L"] == (f"the 8 free h100 GPUs on {free} are held for job G's reservation "
-                        "(expected start t=39600 (in 1h)); this job would hold its GPUs until "
-                        "t=64800 (in 8h) (its protection, or its expected end if sooner), past "
-                        "that start")
+    assert used in ("n00", "n01")
+    assert why["L"] == ("the 16 h100 GPUs on n[00-01] (8 free, 8 running S, E until then) are "
+                        "held for job G's reservation (expected start t=39600 (in 1h)); this "
+                        "job would hold its GPUs until t=64800 (in 8h) (its protection, or its "
+                        "expected end if sooner), past that start; S, E of project B rank below "
+                        "it in its team's order but end by that start, so they may backfill "
+                        "there and this job may not")
     (r,) = plan.reservations
     assert r.message == why["G"]
     assert (r.project, r.gpus, r.since) == ("A", 24, NOW)
@@ -403,7 +406,10 @@ def test_a_projects_holdings_in_a_message_say_how_many_are_its_reserved_gang():
     assert why["G"][0] == "Reserved"
     assert why["A2"] == ("WaitingForCapacity",
                          "A is below its h100 floor (24 of 28 GPUs, 24 of them for its reserved "
-                         "gangs) and this job needs 24 more: 40 h100 GPUs are protected (the "
+                         "gangs; its target 16, cut below the floor this epoch: protected jobs "
+                         "hold more GPUs than their projects' floors (B 40 of floor 28), so the "
+                         "floors share what is left in proportion) and this job needs 24 more: "
+                         "40 h100 GPUs are protected (the "
                          "first protection ends at t=39600), 16 free; the rest hold their own "
                          "floors and targets: B (40 of target 40)")
 

@@ -73,9 +73,10 @@ CASES = [
         violations=(FloorViolation("A", "h100", 12.0, 8.0),),
         pending={"a-gang": (
             ReasonCode.WAITING_FOR_CAPACITY,
-            "A is below its h100 floor (8 of 12 GPUs) and this job needs 16 more: 0 h100 GPUs "
-            "are protected, 0 free; the rest hold their own floors and targets: B (16 of "
-            "target 16)")},
+            "A is below its h100 floor (8 of 12 GPUs; its target 8, cut below the floor this "
+            "epoch: its jobs, whole and in its team's order, fill only 8 GPUs of it) and this "
+            "job needs 16 more: 0 h100 GPUs are protected, 0 free; the rest hold their own "
+            "floors and targets: B (16 of target 16)")},
     ),
 ]
 

@@ -75,6 +75,11 @@ class Targets:
     floor_yield: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     # (O,) pooled floors min(D_o, E_o) (optalloc.model.pooled); empty when per type
     pool_floor: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # (O, T) per type: the GPUs each org node's jobs may fill in their teams' order (the
+    # demand, or less where the in-order pass capped a project): a target below the floor
+    # there is cut by that order, elsewhere by what protected jobs hold (the reasons say
+    # which: optalloc.plan.holder_lines.floor_cut); empty when pooled
+    upper: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
 
     # The share rows' view (optalloc.model.constraints.fairshare): per type, one share column
     # per gpu_type; pooled, one column for all of them, so a project's floor and target are
@@ -311,7 +316,7 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     target = _integerize(snap, np.maximum(target, 0.0), upper)
     free = (_fill_tree(snap, cap_up, np.minimum(F, upper), np.zeros_like(P), upper, rho, kappa)
             if lookahead_on(snap) else np.zeros((0, 0)))
-    return Targets(F, target, D, P, cap, share, horizon, window, free)
+    return Targets(F, target, D, P, cap, share, horizon, window, free, upper=upper)
 
 
 def _integerize(snap: Snapshot, target: np.ndarray, upper: np.ndarray) -> np.ndarray:

@@ -44,9 +44,38 @@ def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
     note = reserved_note(reserved, o, t)
     held = f"{got[o, t]:g} {snap.type_names[t]} GPUs" + (f" ({note[2:]})" if note else "")
     ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
+    cut = floor_cut(snap, em, o, t)
     return (f"{snap.org.names[o]} holds {held}, its fair-share target this "
-            f"epoch is {em.target[o, t]:g} (floor {em.floor[o, t]:g}, entitled {ent:.1f}, "
-            f"usage ratio {snap.usage_ratio[o]:.2f})")
+            f"epoch is {em.target[o, t]:g} ("
+            + (f"entitled {ent:.1f}, usage ratio {snap.usage_ratio[o]:.2f}; its floor of "
+               f"{em.floor[o, t]:g} is cut to the target this epoch: {cut}" if cut else
+               f"floor {em.floor[o, t]:g}, entitled {ent:.1f}, usage ratio "
+               f"{snap.usage_ratio[o]:.2f}")
+            + ")")
+
+
+def floor_cut(snap: Snapshot, em: EpochModel, o: int, t: int) -> str:
+    """"" where o's floor on t (per-type budgets) is within its target this epoch, else
+    why the target is below it: the floors did not fit beside what protected jobs hold past
+    their own floors and were cut in proportion (targets.waterfill), or o's whole jobs in
+    their teams' order fill less (targets._inorder_fill). A floor counts only up to the
+    target in the model (fairshare.tier_bounds); a floor violation is still reported against
+    the floor. Before, a user read "target 1 (floor 2)" with no word of why (a helper's case
+    at stop 46: C's protected 4-GPU job on a floor of 2 left A's floor of 2 a target of 1)."""
+    tg = em.tg
+    F, T = float(tg.floor[o, t]), float(tg.target[o, t])
+    if tg.pooled or F <= T + 1e-9:
+        return ""
+    if tg.upper.size and tg.upper[o, t] < F - 1e-9:
+        whose = "its team's" if snap.org.is_leaf[o] else "their teams'"
+        return (f"its jobs, whole and in {whose} order, fill only "
+                f"{round(float(tg.upper[o, t]), 1):g} GPUs of it")
+    over = np.flatnonzero(snap.org.is_leaf & (tg.protected[:, t] > tg.floor[:, t] + 1e-9))
+    over = sorted(over.tolist(), key=lambda v: -(tg.protected[v, t] - tg.floor[v, t]))
+    who = ", ".join(f"{snap.org.names[v]} {tg.protected[v, t]:g} of floor {tg.floor[v, t]:g}"
+                    for v in over[:3]) + ("..." if len(over) > 3 else "")
+    return ("protected jobs hold more GPUs than their projects' floors"
+            + (f" ({who})" if who else "") + ", so the floors share what is left in proportion")
 
 
 def share_row_view(em: EpochModel, got: np.ndarray, t: int) -> tuple:
@@ -59,14 +88,21 @@ def share_row_view(em: EpochModel, got: np.ndarray, t: int) -> tuple:
             " over all types" if tg.pooled else "")
 
 
-def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
-    """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead)."""
+def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
+              reserved: np.ndarray | None = None) -> str:
+    """Siblings of o that hold GPUs of t, with their ratios and targets (who ranks ahead), and
+    how many of those GPUs are their waiting reserved gangs' (`reserved`, as reserved_note:
+    a project running 8 GPUs with an 8-GPU gang waiting on reserved nodes was said to hold
+    16, a helper's case at stop 46)."""
     org = snap.org
     G, _, T, where = share_row_view(em, got, t)
+    R = None if reserved is None else share_row_view(em, reserved, t)[0]
     sib = [v for v in np.flatnonzero(org.parent == org.parent[o]) if v != o and got[v, t] > 0]
     sib.sort(key=lambda v: float(snap.usage_ratio[v]))
     return ", ".join(f"{org.names[v]} (usage ratio {snap.usage_ratio[v]:.2f}, holds "
-                     f"{G[v]:g} of target {T[v]:g}{where})" for v in sib[:3])
+                     f"{G[v]:g} of target {T[v]:g}{where}"
+                     + (f", {R[v]:g} of them for its reserved gangs" if R is not None
+                        and R[v] > 1e-9 else "") + ")" for v in sib[:3])
 
 
 def _rest_text(split: tuple[float, float, float], project: str) -> str:

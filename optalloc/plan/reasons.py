@@ -25,12 +25,14 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
+from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.holdings import Placed, got_by_org
 from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_line: re-exported)
     _holders_outside,
     _others_over,
     _rest_text,
     _siblings,
+    floor_cut,
     reserved_by_org,
     reserved_note,
     share_line,
@@ -62,7 +64,8 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
     return out
 
 
-def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
+def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str,
+                  j: int | None = None) -> str:
     """'; ... of its jobs with a lower priority start on t this epoch (...)' where they do:
     the team's order gives this job their places, alone or several together with the free
     GPUs beside them (optalloc.plan.several_places), so it waits beside them only where it
@@ -75,7 +78,27 @@ def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str)
         return ""
     return (_starts_text(ctx, low, "lower", prio, type_name, "start") + ": it does not fit in "
             "their places, alone or together with the free GPUs beside them, or a job ahead "
-            "of it in its team's order waits")
+            "of it in its team's order waits"
+            + (", or they backfill nodes reserved for a gang, which end or may be preempted "
+               "before its start and this job would not" if j is not None
+               and _outlasts_their_reservation(ctx, j, t, low) else ""))
+
+
+def _outlasts_their_reservation(ctx: ReasonContext, j: int, t: int, low: np.ndarray) -> bool:
+    """Some of the starts `low` sit on nodes reserved for a gang whose start job j, started on
+    t, would outlast (a helper's case at stop 46: A's 8-hour job was told only that it fit in
+    none of its teammates' places, where their 10-minute jobs backfilled a gang's node)."""
+    em = ctx.em
+    res = em.res
+    if res is None or not np.isfinite(res.deadline).any():
+        return False
+    cands = [c for c in candidates_by_job(em)[0].get(j, ()) if int(em.req.cand_type[c]) == t]
+    if not cands:
+        return False
+    hold = float(res.hold[cands[0]])
+    idx = em.snap.node_index
+    return any(res.deadline[idx[a.node]] < hold
+               for b in low.tolist() for a in ctx.placed.placements[b].nodes)
 
 
 def _above_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
@@ -246,7 +269,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         shape = "one node" if req.shape[j, t] == SMALL else SHAPE_NAMES[int(req.shape[j, t])]
         below = ""
         if snap.job_tier1[j, t]:
-            below = (_below_starts(ctx, p, t, job.priority, tn[t])
+            below = (_below_starts(ctx, p, t, job.priority, tn[t], j)
                      + _above_starts(ctx, p, t, job.priority, tn[t]))
         return ReasonCode.GANG_DOES_NOT_FIT, (
             f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
@@ -311,7 +334,9 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         # the rank tilt, impact.RANK_TILT; equal ranks go by the number of floor GPUs)
         floor_of = (f"{Gs[p]:g} of {Fs[p]:g} GPUs over all types" if pooled
                     else f"{got[p, t]:g} of {em.floor[p, t]:g} {tn[t]} GPUs")
+        cut = "" if pooled else floor_cut(snap, em, p, t)  # a target below the floor: why
         state = (f"is below its floor ({floor_of}; its target {Ts[p] if pooled else T[p, t]:g}"
+                 + (f", cut below the floor this epoch: {cut}" if cut else "")
                  if below(p, t) else f"has room in its fair-share target ({held_of}")
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} {state}"
@@ -353,8 +378,12 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             ), o == p
     # allocated GPUs held outside o's subtree: of t, or with one budget over every type
     # (optalloc.model.pooled) of any type the job may use, which it would hold in their place
-    others = (sum(got[0, u] - got[o, u] for u in t1) if em.tg.pooled
-              else got[0, t] - got[o, t])
+    # (what the jobs hold: the root counts no waiting reserved gang, o's subtree does; with
+    # them, B's 8 running GPUs and its reserved 8-GPU gang read as every allocated GPU of 16
+    # while A and C ran 8, a helper's case at stop 46)
+    jobs_hold = got if ctx.reserved is None else got - ctx.reserved
+    others = (sum(jobs_hold[0, u] - jobs_hold[o, u] for u in t1) if em.tg.pooled
+              else jobs_hold[0, t] - jobs_hold[o, t])
     short = below(o, t)
     if (short or others <= 1e-9) and (held := team()) is not None:
         return held
@@ -365,7 +394,9 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         where = ((f"{snap.org.names[o]} is below its floor over all types ({Gs[o]:g} of "
                   f"{Fs[o]:g} GPUs{note})" if pooled else
                   f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
-                  f"{em.floor[o, t]:g} GPUs{note})") if short else
+                  f"{em.floor[o, t]:g} GPUs{note}"
+                  + (f"; its target {T[o, t]:g}, cut below the floor this epoch: {cut}"
+                     if (cut := floor_cut(snap, em, o, t)) else "") + ")") if short else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
         held = ctx.about(_holders_outside, o, t, True)
         over = ctx.about(_others_over, o, t, True)
@@ -382,13 +413,13 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                     "cannot shrink to it" if held else "")
             + (f"; {', '.join(waits)} hold{'s' if len(waits) == 1 else ''} nodes reserved "
                "for waiting gangs" if waits else "")
-            + _below_starts(ctx, p, t, job.priority, tn[t])
+            + _below_starts(ctx, p, t, job.priority, tn[t], j)
         ), o == p or by_prio or ctx.has_lower_starts(p, t)
-    sib = ctx.about(_siblings, o, t)
+    sib = ctx.once(("siblings", o, t), lambda: _siblings(snap, em, got, o, t, ctx.reserved))
     return ReasonCode.OVER_SHARE, (
         f"{ctx.once(('share', o, t), lambda: share_line(snap, em, got, o, t, ctx.reserved))}"
         f"; starting this {g}-GPU job would "
         "exceed it"
         + (f"; the rest goes to {sib}" if sib else "")
-        + _below_starts(ctx, p, t, job.priority, tn[t])
+        + _below_starts(ctx, p, t, job.priority, tn[t], j)
     ), o == p or by_prio or any(ctx.has_lower_starts(p, u) for u in t1)
