@@ -64,9 +64,7 @@ def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
         low = _movable(em, placements)
         if not low:
             break
-        mine: dict[int, list[int]] = {}  # per project: its movable starts, lowest-ranked first
-        for b in sorted(low, key=lambda b: -int(rank[b])):
-            mine.setdefault(int(snap.job_project[b]), []).append(b)
+        mine = _by_project(snap, low, rank)  # per project: its movable starts, lowest first
         again = False
         for a, types in _may_fit(em, pool, placements, low, rank, repack):
             if a in placements or any(p not in placements for p in preds.get(a, ())):
@@ -84,6 +82,18 @@ def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
         if not again:
             break
     return out
+
+
+def _by_project(snap, low: list[int], rank: np.ndarray) -> dict[int, list[int]]:
+    """Per project, its jobs among `low`, lowest-ranked first (ties: as listed)."""
+    lb = np.asarray(low, np.int64)
+    lb = lb[np.argsort(-rank[lb], kind="stable")]
+    pr = snap.job_project[lb]
+    by = np.argsort(pr, kind="stable")
+    lb, pr = lb[by], pr[by]
+    cut = np.flatnonzero(np.r_[True, pr[1:] != pr[:-1], True])
+    js, ps = lb.tolist(), pr[cut[:-1]].tolist()
+    return {p: js[a:b] for p, a, b in zip(ps, cut[:-1].tolist(), cut[1:].tolist())}
 
 
 def _movable(em: EpochModel, placements: dict) -> list[int]:
@@ -142,11 +152,16 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
                            & (snap.job_priority > lowest[snap.job_project, t]))
         if not len(w):
             continue
-        key = np.stack([snap.job_project[w], snap.job_priority[w], req.size[w, t],
-                        req.pieces[w, t], req.rem[w, t]], axis=1)
-        kinds, inv = np.unique(key, axis=0, return_inverse=True)
-        ok = np.zeros(len(kinds), bool)
-        for i, (p, q, size, pieces, rem) in enumerate(kinds.tolist()):
+        cols = [snap.job_project[w], snap.job_priority[w], req.size[w, t], req.pieces[w, t],
+                req.rem[w, t]]
+        code = np.zeros(len(w), np.int64)
+        for col in cols:  # one integer per kind (a row-wise np.unique sorts far slower)
+            col = np.asarray(col, np.int64)
+            code = code * (int(col.max()) - int(min(col.min(), 0)) + 1) + col - min(col.min(), 0)
+        _, one, inv = np.unique(code, return_index=True, return_inverse=True)
+        kinds = zip(*(np.asarray(col)[one].tolist() for col in cols))
+        ok = np.zeros(len(one), bool)
+        for i, (p, q, size, pieces, rem) in enumerate(kinds):
             need = [size] * pieces + ([rem] if rem else [])
             r, total = room(p, t, q)
             ok[i] = (len(need) <= len(r) and sum(need) <= total
