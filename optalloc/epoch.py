@@ -64,7 +64,8 @@ from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.preemptions import preemptions
 from optalloc.plan.floors_unmet import floor_violations
 from optalloc.plan.reasons import pending_reasons
-from optalloc.plan.reservations import plan_reservations, reservation_reasons
+from optalloc.plan.held_reasons import reservation_reasons
+from optalloc.plan.reservations import plan_reservations
 from optalloc.snapshot import Snapshot
 from optalloc.epoch_kept import resolve_with_keeps
 from optalloc.epoch_status import (  # the status helpers, under the names tests know

@@ -115,21 +115,16 @@ CASES = [
                  "project A's h100 target this epoch is 1 GPUs and it holds 4, 4 of them in 1 of "
                  "its jobs with a higher priority than 0 (a), which a job behind them in the "
                  "team's order does not displace; this job needs 2") for c in ("c1", "c2")}),
-    Case("another project's short jobs on the reserved node are not room the reservation "
-         "keeps the job off (between projects the share decides who goes first): it waits for "
-         "capacity, and the cut target says why it is below the floor",
+    Case("another project's short jobs on the reserved node do not keep off a job that waits "
+         "for capacity: the reservation does (it could not use the node were they not there; "
+         "tests/test_reasons_reserved_nodes_more.py)",
          _nodes(4), SHARES, _running() + [_gang(), _long()] + _shorts("C"), USAGE,
          started={"c1": ("n2",), "c2": ("n2",)},
          reserved={"G": (("n2", "n3"), 63000.0)},
          pending={"G": (R.RESERVED, G_RESERVED),
-                  "a": (R.WAITING_FOR_CAPACITY,
-                        "A is below its h100 floor (0 of 2 GPUs; its target 1, cut below the "
-                        "floor this epoch: protected jobs hold more GPUs than their projects' "
-                        "floors (C 4 of floor 2), so the floors share what is left in "
-                        "proportion) and this job needs 4 more: 12 h100 GPUs are protected (the "
-                        "first protection ends at t=63000), 0 free; the rest are held by B (8 of "
-                        "target 11), C (8 of target 4): past a target with whole jobs, which "
-                        "cannot shrink to it; B holds nodes reserved for waiting gangs")}),
+                  "a": (R.HELD_FOR_RESERVATION,
+                        KEPT_OFF_N2.replace("of project A rank below it in its team's order but "
+                                            "end", "of project C end"))}),
     Case("a long job of the reserved gang's own project is told its project is past its "
          "target with its reserved gang, not that it holds every allocated GPU",
          _nodes(4), SHARES, _running() + [

@@ -25,7 +25,6 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
-from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.holdings import Placed, got_by_org
 from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_line: re-exported)
     _holders_outside,
@@ -39,6 +38,7 @@ from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_l
     share_row_view,
 )
 from optalloc.plan.reason_context import ReasonContext
+from optalloc.plan.team_starts import _above_starts, _below_starts
 from optalloc.snapshot import Snapshot
 from optalloc.types import PendingReason, ReasonCode, frozen_map
 from optalloc.units import format_time
@@ -62,65 +62,6 @@ def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
             "free_whole_nodes": int((f == snap.node_gpus[sel]).sum()) if len(f) else 0,
         }
     return out
-
-
-def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str,
-                  j: int | None = None) -> str:
-    """'; ... of its jobs with a lower priority start on t this epoch (...)' where they do:
-    the team's order gives this job their places, alone or several together with the free
-    GPUs beside them (optalloc.plan.several_places), so it waits beside them only where it
-    fits in none of them or a job ahead of it in its team's order waits (whose `order` row
-    holds it); the reason says so rather than name capacity alone (a helper's case at stop
-    44: A's priority-1 4-GPU job waited while its two priority-0 2 + 2 debug gangs took both
-    4-GPU nodes, told only that A held every GPU)."""
-    low = ctx.lower_starts(p, t, prio)
-    if not len(low):
-        return ""
-    return (_starts_text(ctx, low, "lower", prio, type_name, "start") + ": it does not fit in "
-            "their places, alone or together with the free GPUs beside them, or a job ahead "
-            "of it in its team's order waits"
-            + (", or they backfill nodes reserved for a gang, which end or may be preempted "
-               "before its start and this job would not" if j is not None
-               and _outlasts_their_reservation(ctx, j, t, low) else ""))
-
-
-def _outlasts_their_reservation(ctx: ReasonContext, j: int, t: int, low: np.ndarray) -> bool:
-    """Some of the starts `low` sit on nodes reserved for a gang whose start job j, started on
-    t, would outlast (a helper's case at stop 46: A's 8-hour job was told only that it fit in
-    none of its teammates' places, where their 10-minute jobs backfilled a gang's node)."""
-    em = ctx.em
-    res = em.res
-    if res is None or not np.isfinite(res.deadline).any():
-        return False
-    cands = [c for c in candidates_by_job(em)[0].get(j, ()) if int(em.req.cand_type[c]) == t]
-    if not cands:
-        return False
-    hold = float(res.hold[cands[0]])
-    idx = em.snap.node_index
-    return any(res.deadline[idx[a.node]] < hold
-               for b in low.tolist() for a in ctx.placed.placements[b].nodes)
-
-
-def _above_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str) -> str:
-    """'; ... of its jobs with a higher priority start on t this epoch (...)': the team's
-    order starts them first (a job given their places, optalloc.plan.several_places, leaves
-    the lower-priority jobs it displaced waiting where the GPUs left do not fit them)."""
-    high = ctx.higher_starts(p, t, prio)
-    if not len(high):
-        return ""
-    one = len(high) == 1
-    return (_starts_text(ctx, high, "higher", prio, type_name, "starts" if one else "start")
-            + f": the team's order starts {'it' if one else 'them'} first")
-
-
-def _starts_text(ctx: ReasonContext, jobs: np.ndarray, than: str, prio: int, type_name: str,
-                 verb: str) -> str:
-    """'; G of them run N of its jobs with a <than> priority than <prio> that <verb> on
-    <type> this epoch (ids)': what _below_starts and _above_starts name."""
-    snap = ctx.em.snap
-    ids = ", ".join(snap.jobs[j].id for j in jobs[:3]) + ("..." if len(jobs) > 3 else "")
-    return (f"; {int(snap.job_gpus[jobs].sum())} of them run {len(jobs)} of its jobs with a "
-            f"{than} priority than {prio} that {verb} on {type_name} this epoch ({ids})")
 
 
 def pending_reasons(
