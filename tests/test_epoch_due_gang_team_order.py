@@ -148,7 +148,7 @@ def test_the_greedy_plan_that_breaks_a_reservation_is_never_the_answer(monkeypat
     g = greedy_placed(em)
     on = {snap.jobs[j].id: tuple(a.node for a in p.nodes) for j, p in g.placements.items()}
     assert on["G"] == ("n00", "n03")
-    monkeypatch.setattr(due_gangs, "_above_nodes", lambda em, j, kept: np.zeros(0, np.int64))
+    monkeypatch.setattr(due_gangs, "_hold_above", lambda em, pool, j, kept: [])
     case = CASES[0]
     plan = run_epoch(snap)
     assert _outcome(plan) == (case.placed, case.pending, case.reserved, case.preempted,

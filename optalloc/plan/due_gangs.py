@@ -65,14 +65,13 @@ def start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, can
             # kept two jobs there, the placement evicted them and the plan fell 26% below a
             # bound it had reached); never on the GPUs the solution frees by stopping a
             # teammate ranked above the gang (the team's order gives them back: it would wait)
-            off = _above_nodes(em, h.job, kept)
-            was = pool.accept[off].copy()
-            pool.accept[off] = False
+            held = _hold_above(em, pool, h.job, kept)
             try:
                 at = nodes_for(pool, em, c, nodes, {}, evict=False) or nodes_for(
                     pool, em, c, nodes, {}, evict=bool(snap.job_tier1[h.job, h.type]))
             finally:
-                pool.accept[off] = was
+                for n, g, e in held:
+                    pool.release_gpus(np.full(len(g), n), g, e)
             if at is not None:
                 evict_for(h.job, c, at)
         if at is None:
@@ -91,21 +90,33 @@ def start_due_gangs(em, pool, chosen, kept, run_of_job, placements, started, can
         cand_of[h.job] = c
 
 
-def _above_nodes(em: EpochModel, j: int, kept: np.ndarray) -> np.ndarray:
-    """Nodes of the running jobs of gang j's team ranked above it (order.scheme_above) that
-    the solution does not keep: its reservation avoided them (they are never stopped for it:
-    free_times.team_holds), and a start on their GPUs is given back for the team's order
-    (optalloc.plan.team_order), the gang then waiting beside its own reserved nodes (a
-    helper's random draw at stop 46: the LP's point kept A's later job on the gang's node and
-    stopped A's earlier one elsewhere; the gang went there, was given back, and no candidate
-    plan started it)."""
+def _hold_above(em: EpochModel, pool, j: int, kept: np.ndarray) -> list:
+    """Hold in the pool, while gang j looks for GPUs, the free GPUs of the running jobs of its
+    team ranked above it (order.scheme_above) that the solution does not keep; returns the
+    [(node, GPU indices, job)] held, for the caller to release. Its reservation avoided them
+    (they are never stopped for it: free_times.team_holds), and a start on their GPUs is
+    given back for the team's order (optalloc.plan.team_order), the gang then waiting beside
+    its own reserved nodes (a helper's random draw at stop 46: the LP's point kept A's later
+    job on the gang's node and stopped A's earlier one elsewhere; the gang went there, was
+    given back, and no candidate plan started it). Their GPUs only, not their whole nodes:
+    kept off a whole node where such a teammate held one GPU, a 1-GPU-per-node gang of the
+    bench's M seed 29 (two reservations) started across four nodes outside its reservation
+    and other projects lost floor GPUs (a review at stop 46)."""
     snap, req = em.snap, em.req
     rj = req.run_job
+    out: list = []
     if not len(rj):
-        return np.zeros(0, np.int64)
-    above = (~kept & (snap.job_project[rj] == snap.job_project[j])
-             & scheme_above(snap, rj, j))
-    return np.unique(req.run_pair_node[above[req.run_pair_k]])
+        return out
+    above = ~kept & (snap.job_project[rj] == snap.job_project[j]) & scheme_above(snap, rj, j)
+    G = pool.occ.shape[1]
+    for e in rj[above].tolist():
+        for a in snap.jobs[e].placement.nodes:
+            n = snap.node_index[a.node]
+            g = np.asarray([x for x in a.gpus if x < G and not pool.occ[n, x]], np.int64)
+            if len(g):
+                pool.hold(n, g, e)
+                out.append((n, g, e))
+    return out
 
 
 __all__ = ["hold_ordered", "start_due_gangs"]
