@@ -268,12 +268,7 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
             note = (f"{note}; the greedy baseline's plan scores better than that by the "
                     "scheme's order, and is the plan")
     alt.place_s = out.place_s + time.perf_counter() - t
-    g = gap(alt.objective, out.bound)
-    mip_gap = effective_settings(settings, em.lm)[0].mip_gap
-    if g is not None and g <= mip_gap and not beyond_bound(alt, out.bound):
-        alt.status = "optimal"
-    elif out.status == "optimal":
-        alt.status = "feasible"
+    g = _restatus(em, alt, out, settings)
     waits = None
     if not (alt.model_point or alt.eligible):  # outside the model: a due gang that waits?
         forced = forced_jobs(em)
@@ -283,6 +278,18 @@ def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
                                                f": {gap_text(alt.objective, out.bound, g)}"
                                                f"{_outside(alt, waits, out.bound)}")
     return alt
+
+
+def _restatus(em: EpochModel, alt: Outcome, out: Outcome, settings: SolverSettings):
+    """The gap of `alt`, a repair of `out`, to out's bound; alt is `optimal` where that gap is
+    within mip_gap and it is not above the bound, else `feasible` where out was `optimal`."""
+    g = gap(alt.objective, out.bound)
+    mip_gap = effective_settings(settings, em.lm)[0].mip_gap
+    if g is not None and g <= mip_gap and not beyond_bound(alt, out.bound):
+        alt.status = "optimal"
+    elif out.status == "optimal":
+        alt.status = "feasible"
+    return g
 
 
 def repack_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) -> Outcome:
@@ -305,12 +312,7 @@ def repack_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) ->
         out.place_s += time.perf_counter() - t
         return out
     alt.place_s = out.place_s + time.perf_counter() - t
-    g = gap(alt.objective, out.bound)
-    mip_gap = effective_settings(settings, em.lm)[0].mip_gap
-    if g is not None and g <= mip_gap and not beyond_bound(alt, out.bound):
-        alt.status = "optimal"
-    elif out.status == "optimal":
-        alt.status = "feasible"
+    g = _restatus(em, alt, out, settings)
     snap = em.snap
     ids = ", ".join(snap.jobs[a].id for a in firsts[:3]) + ("..." if len(firsts) > 3 else "")
     one = len(firsts) == 1

@@ -37,14 +37,20 @@ def _scattered():
             Job("b1", "B", 1, min_runtime_s=8 * H, submit_time=2.0)]
     snap = snapshot([Node(f"n{i}", "h100", 4) for i in range(3)], flat_org({"A": 1, "B": 5}),
                     jobs)
+    return (snap,) + _lo_and_b1(snap)
+
+
+def _lo_and_b1(snap):
+    """(model, outcome): the solution that keeps every running job and starts lo and b1,
+    placed."""
     em = build_model(snap)
     x = np.zeros(em.lm.n_vars)
     x[em.k] = 1.0
     for c in np.flatnonzero(np.isin(em.req.cand_job, [snap.job_index["lo"],
                                                        snap.job_index["b1"]])):
         x[em.x[c]] = 1.0
-    return snap, em, placed_outcome(em, x, "mip", backend="highs", status="optimal",
-                                    message="a plan")
+    return em, placed_outcome(em, x, "mip", backend="highs", status="optimal",
+                              message="a plan")
 
 
 def _starts(snap, placed) -> dict:
@@ -94,13 +100,7 @@ def test_it_is_not_done_where_its_project_would_hold_fewer_gpus():
              Job("b1", "B", 1, min_runtime_s=8 * H, submit_time=2.0)]
     snap = snapshot([Node(f"n{i}", "h100", 4) for i in range(4)], flat_org({"A": 3, "B": 13}),
                     jobs)
-    em = build_model(snap)
-    x = np.zeros(em.lm.n_vars)
-    x[em.k] = 1.0
-    for c in np.flatnonzero(np.isin(em.req.cand_job, [snap.job_index["lo"],
-                                                       snap.job_index["b1"]])):
-        x[em.x[c]] = 1.0
-    out = placed_outcome(em, x, "mip", backend="highs", status="optimal", message="a plan")
+    em, out = _lo_and_b1(snap)
     assert sorted(_starts(snap, out.placed)) == ["b1", "lo"]
     assert repack_team_order(em, out, snap.policy.solver) is out
 

@@ -176,6 +176,12 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_reserved_nodes(case: Case):
+    check_case(case)
+
+
+def check_case(case: Case) -> None:
+    """The case's epoch with the lookahead: its whole expected outcome (also
+    tests/test_reasons_reserved_nodes_more.py)."""
     snap = snapshot(case.nodes, flat_org(case.shares), case.jobs, usage=case.usage,
                     policy=LOOKAHEAD)
     plan = run_epoch(snap)

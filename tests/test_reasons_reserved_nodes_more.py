@@ -10,18 +10,15 @@ a priority-1 8-hour job `a`, which would hold n2 past G's start."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
-from optalloc.epoch import run_epoch
-from optalloc.types import Job, Node, Policy, ReasonCode
+from optalloc.types import Job, ReasonCode
 
-from test_epoch_toy import H, flat_org, running, snapshot
+from test_epoch_toy import H, running
+from test_reasons_reserved_nodes import Case, _nodes, check_case
 
 NOW = 10 * H
 R = ReasonCode
-LOOKAHEAD = Policy(max_reservations=2)
 SHARES = {"A": 1, "B": 6, "C": 1}
 USAGE = {"A": 1.0, "B": 0.0, "C": 1.0}
 SHARES5 = {"A": 1, "B": 6, "C": 1, "D": 6, "E": 2}
@@ -29,10 +26,6 @@ USAGE5 = {"A": 1.0, "B": 0.0, "C": 1.0, "D": 0.0, "E": 1.0}
 HOLD = "this job would hold its GPUs until t=64800 (in 8h) (its protection, or its expected end "
 G_AT_63000 = "job G's reservation (expected start t=63000 (in 7.5h))"
 G_AT_46800 = "job G's reservation (expected start t=46800 (in 3h))"
-
-
-def _nodes(k: int) -> list[Node]:
-    return [Node(f"n{i}", "h100", 4) for i in range(k)]
 
 
 def _b_c_running() -> list[Job]:
@@ -66,17 +59,6 @@ def _shorts(project: str = "A", n: int = 2) -> list[Job]:
             for i in range(1, n + 1)]
 
 
-@dataclass(frozen=True)
-class Case:
-    name: str
-    nodes: list
-    shares: dict
-    jobs: list
-    usage: dict
-    started: dict  # job -> nodes it starts on
-    reserved: dict  # job -> (nodes, expected start)
-    pending: dict  # job -> (code, message)
-    underlying: dict = field(default_factory=dict)  # job -> (code, message) without the lookahead
 
 
 G_RESERVED = ("reserved nodes n[2-3] for job G (8 h100 GPUs of project B), expected start "
@@ -197,16 +179,4 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_reserved_nodes(case: Case):
-    snap = snapshot(case.nodes, flat_org(case.shares), case.jobs, usage=case.usage,
-                    policy=LOOKAHEAD)
-    plan = run_epoch(snap)
-    running_ids = {j.id for j in case.jobs if j.running}
-    assert {p.job_id: tuple(a.node for a in p.nodes) for p in plan.placements
-            if p.job_id not in running_ids} == case.started
-    assert running_ids <= {p.job_id for p in plan.placements}
-    assert plan.preemptions == ()
-    assert {r.job_id: (r.nodes, r.expected_start) for r in plan.reservations} == case.reserved
-    assert {r.job_id: (r.code, r.message) for r in plan.pending} == case.pending
-    for job, (code, message) in case.underlying.items():
-        d = dict(next(r for r in plan.pending if r.job_id == job).details)
-        assert (d["underlying"], d["underlying_message"]) == (code.value, message)
+    check_case(case)

@@ -99,10 +99,8 @@ def _by_project(snap, low: list[int], rank: np.ndarray) -> dict[int, list[int]]:
 def _movable(em: EpochModel, placements: dict) -> list[int]:
     """The starts that may be given back: queued jobs (a running job's place is the priority
     swaps'), allocated where they start, not a reservation's gang."""
-    snap = em.snap
-    gangs = {h.job for h in em.res.held} if em.res is not None else set()
-    return [j for j, pl in placements.items()
-            if pl.allocated and not snap.job_running[j] and j not in gangs]
+    fixed = _fixed(em)
+    return [j for j, pl in placements.items() if pl.allocated and not fixed[j]]
 
 
 def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
