@@ -232,8 +232,12 @@ def run_once(root: Path, point: str | None, seed: int, max_epochs: int = 14) -> 
     while step < max_epochs:
         if step == 1:
             cfg.write_text(CONFIG.format(alice=9, grace=GRACE))  # the budget meeting
-        if step == 3:
-            (root / "marks" / "go").touch()  # every job may finish now
+        if step == 3 and not retry:
+            # every job may finish now; they poll for it, so give them a moment to exit
+            # before the epoch: one that observed them still running (a fast machine) would
+            # start nothing at this step, and a point armed here would never be reached
+            (root / "marks" / "go").touch()
+            _wait_quiet(db)
         arm = point if (not res.fired and (armed is None or step in armed)) else None
         kill_after = None
         if point == RANDOM:  # each of the first four steps, not its retry
