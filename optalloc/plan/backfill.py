@@ -111,7 +111,9 @@ def gave_way_rows(em: EpochModel, started: np.ndarray, kept: np.ndarray,
     beside the allocated work the plan runs but its team's jobs below it): the team's job
     below it may fill what is left, as greedy does (rule 6: an allocated job that fits idle
     GPUs, or GPUs unallocated work holds, does not wait). The backfill only adds allocated
-    work and evicts unallocated work, so a row loose now stays loose. Before, fresh draws at
+    work and evicts unallocated work, so a row loose now stays loose (and one that holds a
+    job back is judged again after the backfill's own starts: `loosened` in
+    restore_and_backfill). Before, fresh draws at
     stop 43: p0's running priority-1 8-GPU job gave way to p2's floor, and p0's allocated
     priority-0 1-GPU job waited while p0's unallocated jobs filled the 4-GPU node (no
     `keep_order` row holds unallocated work). With the plan's `placements` the running job's
@@ -238,6 +240,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     heapq.heapify(heap)
 
     held_back: dict[int, set] = {}  # per running position: jobs its keep_order rows held back
+    held_rows: dict[tuple[int, int], int] = {}  # those rows (running position, candidate): job
     behind: dict[int, set] = {}  # per waiting job: the jobs its `order` rows held back
 
     def offer(jobs) -> None:
@@ -250,6 +253,25 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         """Running job req.run_job[i] runs again (restored, or moved): the jobs below it in its
         team's order that it held back are offered again."""
         offer(held_back.pop(i, ()))
+
+    def loosened() -> bool:
+        """The backfill's own allocated starts may take a held-back row's running job's room
+        (its node given to another project's gang): where it gave way since, the row is loose
+        now (a row loose stays loose) and the job it held back is offered again; True where
+        one was. Before, the rows were judged once, before the backfill: a random snapshot's
+        p0 lost its running priority-2 8-GPU job to p1's 16-GPU gang started here, and p0's
+        allocated priority-1 2-GPU job waited while p0's unallocated 4-GPU job filled the
+        node beside p3's (tests/test_epoch_allocated_first_draw.py)."""
+        rows = [r for r in held_rows if r[0] in held_back and r not in loose]
+        if not rows:
+            return False
+        i, c = np.array(rows, np.int64).T
+        ok = gave_way(em, i, c, started, kept | restored, placements, pool.owner)
+        new = [r for r, o in zip(rows, ok.tolist()) if o]
+        loose.update(new)
+        jobs = {held_rows[r] for r in new} - placements.keys()
+        offer(sorted(jobs))
+        return bool(jobs)
 
     def evicted_back(jobs: list[int]) -> None:
         for e in jobs:
@@ -270,7 +292,7 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     # more GPUs than the job that evicted takes, for the jobs that did not fit (`reopen`)
     for npass in range(REOPEN_PASSES + 1):
         grown = False
-        while heap:
+        while heap or (held_back and loosened()):
             neg, kind, idx, q = heapq.heappop(heap)
             if kind == 0 and int(req.run_job[idx]) in placements:
                 continue  # it moved to another type meanwhile
@@ -319,8 +341,9 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                                                         or int(req.run_job[i]) in placements
                                                         or (i, c) in loose)]
                     if down:  # a running job its team ranks above it does not run (keep_order):
-                        for i in down:  # offered again if that job is restored or moves
-                            held_back.setdefault(i, set()).add(j)
+                        for i in down:  # offered again if that job is restored or moves,
+                            held_back.setdefault(i, set()).add(j)  # or gives way (loosened)
+                            held_rows[(i, c)] = j
                         continue
                 if heap:  # a type with no room left: what the job is worth on the next one
                     cur = (value[c] + sg.start_gain(j, c)) / gpus[j]
