@@ -410,8 +410,7 @@ def test_a_projects_holdings_in_a_message_say_how_many_are_its_reserved_gang():
                          "hold more GPUs than their projects' floors (B 40 of floor 28), so the "
                          "floors share what is left in proportion) and this job needs 24 more: "
                          "40 h100 GPUs are protected (the "
-                         "first protection ends at t=39600), 16 free; the rest hold their own "
-                         "floors and targets: B (40 of target 40)")
+                         "first protection ends at t=39600), 16 free")
 
 
 def test_a_gang_within_its_projects_share_reserves_before_a_higher_ranked_one_that_borrows():

@@ -38,6 +38,9 @@ def test_a_higher_priority_job_takes_the_places_of_two_lower_priority_gangs():
     plan = run_epoch(snapshot([Node(f"n{i}", "h100", 4) for i in range(2)], flat_org({"A": 1}),
                               jobs))
     gang = (ReasonCode.GANG_DOES_NOT_FIT, (
+        "hi of project A, with a higher priority than 0, starts in its place on h100 this epoch: "
+        "the team's order gives a waiting job the places of its lower-priority teammates' "
+        "starts; "
         "needs 4 GPUs as per-node gang; h100 has 4 free GPUs but the largest free node has 4 "
         "and 1 nodes are entirely free; the rest: 4 run 1 of its jobs with a higher priority "
         "than 0 that starts on h100 this epoch (hi): the team's order starts it first"))
@@ -60,6 +63,9 @@ def test_a_higher_priority_job_takes_the_place_of_a_gang_with_the_free_gpus_besi
                               jobs))
     assert _plan(plan) == ({"hi": [("n0", tuple(range(8)))]}, {"lo": (
         ReasonCode.GANG_DOES_NOT_FIT,
+        "hi of project A, with a higher priority than 0, starts in its place on h100 this epoch: "
+        "the team's order gives a waiting job the places of its lower-priority teammates' "
+        "starts; "
         "needs 12 GPUs as per-node gang; h100 has 16 free GPUs but the largest free node has 8 "
         "and 2 nodes are entirely free; the rest: 8 run 1 of its jobs with a higher priority "
         "than 0 that starts on h100 this epoch (hi): the team's order starts it first")})
@@ -96,8 +102,8 @@ def test_a_job_that_fits_not_even_in_all_their_places_is_told_so():
          "lo1": [("n0", (4, 5))], "lo2": [("n0", (6, 7))]},
         {"hi": (ReasonCode.WAITING_FOR_CAPACITY, (
             "A is below its h100 floor (4 of 8 GPUs) and this job needs 8 more: 8 h100 GPUs are "
-            "protected (the first protection ends at t=61200), 4 free; the rest hold their own "
-            "floors and targets: B (8 of target 8); 4 of them run 2 of its jobs with a lower "
+            "protected (the first protection ends at t=61200), 4 free; the rest: 4 run A's own "
+            "jobs; 4 of them run 2 of its jobs with a lower "
             "priority than 1 that start on h100 this epoch (lo1, lo2): it does not fit in "
             "their places, alone or together with the free GPUs beside them, or a job ahead "
             "of it in its team's order waits"))})

@@ -95,7 +95,7 @@ CASES = [
                            "projects' floors (C 4 of floor 2), so the floors share what is left "
                            "in proportion) and this job needs 4 more: 12 h100 GPUs are "
                            "protected (the first protection ends at t=63000), 0 free; the rest "
-                           "are held by B (8 of target 11), C (8 of target 4): past a target "
+                           "are held by C (8 of target 4, 4 of them protected): past a target "
                            "with whole jobs, which cannot shrink to it; B holds nodes reserved "
                            "for waiting gangs")}),
     Case("a 6-GPU job kept off a reserved node its teammates backfill is told of the 2 free "

@@ -73,8 +73,8 @@ def test_reserved_nodes_are_not_said_to_be_held_by_projects_that_run_nothing():
         "long": ReasonCode.WAITING_FOR_CAPACITY}
     assert why["long"][1] == (
         "C holds every allocated h100 GPU (32) and this job needs 8 more: 24 h100 GPUs are "
-        "protected (the first protection ends at t=39600), 0 free; A, B hold nodes reserved "
-        "for waiting gangs")
+        "protected (the first protection ends at t=39600), 0 free; the rest: 8 run C's own "
+        "jobs; A, B hold nodes reserved for waiting gangs")
 
 
 # A job waiting beside several lower-priority starts of its team: tests/test_epoch_several_places.py

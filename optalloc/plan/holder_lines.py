@@ -1,8 +1,8 @@
 """The lines of pending and preemption reasons that say who holds what after the plan: a
-project's share line, the siblings ahead of it, the projects outside a subtree and whether
-they are past their targets, who holds the GPUs neither protected nor free, and the GPUs of
-waiting reserved gangs the share rows count as held (optalloc.plan.reasons,
-optalloc.plan.preemptions)."""
+project's share line, the siblings ahead of it, who holds the GPUs neither protected nor free,
+and the GPUs of waiting reserved gangs the share rows count as held (optalloc.plan.reasons,
+optalloc.plan.preemptions; the projects outside a subtree that hold GPUs outside protection,
+and whether they are past their targets: optalloc.plan.true_causes)."""
 
 from __future__ import annotations
 
@@ -119,19 +119,3 @@ def _rest_text(split: tuple[float, float, float], project: str) -> str:
 def _leaves_outside(snap: Snapshot, o: int) -> np.ndarray:
     """(O,) bool: projects outside o's subtree."""
     return snap.org.is_leaf & ~snap.org.membership()[o]
-
-
-def _holders_outside(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> str:
-    """The projects outside o's subtree holding GPUs of t, most first: 'B (16 of target 16)'."""
-    G, _, T, where = share_row_view(em, got, t)
-    leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if got[v, t] > 0]
-    leaves.sort(key=lambda v: -got[v, t])
-    return ", ".join(f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where})"
-                     for v in leaves[:3])
-
-
-def _others_over(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int) -> bool:
-    """Some project outside o's subtree holds more GPUs of t than its target (whole jobs: a
-    job that meets a floor, or a protected one, cannot shrink to the target)."""
-    G, _, T, _ = share_row_view(em, got, t)
-    return bool((_leaves_outside(snap, o) & (got[:, t] > 0) & (G > T + 1e-9)).any())

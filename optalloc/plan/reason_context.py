@@ -223,17 +223,6 @@ class ReasonContext:
             out = self._memo[key] = make()
         return out
 
-    def about(self, fn, o: int, t: int, held: bool = False):
-        """fn(snap, em, got, o, t), once per epoch per (fn, o, t): the lines naming who holds
-        what read only the plan's totals, the same for every pending job behind that level
-        (the 16k-GPU bench epoch asked them ~8,700 times for a few hundred levels). `held`:
-        with what the jobs hold, not the GPUs of waiting reserved gangs that got counts
-        against their projects' shares (a helper's case at stop 44: a job was told two
-        projects that ran nothing held the rest of the GPUs, 'past a target with whole
-        jobs')."""
-        got = self.got if not held or self.reserved is None else self.got - self.reserved
-        return self.once((fn, o, t, held), lambda: fn(self.em.snap, self.em, got, o, t))
-
     def reserved_outside(self, o: int, t: int) -> list[str]:
         """The projects outside o's subtree with waiting reserved gangs on t."""
         if self.reserved is None:

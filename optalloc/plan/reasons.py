@@ -27,8 +27,6 @@ from optalloc.model.build import EpochModel
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.holdings import Placed, got_by_org
 from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_line: re-exported)
-    _holders_outside,
-    _others_over,
     _rest_text,
     _siblings,
     floor_cut,
@@ -39,6 +37,15 @@ from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_l
 )
 from optalloc.plan.reason_context import ReasonContext
 from optalloc.plan.team_starts import _above_starts, _below_starts
+from optalloc.plan.true_causes import (
+    hold_key,
+    holders_outside,
+    others_over,
+    own_rest,
+    reserved_misfit,
+    taken_by,
+    taken_text,
+)
 from optalloc.snapshot import Snapshot
 from optalloc.types import PendingReason, ReasonCode, frozen_map
 from optalloc.units import format_time
@@ -89,27 +96,35 @@ def pending_reasons(
     frees: dict[tuple, dict] = {}
     seen: dict = {}
     out = []
+    taken = taken_by(ctx)  # jobs whose places a teammate took: each its own reason
     for j, c, f in zip(wj.tolist(), cls.tolist(), shaped.tolist()):
         job = jobs[j]
+        if j in taken:
+            hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
+                          degraded)
+            out.append(PendingReason(job.id, hit[0], hit[1], hit[2]))
+            continue
         hit = seen.get(c)
-        if hit is not None and (k := _share_key(hit, c, f, job.priority)) is not None:
+        if hit is not None and (k := _share_key(ctx, hit, c, f, j)) is not None:
             hit = seen.get(k)
         if hit is None:
             hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
                           degraded)
             seen.setdefault(c, hit)  # if it read either, later jobs alike see so
-            if (k := _share_key(hit, c, f, job.priority)) is not None:
+            if (k := _share_key(ctx, hit, c, f, j)) is not None:
                 seen[k] = hit
         out.append(PendingReason(job.id, hit[0], hit[1], hit[2]))
     return tuple(out)
 
 
-def _share_key(hit: tuple, c: int, f: int, priority: int):
-    """What jobs of class c (finer class f: their shapes too) must also share to share the
-    reason `hit`: its shapes where it read them, its priority where it read it; None where
-    the class alone is enough."""
+def _share_key(ctx: ReasonContext, hit: tuple, c: int, f: int, j: int):
+    """What jobs of class c (finer class f: their shapes too) must also share with job j to
+    share the reason `hit`: its shapes where it read them (and its holds, where reserved nodes
+    may keep it off the free GPUs its shape fits: true_causes.reserved_misfit), its priority
+    where it read it; None where the class alone is enough."""
+    priority = ctx.em.snap.jobs[j].priority
     if hit[4]:
-        return ("shapes", f, priority) if hit[3] else ("shapes", f)
+        return ("shapes", f, hold_key(ctx, j)) + ((priority,) if hit[3] else ())
     return (c, priority) if hit[3] else None
 
 
@@ -177,7 +192,19 @@ def _reason(ctx: ReasonContext, j: int, types: list[int], paths: dict, frees: di
 
 def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
     """(code, message, whether they read the job's priority: only where the level its
-    target stops is its own project, whose jobs ahead of it may hold it)."""
+    target stops is its own project, whose jobs ahead of it may hold it). A job whose start
+    the plan gave back for a teammate of a higher priority is told so first (its share, as
+    the lines below read it, holds it besides: the teammate holds the GPUs it had)."""
+    code, msg, by_prio = _classify_plan(ctx, j, types, details)
+    took = taken_by(ctx).get(j)
+    if took:
+        details["taken_by"] = [ctx.em.snap.jobs[a].id for a in took][:10]
+        msg = f"{taken_text(ctx, j, took)}; {msg}"
+    return code, msg, by_prio
+
+
+def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
+    """_classify, without the teammates that took the job's place."""
     em, got = ctx.em, ctx.got
     snap, req = em.snap, em.req
     job = snap.jobs[j]
@@ -212,10 +239,12 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
         if snap.job_tier1[j, t]:
             below = (_below_starts(ctx, p, t, job.priority, tn[t], j)
                      + _above_starts(ctx, p, t, job.priority, tn[t]))
+        # its shape fits the free GPUs, but only with those of nodes reserved past its hold
         return ReasonCode.GANG_DOES_NOT_FIT, (
-            f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs but "
-            f"the largest free node has {fr[tn[t]]['largest_free_node']} and "
-            f"{fr[tn[t]]['free_whole_nodes']} nodes are entirely free"
+            (reserved_misfit(ctx, j, t, shape)
+             or f"needs {g} GPUs as {shape}; {tn[t]} has {fr[tn[t]]['free_gpus']} free GPUs "
+                f"but the largest free node has {fr[tn[t]]['largest_free_node']} and "
+                f"{fr[tn[t]]['free_whole_nodes']} nodes are entirely free")
             + below.replace("; ", "; the rest: ", 1).replace(" of them run ", " run ", 1)
         ), by_prio or ctx.has_lower_starts(p, t)
     t1 = [t for t in types if snap.job_tier1[j, t]]
@@ -284,9 +313,9 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
             f"{tn[t]} are not free, and the plan preempts none for it: "
             f"{prot}, "
-            + (f"the rest are held by {ctx.about(_holders_outside, p, t, True)}: past a "
+            + (f"the rest are held by {holders_outside(ctx, p, t)}: past a "
                "target with whole jobs, which cannot shrink to it"
-               if ctx.about(_others_over, p, t, True)
+               if others_over(ctx, p, t)
                else _rest_text(ctx.rest_split(p, t), job.project) if rest > 0
                else "the rest are free")
             + f" ({fr[tn[t]]['free_gpus']} free)"
@@ -339,8 +368,8 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                   + (f"; its target {T[o, t]:g}, cut below the floor this epoch: {cut}"
                      if (cut := floor_cut(snap, em, o, t)) else "") + ")") if short else
                  f"{snap.org.names[o]} holds every allocated {tn[t]} GPU ({got[o, t]:g}{note})")
-        held = ctx.about(_holders_outside, o, t, True)
-        over = ctx.about(_others_over, o, t, True)
+        held = holders_outside(ctx, o, t)
+        over = others_over(ctx, o, t)
         waits = ctx.reserved_outside(o, t)
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
@@ -351,7 +380,7 @@ def _classify(ctx: ReasonContext, j: int, types: list[int], details: dict):
                if (low := ctx.unallocated_gpus(t)) > 0 else "")
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
                else f"; the rest are held by {held}: past a target with whole jobs, which "
-                    "cannot shrink to it" if held else "")
+                    "cannot shrink to it" if held else own_rest(ctx, o, t))
             + (f"; {', '.join(waits)} hold{'s' if len(waits) == 1 else ''} nodes reserved "
                "for waiting gangs" if waits else "")
             + _below_starts(ctx, p, t, job.priority, tn[t], j)
