@@ -67,7 +67,7 @@ from optalloc.plan.reasons import pending_reasons
 from optalloc.plan.held_reasons import reservation_reasons
 from optalloc.plan.reservations import plan_reservations
 from optalloc.snapshot import Snapshot
-from optalloc.epoch_kept import resolve_with_keeps
+from optalloc.epoch_kept import resolve_with_keeps, team_order_steps
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
     CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
     team_pairs as _team_pairs, final as _final, floor_terms as _floor_terms,
@@ -121,12 +121,11 @@ def _run_epoch(snapshot: Snapshot, settings: SolverSettings | None) -> Plan:
     # 3. solve + 4. place
     dives: list = []  # the LP of step 3a, once made (steps 4 and 4b read it)
     em, out = _solve_and_place(em, settings, g, greedy_s, early, dives)
-    chosen = out
-    out = keep_team_order(em, out, settings, g)  # the team's order by proxy (plan.proxy_order)
-    # 4b. where that left the plan outside the gap: the LP again with its keeps fixed
-    out = resolve_with_keeps(em, chosen, out, dives[0] if dives else None, settings, g)
-    # 4c. the team's order over several places, with other starts moved within their type
-    out = repack_team_order(em, out, settings)
+    # 4. the team's order by proxy (plan.proxy_order), 4b. where that left the plan outside
+    # the gap: the LP again with its keeps fixed, 4c. the team's order over several places,
+    # with other starts moved within their type (epoch_kept.team_order_steps)
+    out = team_order_steps(em, out, dives[0] if dives else None, settings, g,
+                           (keep_team_order, resolve_with_keeps, repack_team_order))
     out = several_note(em, out, settings)  # a wide gap from the team's order over several
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):

@@ -27,7 +27,9 @@ import time
 
 import numpy as np
 
-from optalloc.epoch_status import _outside, beyond_bound, gap, gap_text, keep_team_order
+from optalloc.epoch_status import (
+    PROXY_ROUNDS, _outside, beyond_bound, gap, gap_text, keep_team_order, repack_team_order,
+)
 from optalloc.model.build import EpochModel
 from optalloc.plan.holdings import Placed
 from optalloc.plan.outcome import Outcome, best_plan, placed_outcome
@@ -37,6 +39,42 @@ from optalloc.types import SolverSettings
 
 #: LPs with the keeps fixed at most (a round's plan may keep other jobs by proxy again)
 KEPT_ROUNDS = 2
+
+
+def team_order_steps(em: EpochModel, chosen: Outcome, dive, settings: SolverSettings,
+                     greedy: Placed | None = None, steps: tuple | None = None) -> Outcome:
+    """Steps 4, 4b and 4c on the chosen plan: the team's order by proxy (keep_team_order),
+    the LP again with its keeps fixed where that left the plan outside the gap
+    (resolve_with_keeps), the team's order over several places (repack_team_order).
+
+    The repair's own plan may stop a running job by proxy that the chosen plan did not: a
+    teammate it undid takes a later one's place on another type (the team's order), or the
+    backfill starts one, beside a running job of their project that the plan stopped for
+    another project's start that fits on the free GPUs. Steps 4b and 4c remove such a job
+    now and then (their plans are other plans), and then better by the scheme's order than
+    the repair run again on its own plan (the bench's 1,024-GPU seeds 21 and 32 with two
+    reservations); else it stays (seeds 6 and 18 with two reservations, 37 without: j00042
+    stopped for j01147's 16-GPU start, which fitted on the free GPUs, while its teammate
+    j01935, undone on b300 to keep j00069, took a later teammate's place on b200). So where
+    the repair leaves such a job, the three steps run again with the repair repeated on its
+    own plan (keep_team_order's `rounds`), and the epoch's plan is the one of the two that
+    stops fewer jobs by proxy, then the better by the scheme's order. `steps`: the three
+    steps' functions (keep_team_order, resolve_with_keeps, repack_team_order), as the epoch
+    names them."""
+    keep, resolve, repack = steps or (keep_team_order, resolve_with_keeps, repack_team_order)
+    out = keep(em, chosen, settings, greedy)
+    best = repack(em, resolve(em, chosen, out, dive, settings, greedy), settings)
+    if out is chosen or not proxy_breaks(em, out.placed) or not proxy_breaks(em, best.placed):
+        return best
+    again = keep(em, chosen, settings, greedy, PROXY_ROUNDS)
+    other = repack(em, resolve(em, chosen, again, dive, settings, greedy), settings)
+    n, m = len(proxy_breaks(em, best.placed)), len(proxy_breaks(em, other.placed))
+    if m < n or (m == n and best_plan([best, other]) is other
+                 and (other.score, other.objective) > (best.score, best.objective)):
+        other.solve_s += best.solve_s - out.solve_s  # the first path's time counts too
+        other.place_s += best.place_s - out.place_s
+        return other
+    return best
 
 
 def resolve_with_keeps(em: EpochModel, before: Outcome, out: Outcome, dive,

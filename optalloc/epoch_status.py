@@ -238,19 +238,49 @@ def relabel(out: Outcome, **kw) -> Outcome:
     return replace(out, **kw)
 
 
+#: rounds of the team's order by proxy at most after the first, each on the last one's plan,
+#: where the epoch runs it again on its own plan (optalloc.epoch_kept.team_order_steps)
+PROXY_ROUNDS = 3
+
+
+def kept_over_proxies(em: EpochModel, placed: Placed,
+                      rounds: int = 0) -> tuple[int, Placed] | None:
+    """optalloc.plan.proxy_order.keep_over_proxies, then, at most `rounds` times, again on its
+    own plan while that stops a running job by proxy (proxy_check) and a round leaves fewer
+    such jobs: a teammate it undid may start in the place of a later one on another type (the
+    team's order, plan.place._repair_order), or the backfill start one, beside a running job
+    of their project that the plan stopped for another project's start, which is then stopped
+    by proxy. (How many kept in all, the plan), None where the first round keeps none."""
+    got = keep_over_proxies(em, placed)
+    if got is None:
+        return None
+    n, placed = got
+    left = proxy_breaks(em, placed) if rounds else set()
+    for _ in range(rounds):
+        more = keep_over_proxies(em, placed) if left else None
+        if more is None:
+            break
+        now = proxy_breaks(em, more[1])
+        if len(now) >= len(left):
+            break
+        n, placed, left = n + more[0], more[1], now
+    return n, placed
+
+
 def keep_team_order(em: EpochModel, out: Outcome, settings: SolverSettings,
-                    greedy: Placed | None = None) -> Outcome:
+                    greedy: Placed | None = None, rounds: int = 0) -> Outcome:
     """The chosen plan with the running jobs kept that it stopped only so that their team's
     lower-ranked starts had room (optalloc.plan.proxy_order), scored again; its status and
     gap from the same bound. Where the greedy baseline's plan (`greedy`, reservations kept)
     keeps the model's rules and now scores better by the scheme's order, that plan: undoing
     the teammates' starts can leave fewer floor GPUs than greedy's packing around the same
     running job (a helper's search: 10 of 6,700 random snapshots), and the optimizer never
-    loses to greedy. `out` itself where no job is kept so."""
+    loses to greedy. `out` itself where no job is kept so. `rounds`: the repair again on its
+    own plan at most so many times (kept_over_proxies)."""
     if out.placed is None or not out.placed.placements:
         return out
     t = time.perf_counter()
-    got = keep_over_proxies(em, out.placed)
+    got = kept_over_proxies(em, out.placed, rounds)
     if got is None:
         return out
     n, placed = got
