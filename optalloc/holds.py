@@ -80,12 +80,18 @@ def _placement_fits(job: Job, types: set[str], nodes: dict) -> bool:
         return False
     for a in pl.nodes:
         node = nodes.get(a.node)
-        if node is None or node.gpu_type != pl.gpu_type or any(g >= node.gpus for g in a.gpus):
+        # max(), not any() over a generator: every running job of every decision passes here
+        if node is None or node.gpu_type != pl.gpu_type or (a.gpus and max(a.gpus) >= node.gpus):
             return False
     return True
 
 
 def _known_types_only(job: Job, types: set[str]) -> Job:
+    # the common case first, nothing built: every job of every decision passes here (10 days
+    # of ITP cluster04 under ilp: 363,647 calls, 0.75 s of 2.0 s in hold_unknown, profiled)
+    if (type(job.gpu_types) is tuple and types.issuperset(job.gpu_types)
+            and types.issuperset(job.speedup)):
+        return job
     allowed = tuple(t for t in job.gpu_types if t in types)
     speedup = {t: s for t, s in job.speedup.items() if t in types}
     if allowed == job.gpu_types and len(speedup) == len(job.speedup):

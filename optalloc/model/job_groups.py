@@ -28,6 +28,7 @@ from optalloc.contract import short_jobs
 from optalloc.model.order import project_order
 from optalloc.shape import PIECES, SMALL, WHOLE
 from optalloc.snapshot import Snapshot
+from optalloc.uniq import unique_rows
 
 
 class JobGroups(NamedTuple):
@@ -91,13 +92,12 @@ def _job_groups(snap: Snapshot, req) -> JobGroups | None:
     alloc = (snap.job_tier1[jobs] & m).any(axis=1)
     proj2 = snap.job_project[jobs].astype(np.int64) * 2 + alloc
     key = np.concatenate([proj2[:, None], m.astype(np.int64)], axis=1)
-    ukey, group = np.unique(key, axis=0, return_inverse=True)
-    group = np.asarray(group).reshape(-1)
+    ukey, group = unique_rows(key)  # np.unique(axis=0) less its per-call cost (optalloc.uniq)
     shp = np.where(m, req.shape[jobs], -1).astype(np.int64)
     g, gpn = snap.job_gpus[jobs].astype(np.int64), snap.job_gpn[jobs].astype(np.int64)
     q = np.where((shp == PIECES).any(axis=1), gpn, 0)
     kkey = np.concatenate([g[:, None], q[:, None], shp], axis=1)
-    kinds, kind = np.unique(kkey, axis=0, return_inverse=True)
+    kinds, kind = unique_rows(kkey)
     return JobGroups(jobs, g, gpn, project_order(snap)[jobs], group, ukey[:, 0],
                      ukey[:, 1:].astype(bool), shp, req.size[jobs].astype(np.int64),
                      req.pieces[jobs].astype(np.int64), req.rem[jobs].astype(np.int64),
@@ -163,8 +163,8 @@ def precedence_pairs(snap: Snapshot, req) -> tuple[np.ndarray, np.ndarray]:
     short = short_jobs(snap)[jobs[order]]
     kind_o = gr.kind[order]
     # per job, its type set's id; the jobs of each type set, in `order` positions
-    _, gset = np.unique(gr.gtypes, axis=0, return_inverse=True)
-    tset = np.asarray(gset).reshape(-1)[group[order]]
+    _, gset = unique_rows(gr.gtypes)  # np.unique(axis=0) less its per-call cost
+    tset = gset[group[order]]
     by_set = np.argsort(tset, kind="stable")
     set_at = np.searchsorted(tset[by_set], np.arange(int(tset.max()) + 2))  # set s: [s, s+1)
     A, B = [], []

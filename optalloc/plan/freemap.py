@@ -168,8 +168,8 @@ class FreeMap:
         """Take the lowest free GPU indices of each chosen node and return the placement."""
         allocs = []
         for n, c in chunks:
-            idx = np.flatnonzero(~self.used[n])[:c]
-            allocs.append(NodeAlloc(self.node_names[n], tuple(int(i) for i in idx)))
+            idx = (~self.used[n]).nonzero()[0][:c]  # 1-D: np.flatnonzero less its overhead
+            allocs.append(NodeAlloc(self.node_names[n], tuple(idx.tolist())))
         k = self.job_index.get(job.id) if self.job_index is not None else None
         alloc = job.allocated if k is None else bool(self.tier1[k, t])
         pl = Placement(job.id, self.type_names[t], tuple(allocs), allocated=alloc)

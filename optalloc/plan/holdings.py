@@ -46,7 +46,7 @@ def plan_pairs(em: EpochModel, placed: Placed, moves: bool = True, restarts: boo
         on = on & ~req.cand_move
     if not restarts:
         on = on & ~req.cand_restart
-    c = np.flatnonzero(on)
+    c = on.nonzero()[0]  # 1-D: np.flatnonzero less its overhead (33,326 calls in 10 days)
     return (np.concatenate([req.run_job[placed.kept], req.cand_job[c]]),
             np.concatenate([req.run_type[placed.kept], req.cand_type[c]]))
 

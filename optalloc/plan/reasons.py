@@ -108,7 +108,7 @@ def pending_reasons(
         if hit is not None and (k := _share_key(ctx, hit, c, f, j)) is not None:
             hit = seen.get(k)
         if hit is None:
-            hit = _reason(ctx, j, np.flatnonzero(how[j]).tolist(), paths, frees, free_t,
+            hit = _reason(ctx, j, how[j].nonzero()[0].tolist(), paths, frees, free_t,
                           degraded)
             seen.setdefault(c, hit)  # if it read either, later jobs alike see so
             if (k := _share_key(ctx, hit, c, f, j)) is not None:
