@@ -5,8 +5,9 @@ the epoch to judge a candidate plan with (optalloc.epoch_kept).
 
 A running allocated job k past its protection, on up nodes, that the plan stops (not kept,
 moved or restarted) breaks it where queued jobs its project ranks below it start on its type
-(`mates`), its GPUs went only to other queued jobs' starts (`others`), and those starts would
-all fit, largest first and best fit, on the GPUs left free if k stayed and no mate started.
+(`mates`), its GPUs went only to other placements of this epoch (`others`: queued jobs'
+starts, or running jobs' moves and restarts, since stop 47), and those would all fit, largest
+first and best fit, on the GPUs left free if k stayed and no mate started.
 A due reservation's gang is no such mate of a job it ranks above by the scheme's order.
 """
 
@@ -57,7 +58,7 @@ def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
                  and not (forced[q] and bool(scheme_above(snap, q, k)))}
         on = {owner[(n, g)] for n, gs in nodes for g in gs if (n, g) in owner}
         others = on - mates
-        if not mates or not others or any(snap.job_running[o] for o in others):
+        if not mates or not others:  # others: starts, or running jobs' moves, of this epoch
             continue
         free = free0.copy()
         for q in mates | others:

@@ -50,7 +50,13 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     forced = forced_jobs(em)
     # another start may move, a due reservation's gang's too: it still starts, elsewhere (a
     # random cluster at stop 41: B's due gang took A's running job's node while A started a
-    # job ranked below that one on the free nodes where the gang fitted)
+    # job ranked below that one on the free nodes where the gang fitted); so may a running
+    # job's move or restart: its new GPUs are this epoch's placement as well (`moves`). Until
+    # stop 47 those held the job: a helper's random snapshot, p2's and p1's jobs leaving a down
+    # node restarted on R's GPUs beside p3's start, R waited, and its `keep_order` rows held
+    # its team's allocated 1-GPU job beside p1's unallocated one
+    # (tests/test_epoch_running_before_queued_draw.py). The teammates undone are queued starts
+    moves = started_job
     movable = started_job & ~snap.job_running
     pos = project_order(snap)
     # a stopped job with a queued start of its project ranked below it on its type; a due
@@ -88,7 +94,7 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
     for r in np.flatnonzero(has.any(axis=1)).tolist():
         k = int(ks[r])
         mine = {e for e in q[has[r]].tolist() if e in placements}
-        undone = _keep_one(em, pool, k, (rn, rg, ri), pos, mine, movable, placements, cand_of,
+        undone = _keep_one(em, pool, k, (rn, rg, ri), pos, mine, moves, placements, cand_of,
                            blocked)
         if undone is None:
             continue
@@ -122,13 +128,15 @@ def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | No
                    held=np.unique(np.concatenate(held), axis=0))
 
 
-def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of,
+def _keep_one(em, pool, k, run_gpus, pos, mine, moves, placements, cand_of,
               blocked) -> list | None:
     """Running job k kept: the starts on its GPUs moved to free GPUs (its teammates' ranked
     below it undone instead), undoing as few more of those teammates' starts on its type as
     that needs, the lowest ranked first (`mine`: those teammates' jobs). The teammates' starts
     undone, or None with the pool and `placements` as they were (a start on its GPUs that may
-    not move, or no room). `blocked`: GPUs no moved start may take, as `_fit_all` reads them."""
+    not move, or no room). `moves`: (J,) bool, the jobs placed this epoch (queued jobs'
+    starts, running jobs' moves and restarts), which may move. `blocked`: GPUs no moved start
+    may take, as `_fit_all` reads them."""
     req = em.req
     rn, rg, ri = run_gpus
     j = int(req.run_job[k])
@@ -137,7 +145,7 @@ def _keep_one(em, pool, k, run_gpus, pos, mine, movable, placements, cand_of,
     owners = pool.owner[n, g]
     on = set(np.unique(owners[owners >= 0]).tolist())
     others = sorted(on - mine)
-    if not mine or not others or not all(movable[e] for e in others):
+    if not mine or not others or not all(moves[e] for e in others):
         return None  # nothing of its team in the way, or a start there that does not move
     mates = sorted(mine, key=lambda e: (e not in on, -pos[e]))  # on its GPUs first
     saved = {e: placements[e] for e in others}

@@ -218,13 +218,15 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
     """The team's order by proxy (optalloc.plan.proxy_order), checked on the plan alone:
     (job, the starts on its GPUs) for each running allocated job past its protection, on up
     nodes, that the plan stops for fair share while queued jobs its own project ranks below
-    it start on its type, where its GPUs went only to other queued jobs' starts, and those
-    starts would all fit (largest first, best fit) on the GPUs left free if it stayed and
-    none of those teammates started. A gang whose reservation starts it is no such teammate
-    of the jobs it ranks above by the scheme's order (team_order_breaks). Empty when the
-    order holds."""
+    it start on its type, where its GPUs went only to other new placements (queued jobs'
+    starts, or running jobs' moves and restarts, since stop 47), and those would all fit
+    (largest first, best fit) on the GPUs left free if it stayed and none of those
+    teammates started. A gang whose reservation starts it is no such teammate of the jobs
+    it ranks above by the scheme's order (team_order_breaks). Empty when the order holds."""
     below = _ranked_below(snap, plan)
     by_id = {p.job_id: p for p in plan.placements}
+    new = {jid for jid, p in by_id.items()
+           if p != getattr(snap.jobs[snap.job_index[jid]], "placement", None)}
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     up = {n.name: n for n in snap.nodes if n.state is NodeState.UP}
     out = []
@@ -241,7 +243,7 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
                  and below(snap.job_index[jid], k)}
         on = {owner.get((a.node, g)) for a in job.placement.nodes for g in a.gpus} - {None}
         others = on - mates
-        if not mates or not others or any(snap.job_running[snap.job_index[o]] for o in others):
+        if not mates or not others or not others <= new:
             continue
         gone = mates | others
         used = {(a.node, g) for p in plan.placements if p.job_id not in gone
