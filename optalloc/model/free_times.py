@@ -16,7 +16,15 @@ from optalloc.snapshot import Snapshot
 
 def candidate_hold(snap: Snapshot, req: Requirements) -> np.ndarray:
     """(C,) when candidate c would stop holding its GPUs if it started now (module doc)."""
-    cj, ct = req.cand_job, req.cand_type
+    return start_hold(snap, req.cand_job, req.cand_type)
+
+
+def start_hold(snap: Snapshot, jobs, types) -> np.ndarray:
+    """(len(jobs),) when job jobs[i] would stop holding its GPUs if it started now on type
+    types[i]: its protection, or its expected end if sooner (allocated work); now for
+    unallocated work, which may be preempted at once. A node reserved until a gang's start
+    takes only starts that hold no later (optalloc.plan.nodepool.NodePool.allowed)."""
+    cj, ct = np.asarray(jobs, np.int64), np.asarray(types, np.int64)
     if not len(cj):
         return np.zeros(0)
     prot = protection_s(snap.job_min_runtime[cj], snap.policy.min_runtime_cap_s)

@@ -7,7 +7,11 @@ A running allocated job k past its protection, on up nodes, that the plan stops 
 moved or restarted) breaks it where queued jobs its project ranks below it start on its type
 (`mates`), its GPUs went only to other placements of this epoch (`others`: queued jobs'
 starts, or running jobs' moves and restarts, since stop 47), and those would all fit, largest
-first and best fit, on the GPUs left free if k stayed and no mate started.
+first and best fit, on the GPUs left free if k stayed and no mate started, each only on
+nodes the placement lets it use: not a node reserved until a gang's start that it would hold
+its GPUs past (optalloc.plan.nodepool.NodePool.allowed; before, a mate's GPU on such a node
+counted as room for a long start that may not go there: the bench's 1,024-GPU seed 15 with
+two reservations, j00009 for j01269).
 A due reservation's gang is no such mate of a job it ranks above by the scheme's order.
 """
 
@@ -47,6 +51,10 @@ def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
             for g in a.gpus:
                 owner[(n, g)] = j
     free0 = np.where(snap.node_up, placed.free if placed.free is not None else 0, 0)
+    res = em.res
+    reserved = res is not None and res.blocking
+    cand_at = ({(int(j), int(t)): c for c, (j, t) in enumerate(zip(req.cand_job, req.cand_type))}
+               if reserved else {})
     out: set[int] = set()
     for i in np.flatnonzero(stopped).tolist():
         k, t = int(rj[i]), int(rt[i])
@@ -66,15 +74,24 @@ def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
                 free[snap.node_index[a.node]] += len(a.gpus)
         for n, gs in nodes:
             free[n] -= len(gs)
-        if all(_fits(snap, o, tname[placed.placements[o].gpu_type], free)
+        if all(_fits(snap, o, tname[placed.placements[o].gpu_type], free,
+                     _allowed(res, cand_at, o, tname[placed.placements[o].gpu_type]))
                for o in sorted(others, key=lambda o: -int(snap.job_gpus[o]))):
             out.add(k)
     return out
 
 
-def _fits(snap, j: int, t: int, free: np.ndarray) -> bool:
+def _allowed(res, cand_at: dict, j: int, t: int) -> np.ndarray | None:
+    """(N,) bool: the nodes job j's start on t may use under the reservations (a reserved
+    node's deadline no earlier than its hold), None where no node is reserved."""
+    c = cand_at.get((j, t))
+    return None if c is None else res.deadline >= res.hold[c]
+
+
+def _fits(snap, j: int, t: int, free: np.ndarray, ok: np.ndarray | None = None) -> bool:
     """Job j on the free GPUs of t's up nodes (`free` updated where it fits), best fit, as
-    optalloc.sim.invariants._fits_free."""
+    optalloc.sim.invariants._fits_free; only on nodes `ok` allows (the shape is still that
+    of t's nodes)."""
     on = np.flatnonzero((snap.node_type == t) & snap.node_up)
     if not len(on):
         return False
@@ -82,6 +99,8 @@ def _fits(snap, j: int, t: int, free: np.ndarray) -> bool:
     ch = chunks(job.gpus, job.gpus_per_node, int(snap.node_gpus[on].max()))
     if ch is None:
         return False
+    if ok is not None:
+        on = on[ok[on]]
     taken: set = set()
     for c in ch:
         room = [(int(free[n]), int(n)) for n in on if n not in taken and free[n] >= c]

@@ -221,14 +221,19 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
     it start on its type, where its GPUs went only to other new placements (queued jobs'
     starts, or running jobs' moves and restarts, since stop 47), and those would all fit
     (largest first, best fit) on the GPUs left free if it stayed and none of those
-    teammates started. A gang whose reservation starts it is no such teammate of the jobs
-    it ranks above by the scheme's order (team_order_breaks). Empty when the order holds."""
+    teammates started, each only on nodes the placement lets it use: not a node reserved
+    until a gang's start that it would hold its GPUs past (its protection, or its expected
+    end if sooner: _reserved_until; before, a teammate's GPU on such a node counted as room
+    for a long start that may not go there). A gang whose reservation starts it is no such
+    teammate of the jobs it ranks above by the scheme's order (team_order_breaks). Empty when
+    the order holds."""
     below = _ranked_below(snap, plan)
     by_id = {p.job_id: p for p in plan.placements}
     new = {jid for jid, p in by_id.items()
            if p != getattr(snap.jobs[snap.job_index[jid]], "placement", None)}
     owner = {(a.node, g): p.job_id for p in plan.placements for a in p.nodes for g in a.gpus}
     up = {n.name: n for n in snap.nodes if n.state is NodeState.UP}
+    until = _reserved_until(snap, plan)
     out = []
     for pre in plan.preemptions:
         k = snap.job_index[pre.job_id]
@@ -251,19 +256,48 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
         used |= {(a.node, g) for a in job.placement.nodes for g in a.gpus}
         free = {name: n.gpus - sum((name, g) in used for g in range(n.gpus))
                 for name, n in up.items()}
-        if all(_fits_free(snap, snap.jobs[snap.job_index[o]], by_id[o].gpu_type, up, free)
+        if all(_fits_free(snap, snap.jobs[snap.job_index[o]], by_id[o].gpu_type, up, free,
+                          _may_use(snap, o, by_id[o].gpu_type, until))
                for o in sorted(others, key=lambda o: -snap.jobs[snap.job_index[o]].gpus)):
             out.append((job.id, tuple(sorted(on))))
     return out
 
 
-def _fits_free(snap: Snapshot, job, gpu_type: str, up: dict, free: dict) -> bool:
-    """Place `job` on `free` (GPUs free per up node; updated when it fits), best fit."""
+def _reserved_until(snap: Snapshot, plan: Plan) -> dict[str, float]:
+    """Node -> the expected start of the gang it was reserved for while the plan was placed
+    (optalloc.model.reservations: the nodes of every reservation whose gang was not due, i.e.
+    whose expected start is ahead: those the plan holds, and those whose gang it starts
+    early); a start that would hold its GPUs past it may not use the node
+    (optalloc.plan.nodepool.NodePool.allowed)."""
+    new = {p.job_id for p in plan.placements if not snap.job_running[snap.job_index[p.job_id]]}
+    held = list(plan.reservations) + [e for e in plan.reservations_ended
+                                      if e.outcome == "started" and e.job_id in new]
+    return {n: float(r.expected_start) for r in held if r.expected_start > snap.now
+            for n in r.nodes}
+
+
+def _may_use(snap: Snapshot, jid: str, gpu_type: str, until: dict):
+    """Whether job `jid`'s start on `gpu_type` may use a node (by name), under `until`
+    (_reserved_until): the reservation's start is no earlier than the start's hold
+    (optalloc.model.free_times.start_hold, the placement's)."""
+    if not until:
+        return None
+    from optalloc.model.free_times import start_hold
+
+    hold = float(start_hold(snap, [snap.job_index[jid]], [snap.type_names.index(gpu_type)])[0])
+    return lambda name: until.get(name, math.inf) >= hold
+
+
+def _fits_free(snap: Snapshot, job, gpu_type: str, up: dict, free: dict, ok=None) -> bool:
+    """Place `job` on `free` (GPUs free per up node; updated when it fits), best fit, only
+    on nodes `ok` (by name; None: all) allows (the shape is still that of the type's nodes)."""
     nodes = [n for n in up.values() if n.gpu_type == gpu_type]
     size = max((n.gpus for n in nodes), default=0)
     ch = chunks(job.gpus, job.gpus_per_node, size) if size else None
     if ch is None:
         return False
+    if ok is not None:
+        nodes = [n for n in nodes if ok(n.name)]
     taken: dict = {}
     for c in ch:
         room = sorted((free[n.name], n.name) for n in nodes
