@@ -327,9 +327,16 @@ def repack_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) ->
     lower-priority starts once the plan's other queued starts beside them move within their
     type started there (optalloc.plan.repack_order), scored again, its status and gap from
     the same bound; `out` itself where no job does, or where that plan does not score better
-    by the scheme's order."""
+    by the scheme's order. Then, likewise and kept only where it scores better again, each
+    running job the plan stops restarted in the places of its team's starts ranked below it
+    (several_places._stopped: the team's order starts it first)."""
+    return _repack_step(em, _repack_step(em, out, settings, False), settings, True)
+
+
+def _repack_step(em: EpochModel, out: Outcome, settings: SolverSettings,
+                 restarts: bool) -> Outcome:
     t = time.perf_counter()
-    got = repacked(em, out.placed)
+    got = repacked(em, out.placed, restarts)
     if got is None:
         return out
     firsts, placed = got
@@ -346,9 +353,12 @@ def repack_team_order(em: EpochModel, out: Outcome, settings: SolverSettings) ->
     snap = em.snap
     ids = ", ".join(snap.jobs[a].id for a in firsts[:3]) + ("..." if len(firsts) > 3 else "")
     one = len(firsts) == 1
-    alt.message = (f"{out.message}; then {len(firsts)} job{'' if one else 's'} ({ids}) started "
-                   f"in the places of lower-priority starts of {'its' if one else 'their'} "
-                   "team, other starts moved within their type (the team's order)"
+    what = (f"restarted in the places of starts {'its' if one else 'their'} team ranks below "
+            f"{'it' if one else 'them'}" if restarts else
+            f"started in the places of lower-priority starts of {'its' if one else 'their'} "
+            "team")
+    alt.message = (f"{out.message}; then {len(firsts)} job{'' if one else 's'} ({ids}) {what}, "
+                   "other starts moved within their type (the team's order)"
                    + ("" if g is None else f": {gap_text(alt.objective, out.bound, g)}"
                       f"{_outside(alt, bound=out.bound)}"))
     return alt

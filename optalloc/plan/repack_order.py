@@ -35,9 +35,12 @@ from optalloc.plan.rebuild import pool_after, refill
 from optalloc.plan.several_places import start_ahead_of_several
 
 
-def repacked(em: EpochModel, placed: Placed) -> tuple[list[int], Placed] | None:
+def repacked(em: EpochModel, placed: Placed,
+             restarts: bool = False) -> tuple[list[int], Placed] | None:
     """(the jobs that took lower-priority teammates' places, `placed` with them started, the
-    other starts moved and the rest backfilled), or None where no job does."""
+    other starts moved and the rest backfilled), or None where no job does. `restarts`: the
+    running jobs the plan stops instead, in the places of starts their team ranks below them
+    (several_places._stopped)."""
     snap, req = em.snap, em.req
     if placed is None or not placed.placements:
         return None
@@ -49,7 +52,8 @@ def repacked(em: EpochModel, placed: Placed) -> tuple[list[int], Placed] | None:
     backfilled = np.zeros(J, bool) if placed.backfilled is None else placed.backfilled.copy()
     by_job, _, _, preds, keeps, typed = candidates_by_job(em)
     given = start_ahead_of_several(em, pool, kept, placements, started, cand_of, backfilled,
-                                   by_job, preds, keeps, typed, repack=True)
+                                   by_job, preds, keeps, typed, repack=True,
+                                   restarts=restarts)
     if not given:
         return None
     held = [] if placed.held is None else [placed.held]

@@ -32,9 +32,10 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
-from optalloc.model.order import project_order
+from optalloc.model.order import project_order, scheme_above
 from optalloc.plan.fit import alloc, nodes_for
 from optalloc.plan.nodepool import NodePool
+from optalloc.plan.team_order import forced_jobs
 
 #: passes started again, in one call, after a start gave jobs back
 RESTARTS = 8
@@ -45,14 +46,18 @@ NODES = 8
 def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
                            placements: dict, started: np.ndarray, cand_of: dict,
                            backfilled: np.ndarray, by_job: dict, preds: dict, keeps: dict,
-                           typed: dict, repack: bool = False) -> list[tuple[int, int]]:
+                           typed: dict, repack: bool = False,
+                           restarts: bool = False) -> list[tuple[int, int]]:
     """Start every waiting allocated queued job that fits in the places of its project's
     lower-priority starts of this epoch (and the free GPUs beside them); returns the (job
     started, job given back) pairs. `by_job`, `preds`, `keeps`, `typed`: per job its
     candidates, its `order` predecessors, per candidate its `keep_order` running jobs and
     its `order_types` predecessors (optalloc.plan.backfill.candidates_by_job). `repack`:
     also where it fits only with the plan's other queued starts beside their places moved
-    (`_repacked`; on the chosen plan only: optalloc.plan.repack_order)."""
+    (`_repacked`; on the chosen plan only: optalloc.plan.repack_order). `restarts`: instead
+    of the waiting queued jobs, the running jobs the plan stops, in the places of their
+    team's starts ranked below them, their own priority's too (`_stopped`; on the chosen
+    plan only, likewise)."""
     snap = em.snap
     rank = project_order(snap)
     out: list[tuple[int, int]] = []
@@ -65,12 +70,16 @@ def start_ahead_of_several(em: EpochModel, pool: NodePool, kept: np.ndarray,
         if not low:
             break
         mine = _by_project(snap, low, rank)  # per project: its movable starts, lowest first
+        stopped = _stopped(em, kept, placements) if restarts else None
         again = False
-        for a, types in _may_fit(em, pool, placements, low, rank, repack):
+        for a, types in _may_fit(em, pool, placements, low, rank, stopped, repack):
             if a in placements or any(p not in placements for p in preds.get(a, ())):
                 continue  # its own predecessor waits: the order keeps it waiting
+            # below it: a lower priority, or its own where a is a running job it stopped
+            # (running before queued, rule 3; the restart: `_stopped`)
+            q = snap.job_priority[a] + (0.5 if restarts else 0.0)
             bs = [b for b in mine[int(snap.job_project[a])]
-                  if b in placements and snap.job_priority[b] < snap.job_priority[a]]
+                  if b in placements and snap.job_priority[b] < q]
             if bs:
                 given = _start_in_their_place(em, pool, kept, placements, started, cand_of,
                                               backfilled, a, bs, types, by_job, keeps, typed,
@@ -103,8 +112,36 @@ def _movable(em: EpochModel, placements: dict) -> list[int]:
     return [j for j, pl in placements.items() if pl.allocated and not fixed[j]]
 
 
+def _stopped(em: EpochModel, kept: np.ndarray, placements: dict) -> np.ndarray:
+    """(J,) bool: running jobs the plan stops (not kept, not restarted or moved) that may
+    restart on their own type and rank before their team's queued jobs of their priority
+    (not a drain leaver: it ranks as queued, optalloc.model.order.project_order). Such a
+    job takes the places of its team's starts ranked below it, those of its own priority
+    too, as the team's order starts it first (a helper's random snapshot: p1's running
+    priority-2 2-GPU job gave its node to p0's floor, p1's queued priority-2 1-GPU jobs
+    took the room where it could restart, and its `keep_order` row held p1's priority-0
+    job beside a free GPU; tests/test_epoch_stopped_restarts_first.py)."""
+    snap, req = em.snap, em.req
+    out = np.zeros(len(snap.jobs), bool)
+    restarts = req.cand_job[req.cand_restart]
+    if not len(restarts):
+        return out
+    out[restarts] = True
+    out[req.run_job[kept]] = False
+    out[list(placements)] = False
+    out &= ~(snap.job_on_drain & ~snap.job_protected)
+    # a teammate a due reservation's gang that starts ranks above by the scheme's order
+    # leaves at the gang's turn, and ranks as queued (it ran because the gang could not:
+    # tests/test_epoch_due_gang_team_order.py)
+    for g in np.flatnonzero(forced_jobs(em)).tolist():
+        if g in placements and out.any():
+            out &= ~((snap.job_project == snap.job_project[g])
+                     & scheme_above(snap, g, np.arange(len(snap.jobs))))
+    return out
+
+
 def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
-             rank: np.ndarray, repack: bool = False):
+             rank: np.ndarray, stopped: np.ndarray | None = None, repack: bool = False):
     """[(job, types)], the project's order then the team's (best-ranked first): the waiting
     queued jobs, allocated on those types, that could fit on them in the free GPUs plus the
     GPUs of their project's lower-priority movable starts there (a necessary condition,
@@ -144,14 +181,20 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
         return rooms[key]
 
     fits: dict[int, list[int]] = {}
-    waiting = ~on & ~snap.job_running
+    # `stopped` given: those jobs alone, each on its own type (req.cand_restart), ahead of its
+    # team's starts of its priority too (`_stopped`): its priority counts half a step more
+    waiting = ~on & ~snap.job_running if stopped is None else np.zeros(J, bool)
+    stopped = np.zeros(J, bool) if stopped is None else stopped
+    own_t = np.full(J, -1, np.int64)
+    own_t[req.run_job] = req.run_type
     for t in range(T):
-        w = np.flatnonzero(waiting & snap.job_tier1[:, t]
-                           & (snap.job_priority > lowest[snap.job_project, t]))
+        ahead = stopped & (own_t == t)
+        w = np.flatnonzero((waiting | ahead) & snap.job_tier1[:, t]
+                           & (snap.job_priority + 0.5 * ahead > lowest[snap.job_project, t]))
         if not len(w):
             continue
-        cols = [snap.job_project[w], snap.job_priority[w], req.size[w, t], req.pieces[w, t],
-                req.rem[w, t]]
+        cols = [snap.job_project[w], 2 * snap.job_priority[w] + ahead[w], req.size[w, t],
+                req.pieces[w, t], req.rem[w, t]]
         code = np.zeros(len(w), np.int64)
         for col in cols:  # one integer per kind (a row-wise np.unique sorts far slower)
             col = np.asarray(col, np.int64)
@@ -161,7 +204,7 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
         ok = np.zeros(len(one), bool)
         for i, (p, q, size, pieces, rem) in enumerate(kinds):
             need = [size] * pieces + ([rem] if rem else [])
-            r, total = room(p, t, q)
+            r, total = room(p, t, q / 2)
             ok[i] = (len(need) <= len(r) and sum(need) <= total
                      and bool((r[:len(need)] >= sorted(need)[::-1]).all()))
         for a in w[ok[np.asarray(inv).reshape(-1)]].tolist():
@@ -176,7 +219,7 @@ def _start_in_their_place(em, pool, kept, placements, started, cand_of, backfill
     snap, req = em.snap, em.req
     for c in by_job.get(a, ()):
         t = int(req.cand_type[c])
-        if t not in types:
+        if t not in types or (snap.job_running[a] and not req.cand_restart[c]):
             continue
         if any(p not in placements for p in typed.get(c, ())):
             continue  # a job ahead of it that may use this type waits (order_types)
@@ -309,7 +352,10 @@ def _given_back(em: EpochModel, pool: NodePool, placements: dict, cand_of: dict,
     their type, as long as their project holds no more GPUs of it than before; the rest,
     which wait. None where those that wait hold other than a's GPUs: the project would hold
     more of the type than the solution gave it (past its target, which the model caps) or
-    fewer (floor or target GPUs, which the scheme's order puts before the team's own)."""
+    fewer (floor or target GPUs, which the scheme's order puts before the team's own). A
+    stopped running job's restart (`_stopped`) counts in no share row (requirements.
+    cand_counted): where it takes free GPUs beside their places, they all wait, and the
+    scheme's order judges the plan (repack_order: kept only where it scores better)."""
     snap = em.snap
     left = sum(int(snap.job_gpus[b]) for b in given) - int(snap.job_gpus[a])
     out = []
@@ -325,7 +371,7 @@ def _given_back(em: EpochModel, pool: NodePool, placements: dict, cand_of: dict,
             continue
         placements[b] = alloc(pool, em, b, int(em.req.cand_type[cand_of[b]]), at)
         left -= g
-    return out[::-1] if left == 0 else None
+    return out[::-1] if left == 0 or (left < 0 and snap.job_running[a]) else None
 
 
 def _state(pool: NodePool, placements: dict) -> tuple:
