@@ -101,11 +101,16 @@ def _fits(snap, j: int, t: int, free: np.ndarray, ok: np.ndarray | None = None) 
         return False
     if ok is not None:
         on = on[ok[on]]
-    taken: set = set()
+    # one array pass per chunk, not a Python loop over the type's nodes (the 16,384-GPU bench
+    # epoch: 0.037 of this check's 0.089 s a call, 8 calls an epoch); argmin's first minimum
+    # is the least-free node of the lowest index, as min((free, node)) chose
+    avail = np.ones(len(on), bool)
     for c in ch:
-        room = [(int(free[n]), int(n)) for n in on if n not in taken and free[n] >= c]
-        if not room:
+        f = free[on]
+        fit = avail & (f >= c)
+        if not fit.any():
             return False
-        taken.add(min(room)[1])
-        free[min(room)[1]] -= c
+        i = int(np.argmin(np.where(fit, f, f.max() + 1)))
+        avail[i] = False
+        free[on[i]] -= c
     return True
