@@ -24,11 +24,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from optalloc.epoch import run_epoch
-from optalloc.sim.invariants import check_plan, proxy_order_breaks, team_order_breaks
 from optalloc.types import Job, Node
 
-from test_epoch_properties import _check_plan
-from test_epoch_toy import H, flat_org, running, snapshot
+from test_epoch_properties import rules_hold
+from test_epoch_toy import H, flat_org, pending_codes, placed_on, preempted, running, snapshot
 
 NOW = 20 * H
 
@@ -89,15 +88,10 @@ def test_a_team_job_held_behind_a_running_job_that_gave_way_to_the_backfill(case
     snap = _snap(case)
     plan = run_epoch(snap)
     assert plan.degraded is None
-    assert {p.job_id: tuple((a.node, len(a.gpus)) for a in p.nodes)
-            for p in plan.placements} == case.placed
-    assert {x.job_id: (x.code.value, tuple(x.needed_by))
-            for x in plan.preemptions} == case.preempted
-    assert {r.job_id: r.code.value for r in plan.pending} == case.pending
+    assert placed_on(plan) == case.placed
+    assert preempted(plan) == case.preempted
+    assert pending_codes(plan) == case.pending
     assert plan.report.status == case.status
     if case.status == "feasible":  # the model forbids the start: its bound counts no such plan
         assert "gave way to work ranked above it" in plan.report.message
-    _check_plan(snap, plan)  # no allocated job that fits waits behind unallocated work, ...
-    check_plan(snap, plan)
-    assert team_order_breaks(snap, plan) == []
-    assert proxy_order_breaks(snap, plan) == []
+    rules_hold(snap, plan)  # no allocated job that fits waits, no team or proxy break, ...

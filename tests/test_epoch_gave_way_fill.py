@@ -24,7 +24,7 @@ from optalloc.epoch import run_epoch
 from optalloc.types import Job, Node
 
 from test_epoch_properties import _check_plan
-from test_epoch_toy import H, flat_org, running, snapshot
+from test_epoch_toy import H, flat_org, pending_codes, placed_on, preempted, running, snapshot
 
 NOW = 20 * H
 
@@ -96,11 +96,9 @@ def _snap(case: Case):
 def test_a_running_job_that_gave_way_to_another_project(case: Case):
     snap = _snap(case)
     plan = run_epoch(snap)
-    assert {p.job_id: tuple((a.node, len(a.gpus)) for a in p.nodes)
-            for p in plan.placements} == case.placed
-    assert {x.job_id: (x.code.value, tuple(x.needed_by))
-            for x in plan.preemptions} == case.preempted
-    assert {r.job_id: r.code.value for r in plan.pending} == case.pending
+    assert placed_on(plan) == case.placed
+    assert preempted(plan) == case.preempted
+    assert pending_codes(plan) == case.pending
     assert plan.report.status == case.status
     if case.status == "feasible":  # the model forbids the fill: its bound counts no such plan
         assert "gave way to work ranked above it" in plan.report.message

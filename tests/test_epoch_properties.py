@@ -100,6 +100,18 @@ def _same(p, q) -> bool:
     return p is not None and q is not None and (p.gpu_type, p.nodes) == (q.gpu_type, q.nodes)
 
 
+def rules_hold(snap, plan):
+    """Every rule a plan keeps, each asserted: the invariants of `_check_plan` (no allocated job
+    that fits waits behind idle GPUs or unallocated work, ...), the simulator's `check_plan`,
+    and no team-order or proxy-order break."""
+    from optalloc.sim.invariants import check_plan, proxy_order_breaks, team_order_breaks
+
+    _check_plan(snap, plan)
+    check_plan(snap, plan)
+    assert team_order_breaks(snap, plan) == []
+    assert proxy_order_breaks(snap, plan) == []
+
+
 def _check_plan(snap, plan):
     req = compute_requirements(snap)
     imp = compute_impact(snap)

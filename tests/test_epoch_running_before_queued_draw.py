@@ -27,13 +27,12 @@ from dataclasses import dataclass
 import pytest
 
 from optalloc.epoch import run_epoch
-from optalloc.sim.invariants import check_plan, proxy_order_breaks, team_order_breaks
 from optalloc.sim.policies.greedy import GreedyScheduler
 from optalloc.snapshot import build_snapshot
 from optalloc.types import Config, GpuType, Job, Node, NodeState, Policy
 
-from test_epoch_properties import _check_plan
-from test_epoch_toy import H, flat_org, running
+from test_epoch_properties import rules_hold
+from test_epoch_toy import H, flat_org, pending_codes, placed_on, preempted, running
 
 NOW = 20 * H
 
@@ -95,16 +94,12 @@ def test_a_running_job_stopped_by_proxy_for_jobs_leaving_a_down_node_keeps_its_g
     snap = _snap(case)
     plan = run_epoch(snap)
     assert plan.degraded is None
-    assert {p.job_id: tuple((a.node, len(a.gpus)) for a in p.nodes)
-            for p in plan.placements} == PLACED
-    assert {x.job_id: (x.code.value, tuple(x.needed_by)) for x in plan.preemptions} == PREEMPTED
-    assert {r.job_id: r.code.value for r in plan.pending} == PENDING
+    assert placed_on(plan) == PLACED
+    assert preempted(plan) == PREEMPTED
+    assert pending_codes(plan) == PENDING
     assert plan.report.status == "feasible"  # the model's plan stopped R; the same bound
     assert "then 1 running job kept that it stopped only for starts of its team" in (
         plan.report.message)
-    _check_plan(snap, plan)  # no allocated job that fits waits behind unallocated work, ...
-    check_plan(snap, plan)
-    assert team_order_breaks(snap, plan) == []
-    assert proxy_order_breaks(snap, plan) == []
+    rules_hold(snap, plan)  # no allocated job that fits waits, no team or proxy break, ...
     greedy = GreedyScheduler().decide(snap)  # the published system's pass keeps R too
     assert "R" in {p.job_id for p in greedy.placements}

@@ -25,12 +25,11 @@ from dataclasses import dataclass
 import pytest
 
 from optalloc.epoch import run_epoch
-from optalloc.sim.invariants import check_plan, proxy_order_breaks, team_order_breaks
 from optalloc.snapshot import build_snapshot
 from optalloc.types import Config, GpuType, Job, Node, Policy
 
-from test_epoch_properties import _check_plan
-from test_epoch_toy import H, flat_org, running
+from test_epoch_properties import rules_hold
+from test_epoch_toy import H, flat_org, pending_codes, placed_on, preempted, running
 
 
 def _queued(jid: str, project: str, gpus: int, prio: int, submit: float, types=(),
@@ -94,16 +93,11 @@ def test_a_running_job_stopped_for_another_project_restarts_before_its_team(case
     snap = _snap(case)
     plan = run_epoch(snap)
     assert plan.degraded is None
-    assert {p.job_id: tuple((a.node, len(a.gpus)) for a in p.nodes)
-            for p in plan.placements} == case.placed
-    assert {x.job_id: (x.code.value, tuple(x.needed_by))
-            for x in plan.preemptions} == case.preempted
-    assert {r.job_id: r.code.value for r in plan.pending} == case.pending
+    assert placed_on(plan) == case.placed
+    assert preempted(plan) == case.preempted
+    assert pending_codes(plan) == case.pending
     assert plan.report.status == case.status
     if "R" in case.placed:
         assert "1 job (R) restarted in the places of starts its team ranks below it" \
             in plan.report.message
-    _check_plan(snap, plan)  # no allocated job that fits idle GPUs waits, ...
-    check_plan(snap, plan)
-    assert team_order_breaks(snap, plan) == []
-    assert proxy_order_breaks(snap, plan) == []
+    rules_hold(snap, plan)  # no allocated job that fits waits, no team or proxy break, ...

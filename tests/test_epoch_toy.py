@@ -62,6 +62,12 @@ def gpus_by_project(snap, plan) -> dict[str, int]:
     return dict(c)
 
 
+def placed_on(plan) -> dict[str, tuple[tuple[str, int], ...]]:
+    """Each placement as its (node, GPUs there) pairs: the whole plan's placements, whichever
+    GPUs of a node they took."""
+    return {p.job_id: tuple((a.node, len(a.gpus)) for a in p.nodes) for p in plan.placements}
+
+
 def pending_codes(plan) -> dict[str, str]:
     return {r.job_id: r.code.value for r in plan.pending}
 
