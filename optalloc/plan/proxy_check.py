@@ -21,6 +21,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.model.order import project_order, scheme_above
+from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.holdings import Placed
 from optalloc.plan.team_order import forced_jobs
 from optalloc.shape import chunks
@@ -51,10 +52,6 @@ def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
             for g in a.gpus:
                 owner[(n, g)] = j
     free0 = np.where(snap.node_up, placed.free if placed.free is not None else 0, 0)
-    res = em.res
-    reserved = res is not None and res.blocking
-    cand_at = ({(int(j), int(t)): c for c, (j, t) in enumerate(zip(req.cand_job, req.cand_type))}
-               if reserved else {})
     out: set[int] = set()
     for i in np.flatnonzero(stopped).tolist():
         k, t = int(rj[i]), int(rt[i])
@@ -75,16 +72,23 @@ def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
         for n, gs in nodes:
             free[n] -= len(gs)
         if all(_fits(snap, o, tname[placed.placements[o].gpu_type], free,
-                     _allowed(res, cand_at, o, tname[placed.placements[o].gpu_type]))
+                     _allowed(em, o, tname[placed.placements[o].gpu_type]))
                for o in sorted(others, key=lambda o: -int(snap.job_gpus[o]))):
             out.add(k)
     return out
 
 
-def _allowed(res, cand_at: dict, j: int, t: int) -> np.ndarray | None:
+def _allowed(em: EpochModel, j: int, t: int) -> np.ndarray | None:
     """(N,) bool: the nodes job j's start on t may use under the reservations (a reserved
-    node's deadline no earlier than its hold), None where no node is reserved."""
-    c = cand_at.get((j, t))
+    node's deadline no earlier than its hold, the same for every candidate of j on t), None
+    where no node is reserved or j has no candidate on t. Its candidates come from the
+    model's once-per-model grouping (backfill.candidates_by_job), not a (job, type) map of
+    every candidate built on each call."""
+    res = em.res
+    if res is None or not res.blocking:
+        return None
+    c = next((c for c in candidates_by_job(em)[0].get(j, ()) if int(em.req.cand_type[c]) == t),
+             None)
     return None if c is None else res.deadline >= res.hold[c]
 
 
