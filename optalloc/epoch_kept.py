@@ -64,11 +64,14 @@ def team_order_steps(em: EpochModel, chosen: Outcome, dive, settings: SolverSett
     keep, resolve, repack = steps or (keep_team_order, resolve_with_keeps, repack_team_order)
     out = keep(em, chosen, settings, greedy)
     best = repack(em, resolve(em, chosen, out, dive, settings, greedy), settings)
-    if out is chosen or not proxy_breaks(em, out.placed) or not proxy_breaks(em, best.placed):
+    if out is chosen or not proxy_breaks(em, out.placed):
+        return best
+    n = len(proxy_breaks(em, best.placed))  # once: the comparison below reads it too
+    if not n:
         return best
     again = keep(em, chosen, settings, greedy, PROXY_ROUNDS)
     other = repack(em, resolve(em, chosen, again, dive, settings, greedy), settings)
-    n, m = len(proxy_breaks(em, best.placed)), len(proxy_breaks(em, other.placed))
+    m = len(proxy_breaks(em, other.placed))
     if m < n or (m == n and best_plan([best, other]) is other
                  and (other.score, other.objective) > (best.score, best.objective)):
         other.solve_s += best.solve_s - out.solve_s  # the first path's time counts too
