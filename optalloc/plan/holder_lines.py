@@ -28,10 +28,15 @@ def reserved_by_org(em: EpochModel, placed: Placed) -> np.ndarray | None:
 
 def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
                 reserved: np.ndarray | None = None) -> str:
+    # entitled: o's share of the up GPUs, the capacity its floor and the ledger's owed
+    # GPU-hours count (targets.nested_floors); the targets' capacity adds what protected jobs
+    # hold on drain nodes, and with it "floor 2, entitled 3.0" read as a floor cut below
+    # min(demand, entitled) on a drain node (a helper's hand-written case at stop 48)
+    cap_up = snap.capacity_by_type(up_only=True)
     if em.tg.pooled:  # one budget over every type (optalloc.model.pooled): what o holds of
         # each type against its target over all types (a project at its budget on b200 is
         # at it, whatever it holds of h100)
-        ent = float(snap.org.entitlement[o] @ em.tg.capacity)
+        ent = float(snap.org.entitlement[o] @ cap_up)
         each = ", ".join(f"{got[o, u]:g} {nm}" for u, nm in enumerate(snap.type_names)
                          if got[o, u] > 0)
         r = 0.0 if reserved is None else float(reserved[o].sum())
@@ -43,7 +48,7 @@ def share_line(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,
                 f"{snap.usage_ratio[o]:.2f})")
     note = reserved_note(reserved, o, t)
     held = f"{got[o, t]:g} {snap.type_names[t]} GPUs" + (f" ({note[2:]})" if note else "")
-    ent = float(snap.org.entitlement[o, t] * em.tg.capacity[t])
+    ent = float(snap.org.entitlement[o, t] * cap_up[t])
     cut = floor_cut(snap, em, o, t)
     return (f"{snap.org.names[o]} holds {held}, its fair-share target this "
             f"epoch is {em.target[o, t]:g} ("
