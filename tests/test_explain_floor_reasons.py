@@ -24,6 +24,12 @@ def _gang(jid, project, nodes):
                state=JobState.RUNNING, start_time=0.0, placement=pl)
 
 
+def _single(jid, node):
+    pl = Placement(jid, "h100", (NodeAlloc(node, tuple(range(8))),))
+    return Job(jid, "A", 8, min_runtime_s=H, state=JobState.RUNNING, start_time=0.0,
+               placement=pl)
+
+
 def _snap(jobs, usage):
     nodes = tuple(Node(f"n{i}", "h100", 8) for i in range(3))
     org = OrgNode("root", children=(OrgNode("A", share=1), OrgNode("B", share=1)))
@@ -61,6 +67,26 @@ CASES = [
         started={f"a-small-{i}" for i in range(8)} | {"b-gang"},
         violations=(FloorViolation("A", "h100", 12.0, 8.0),),
         pending={},
+    ),
+    Case(
+        name="a single-node job whose node meets more floor as another project's gang is "
+             "preempted and the message names it a single-node job",
+        jobs=(_single("a-one", "n0"), _single("a-two", "n1"), *SMALL_A,
+              Job("b-gang", "B", 16, gpus_per_node=8, min_runtime_s=H, submit_time=1.0)),
+        usage={"A": 1.0, "B": 0.5},
+        preempted={"a-two": (
+            "past its protection; project A holds 8 of its 12-GPU target; it stays below its "
+            "floor (8 of 12) because this 8-GPU single-node job cannot shrink and its GPUs "
+            "meet more of the other projects' floors; its GPUs go to B (16 GPUs after this, "
+            "floor 12, target 12) (b-gang)")},
+        started={"b-gang"},
+        violations=(FloorViolation("A", "h100", 12.0, 8.0),),
+        pending={f"a-small-{i}": (
+            ReasonCode.LOWER_PRIORITY_IN_PROJECT,
+            "8 h100 GPUs are held by running jobs of project A ranked above it in the team's "
+            "order (priority, then running jobs, then submit time): a-one; the team's order "
+            "never stops a running job for a job it ranks above, and this 1-GPU job would fit "
+            "in their place (0 h100 GPUs are free)") for i in range(8)},
     ),
     Case(
         name="a queued gang of a project below its floor waits and says only part of it "

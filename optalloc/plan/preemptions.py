@@ -212,6 +212,7 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
                  f"{T[p]:g}-GPU target{where}{reserved_note(reserved, p, t)}")
     if G[p] < F[p] - 1e-9:
         shape = SHAPE_NAMES[int(em.req.shape[j, t])]
+        shape = f"{shape} job" if shape == "single-node" else shape  # "a single-node job"
         head += (f"; it stays below its floor ({G[p]:g} of {F[p]:g}{where}) because "
                  f"this {int(snap.job_gpus[j])}-GPU {shape} cannot shrink and its GPUs meet "
                  + _floor_trade(em, G, F, j, takers))
