@@ -248,7 +248,7 @@ def _solve_and_place(em: EpochModel, settings: SolverSettings, g: Placed | None,
         return em, _final(best_plan(plans), name, bound, settings, solve_s, place_s, lp.status)
     rc = (lp.x, dive.reduced_costs) if dive.reduced_costs is not None else None
     if exact:  # a small MIP: straight to 3d (measured: the dive and RINS decide ~1% of them)
-        return _mip(em, settings, name, plans, bound, solve_s, place_s, rc)
+        return _mip(em, settings, name, plans, bound, solve_s, place_s, rc, with_cutoff=True)
     # 3a'. the LP dive, a round at a time (Dive: fix what the LP sets to 1, forbid the lower
     #      half of what it leaves fractional, re-solve warm; at most DIVE_ROUNDS rounds): each
     #      round's new point is rounded and placed at once, the first certified plan ends the
@@ -326,35 +326,38 @@ _MIP = "the MIP's solution placed"
 
 
 def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound,
-         solve_s: float, place_s: float, rc: tuple | None = None) -> tuple[EpochModel, Outcome]:
+         solve_s: float, place_s: float, rc: tuple | None = None,
+         with_cutoff: bool = False) -> tuple[EpochModel, Outcome]:
     """Steps 3d and 3e: the MIP, then the MIP with the scheme's best plan's floors held.
-    `rc`: the LP optimum's point and reduced costs, to fix what no better plan can move.
+    `rc`: the LP optimum's point and reduced costs, to fix what no better plan can move;
+    `with_cutoff`: the first MIP is given the best plan's value as its cutoff.
     (The model with the `order_types` rows the MIP's solutions broke, the plan chosen.)"""
     lm = em.lm
-    # 3d. the MIP, from scratch: a warm start from the best plan so far stalled HiGHS 1.16 at
-    #     that start (the 1,024-GPU bench epoch: time limit at 20 s with the start, optimal in
-    #     7.6 s without), and on small epochs it was faster (ITP cluster04, 3 days: 8.1 -> 6.3
-    #     s over 225 MIPs) but wrong: on an ITP cluster02 epoch (44 columns) HiGHS answered
-    #     "optimal, 40,319.6" and returned the start itself (31,603.9), whose true optimum is
-    #     32,369.2 (from scratch, or with the start and presolve off); the guard in
-    #     optalloc.solve.highs now drops such an answer's bound
+    # 3d. the MIP, from scratch: a warm start from the best plan stalled HiGHS 1.16 (bench M:
+    #     the 20 s limit, 7.6 s without) or was wrong (tests/test_solve_highs_start.py).
     #     The integer columns that no plan better than the best placed one can move (the LP's
     #     reduced costs, optalloc.solve.fixing) are fixed first; the model's bound is then the
-    #     larger of that plan's value and the fixed MIP's bound. ITP cluster04, 3 days: 70 of
-    #     211 MIPs had such columns, solved in 0.60 s instead of 1.26 s
+    #     larger of that plan's value and the fixed MIP's bound (cluster04, 3 days: 70 of 211
+    #     MIPs had such columns, 1.26 -> 0.60 s).
+    #     A small MIP solved exactly is given that value as its cutoff (solve.highs._cut:
+    #     10 days of cluster04's 2,587 MIPs 45.4 -> 33.1 s); not a large one at a looser gap,
+    #     which must then find a point above it where one within the gap would do (bench M
+    #     seed 34, two reservations: 5.0 s without, the 10 s limit with), nor later rounds
     inc = max((p.model_value for p in plans if p.model_value is not None), default=None)
+    cutoff = None if inc is None or not with_cutoff else inc - 1e-7 * max(1.0, abs(inc))
     for _ in range(CUT_ROUNDS):
         fixed, n_fixed = (fix_by_reduced_cost(lm, rc[0], rc[1], inc)
                           if rc is not None and inc is not None else (lm, 0))
         left = max(0.05, settings.time_limit_s - solve_s)
-        mip = solve(fixed, replace(settings, time_limit_s=left))
+        mip = solve(fixed, replace(settings, time_limit_s=left), cutoff=cutoff)
         if n_fixed and mip.status in ("infeasible", "error"):  # a plan is in it: retry
             solve_s += mip.solve_s
             n_fixed = 0
-            mip = solve(lm, replace(settings, time_limit_s=max(0.05, left - mip.solve_s)))
+            mip = solve(lm, replace(settings, time_limit_s=max(0.05, left - mip.solve_s)),
+                        cutoff=cutoff)
         solve_s += mip.solve_s
         if mip.bound is not None:  # a bound without rows is one too: they only take plans away
-            mb = max(mip.bound, inc) if n_fixed else mip.bound
+            mb = max(mip.bound, inc) if n_fixed or cutoff is not None else mip.bound
             bound = mb if bound is None else min(bound, mb)
         # the `order_types` rows its solution breaks and the `keep_order` rows of the starts
         # its placement gave back (optalloc.model.team_rows), added, and the MIP solved
@@ -374,7 +377,7 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
         if (cut is em or _certified(best_plan(plans), bound, settings)
                 or settings.time_limit_s - solve_s <= 0.05):
             break
-        em = cut
+        em, cutoff = cut, None
         lm = em.lm
     if mip.has_solution:
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,

@@ -19,9 +19,9 @@ def _spy(monkeypatch) -> tuple[list, list]:
     solves: list = []
     real_solve = epoch.solve
 
-    def solve(lm, settings, start=None):
+    def solve(lm, settings, start=None, cutoff=None):
         solves.append(lm.n_vars)
-        return real_solve(lm, settings, start)
+        return real_solve(lm, settings, start, cutoff)
 
     monkeypatch.setattr(epoch, "solve", solve)
     return rounds, solves

@@ -51,8 +51,8 @@ def _mip_returns_the_rounding(monkeypatch) -> None:
             rounded.append((em, out))
         return out
 
-    def solve(lm, settings, start=None):
-        res = real_solve(lm, settings, start)
+    def solve(lm, settings, start=None, cutoff=None):
+        res = real_solve(lm, settings, start, cutoff)
         if rounded and res.has_solution:
             em, out = rounded[-1]
             res = replace(res, x=as_solution(em, out.placed), objective=out.model_value)

@@ -40,10 +40,12 @@ def available_backends() -> list[str]:
     return [name for name, b in BACKENDS.items() if b.available()]
 
 
-def solve(lm: LinearModel, settings: SolverSettings, start=None) -> SolveResult:
+def solve(lm: LinearModel, settings: SolverSettings, start=None, cutoff=None) -> SolveResult:
     """Solve with `settings.backend`; an unknown or unavailable backend is an error result,
     never an exception (the epoch degrades instead). `start`: a feasible point of lm given to
-    backends that take a first incumbent (`warm_start = True`), ignored by the others."""
+    backends that take a first incumbent (`warm_start = True`), ignored by the others;
+    `cutoff`: the value of a point of lm the caller holds, given to backends that prune by it
+    (`cutoff = True`, optalloc.solve.base.Backend), ignored by the others."""
     backend = BACKENDS.get(settings.backend)
     if backend is None:
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
@@ -53,7 +55,8 @@ def solve(lm: LinearModel, settings: SolverSettings, start=None) -> SolveResult:
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
                            message=f"backend {settings.backend!r} is not installed")
     try:
-        return backend.solve(lm, settings, start=start if backend.warm_start else None)
+        kw = {"cutoff": cutoff} if backend.cutoff and cutoff is not None else {}
+        return backend.solve(lm, settings, start=start if backend.warm_start else None, **kw)
     except Exception as err:  # a solver crash must degrade the epoch, not kill cron
         return SolveResult(settings.backend, "error", n_vars=lm.n_vars, n_cons=lm.n_cons,
                            message=f"{type(err).__name__}: {err}")

@@ -54,18 +54,23 @@ class Backend:
 
     Capabilities are declared here with their defaults, so the loop never probes for them:
     `warm_start`: solve() takes `start=`, a feasible point of lm to begin from;
+    `cutoff`: solve() takes `cutoff=`, the value of a point of lm the caller already holds:
+    the solver may discard everything worth less (an answer is then a point worth at least
+    that, or the solve as without it), and its bound is valid given that point;
     `relaxation`: the backend solves the LP relaxation only (its optimum is a bound; the
     epoch rounds and places it and reports the placed plan's real gap)."""
 
     name: str = ""
     warm_start: bool = False
+    cutoff: bool = False
     relaxation: bool = False
 
     def available(self) -> bool:  # pragma: no cover - every backend overrides it
         raise NotImplementedError
 
     def solve(self, lm: LinearModel, settings: SolverSettings, *, relax: bool = False,
-              start: np.ndarray | None = None) -> SolveResult:  # pragma: no cover
+              start: np.ndarray | None = None,
+              cutoff: float | None = None) -> SolveResult:  # pragma: no cover
         raise NotImplementedError
 
 
