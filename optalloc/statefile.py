@@ -245,6 +245,16 @@ def check_output_path(path: str, what: str = "--out") -> None:
         raise OptallocError(f"{what} {path}: directory {directory} does not exist; create it first")
     if not os.access(directory, os.W_OK | os.X_OK):
         raise OptallocError(f"{what} {path}: directory {directory} is not writable by this user")
+    # tried for real, as write_atomic will (a name too long, /proc as root, a read-only file
+    # system pass the checks above): its temporary file is made and removed again
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{os.path.basename(full)}.", suffix=".tmp",
+                                     dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise OptallocError(f"{what} {path}: cannot be written there ({err.strerror}); choose "
+                            "another path") from None
 
 
 def write_atomic(path: str, text: str) -> None:

@@ -92,6 +92,8 @@ def test_grid_flags_become_axes_in_the_order_given():
         (["org.B.share=1,2,1"], [], "--grid: org.B.share=1,2,1: value(s) 1 given twice; list each value once"),
         (["org.B.share=1", "org.B.share=2"], [], "--grid: org.B.share=2: org.B.share is already an axis (--grid org.B.share=1); give each key one --grid with all its values"),
         (["org.B.share=1,2"], ["org.B.share=3"], "--grid: org.B.share=1,2: org.B.share is also fixed by --set; drop the --set or the --grid for it"),
+        ([f"org.B.share={','.join(map(str, range(1, 102)))}", f"org.A.share={','.join(map(str, range(1, 101)))}"], [],
+         "--grid: org.B.share, org.A.share: 10,100 cells (101 x 100), more than 10,000; give fewer values per --grid, or split the grid into several sweeps"),
     ],
 )
 def test_a_bad_grid_flag_is_one_located_problem(grid, fixed, problem):

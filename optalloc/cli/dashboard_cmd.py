@@ -15,6 +15,8 @@ import socket
 import sys
 
 from optalloc.errors import OptallocError
+from optalloc.outdir import check_out_dir
+from optalloc.statefile import check_output_path
 
 MAX_HISTORY = 1_000_000  # --history: epochs (about ten years of 5-minute epochs)
 
@@ -90,6 +92,11 @@ def check_outputs(dashboard: str | None, metrics_file: str | None) -> None:
         if what == "file" and os.path.isdir(target):
             raise OptallocError(f"{flag} {path}: is a directory; give a file name like "
                                 "optalloc.prom")
+        # tried for real (a name too long, /proc as root): nothing is left behind
+        if what == "file":
+            check_output_path(path, flag)
+        else:
+            check_out_dir(path, flag)
 
 
 def write_outputs(config, state: str, dashboard: str | None, metrics_file: str | None,

@@ -24,7 +24,7 @@ import sys
 import time
 from typing import Any
 
-from optalloc.errors import OptallocError
+from optalloc.errors import ConfigError, OptallocError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -131,10 +131,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
         jobs = load_jobs(args.rest[0], config, submitted=True)
         jobs = tuple(j if j.submit_time else dataclasses.replace(j, submit_time=now)
                      for j in jobs)
-    missing = [j.id for j in jobs if not j.command]
-    if missing:
-        raise OptallocError(f"{', '.join(missing)} has no `command:`; the {args.runner} "
-                            "runner needs an argv list to run")
+    missing = [i for i, j in enumerate(jobs) if not j.command]
+    if missing:  # (a command-line job without one was refused above)
+        raise ConfigError([f"{args.rest[0]}: jobs[{i}].command: job {jobs[i].id!r} has no "
+                           f"command; add one such as `command: [python, train.py]` (the "
+                           f"{args.runner} runner needs an argv list to run)" for i in missing])
     runner = None
     if args.runner == "slurm":  # before the state DB or the log directory is created
         from optalloc.runners import make_runner, runner_options

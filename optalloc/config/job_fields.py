@@ -182,6 +182,10 @@ def command_field(d: Mapping, loc: Loc, problems: Problems) -> tuple | Any:
             return MISSING
         size += len(a.encode("utf-8")) + 1
         out.append(a)
+    if out and not out[0].strip():
+        problems.add(cl.idx(0), "the program to run is empty",
+                     "name the program first, e.g. [python, train.py]")
+        return MISSING
     if size > MAX_ARGV_BYTES:
         problems.add(cl, f"the command is {size} bytes long, more than {MAX_ARGV_BYTES}",
                      "put long inputs in a file and pass its path (the command is stored with "

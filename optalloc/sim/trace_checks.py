@@ -8,6 +8,8 @@ Every problem is a `ConfigError` line `FILE: column NAME: what is wrong (data ro
 from __future__ import annotations
 
 import csv
+import os
+import stat
 from pathlib import Path
 from typing import Sequence
 
@@ -35,11 +37,24 @@ def shown(value: str, limit: int = 40) -> str:
 # --------------------------------------------------------------------------- reading
 
 
+def check_regular(path: Path, fix: str) -> None:
+    """Refuse a path that exists but is not a regular file: a FIFO would block the read
+    forever and a device such as /dev/zero never ends (a missing file and a directory are
+    left to the reader's own messages)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        raise ConfigError([f"{path}: is not a regular file (a device or FIFO); {fix}"])
+
+
 def read_table(path: Path, *, sep: str, header: int | None, expected: int | None = None,
                names: Sequence[str] = (), **kw) -> pd.DataFrame:
     """pd.read_csv with located errors. Every data row must have as many fields as the header
     (ITP) or `expected` (Philly); rows that do not are named."""
     parse_error = None
+    check_regular(path, "point the workload's file at the trace's CSV file")
     try:
         df = pd.read_csv(path, sep=sep, header=header, **kw)
     except FileNotFoundError:

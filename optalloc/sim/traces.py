@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from optalloc.errors import ConfigError, OptallocError
-from optalloc.sim.trace_checks import TRACES_ENV, check_ids, check_rows, numeric, read_table, rows_text, shown
+from optalloc.sim.trace_checks import (TRACES_ENV, check_ids, check_regular, check_rows, numeric, read_table,
+                                       rows_text, shown)
 from optalloc.types import frozen_map
 from optalloc.units import MAX_DURATION_S, text_problem
 PHILLY_GPU_TYPES = ("k80", "p100", "v100")
@@ -196,6 +197,7 @@ def read_throughputs(path: str | Path, gpu_types: Sequence[str] = PHILLY_GPU_TYP
     """Gavel's `simulation_throughputs.json` as a table (job_type, gpus, gpu_type, throughput):
     steps/s of the whole job running alone."""
     path = Path(path)
+    check_regular(path, "point the workload at a philly-vc folder holding the original file")
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 import urllib.parse
 from contextlib import contextmanager
@@ -105,6 +106,21 @@ def db_path(conn: sqlite3.Connection) -> str:
     return (row[2] if row else "") or ":memory:"
 
 
+def _no_other_read(full: str) -> None:
+    """An existing state DB others may read (made by `touch` or sqlite3 under umask 022), and
+    its WAL files, lose other users' bits before it holds jobs' argv: the group's are kept
+    (README, "Running unattended"), optalloc never widens a mode. A reader that does not own
+    them (an operator in the group) leaves them to the owner's next run (cron's epoch)."""
+    for f in (full, full + "-wal", full + "-shm"):
+        try:
+            st = os.lstat(f)  # a link is never followed (optalloc.statefile)
+        except FileNotFoundError:
+            continue
+        if (stat.S_ISREG(st.st_mode) and st.st_mode & 0o007
+                and os.geteuid() in (0, st.st_uid)):
+            os.chmod(f, st.st_mode & 0o7770)
+
+
 def open_state_db(
     path: str | os.PathLike,
     *,
@@ -120,7 +136,8 @@ def open_state_db(
     text = os.fspath(path)
     full = check_state_file(text)
     try:
-        create_private_file(full)  # 0600 from the start: SQLite would use the umask
+        if not create_private_file(full):  # 0600 from the start: SQLite would use the umask
+            _no_other_read(full)
     except OSError as err:
         raise StateError(f"state DB {text}: cannot create it ({err.strerror})") from None
     try:

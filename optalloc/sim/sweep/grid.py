@@ -11,6 +11,7 @@ can be wrong where its parts are not, e.g. two axes that zero every sibling).
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ _INT = re.compile(r"^\s*(\d+)\s*$")
 # one sweep expands to at most MAX_SWEEP_SEEDS seeds (each is a scenario held in memory).
 MAX_SEED = 2**63 - 1
 MAX_SWEEP_SEEDS = 1000
+# and at most MAX_SWEEP_CELLS grid cells (each a configuration checked before any run; a
+# 2,000 x 2,000 grid ran for minutes before it said anything)
+MAX_SWEEP_CELLS = 10_000
 
 
 def seed_problem(value: int) -> str | None:
@@ -102,6 +106,12 @@ def parse_grid(texts: Sequence[str], problems: Problems, *, fixed: Sequence[str]
             continue
         seen[key] = f"--grid {text}"
         axes.append(Axis(key, tuple(values)))
+    cells = math.prod(len(a.values) for a in axes)
+    if cells > MAX_SWEEP_CELLS:  # each cell is a configuration checked and held in memory
+        sizes = " x ".join(str(len(a.values)) for a in axes)
+        problems.add(Loc("--grid", ", ".join(a.key for a in axes)), f"{cells:,} cells ({sizes}), more than "
+                     f"{MAX_SWEEP_CELLS:,}", "give fewer values per --grid, or split the grid "
+                     "into several sweeps")
     return tuple(axes)
 
 
