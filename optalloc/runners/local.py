@@ -253,7 +253,7 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
                 used |= set(pl.gpu_keys)
         for run_id in notices:  # 2. act, then confirm each
             fault_point("runner.after_notice_intent")
-            self._send_notice(get_run(self.conn, run_id))
+            self._send_notice(get_run(self.conn, run_id), fresh=True)
         for run_id, job, pl in intents:
             fault_point("runner.after_intent")
             err = self._start(get_run(self.conn, run_id), job, pl, now)

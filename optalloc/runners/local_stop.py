@@ -28,12 +28,25 @@ log = logging.getLogger("optalloc.runners.local")
 
 class StopsMixin:
     # ------------------------------------------------------------------ internals: stop
-    def _send_notice(self, run: Run) -> None:
-        """The notice of a committed preemption, then its confirmation."""
+    def _send_notice(self, run: Run, fresh: bool = False) -> None:
+        """The notice of a committed preemption, then its confirmation. `fresh`: committed by
+        this apply a moment ago; a run whose process is already gone then ended on its own
+        before any notice (it finished while the epoch decided): the preemption is withdrawn,
+        so its end is recorded as it exited (exit 0: finished), not as a preemption. (A notice
+        sent again after a restart keeps it: that job may have exited because of it.)"""
         if self._alive(run):
             killpg(run.pid, self.notice_signal)
             log.info("preemption notice (%s) to %s, SIGKILL at %.0f",
                      signal.Signals(self.notice_signal).name, run.job_id, run.kill_deadline)
+        elif fresh:
+            with write_transaction(self.conn):
+                self.conn.execute(
+                    "UPDATE runner_local_runs SET state = 'running', notice_time = NULL, "
+                    "kill_deadline = NULL, preempt_code = NULL, notice_sent = 0 "
+                    "WHERE run_id = ? AND state = 'stopping'", (run.run_id,))
+            log.info("%s ended on its own before its preemption notice: no notice sent",
+                     run.job_id)
+            return
         fault_point("runner.after_notice")
         with write_transaction(self.conn):
             self.conn.execute("UPDATE runner_local_runs SET notice_sent = 1 WHERE run_id = ?",
