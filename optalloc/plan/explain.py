@@ -244,7 +244,10 @@ def format_explanation(d: dict) -> str:
                  f"priority {ri['priority']}, place {ri['place_in_project']} in its project")
     targets = d.get("details", {}).get("targets", {})
     for lvl in ri["path"]:
-        tg = "; ".join(f"{t}: holds {x['got']:g} of target {x['target']:g}"
+        tg = "; ".join(f"{t}: holds {x['got']:g}"
+                       + (f" ({x['reserved']:g} of them for its reserved gangs)"
+                          if x.get("reserved", 0) > 1e-9 else "")
+                       + f" of target {x['target']:g}"
                        for t, levels in targets.items() for x in levels if x["org"] == lvl["org"])
         lines.append(f"    {'  ' * (lvl['depth'] - 1)}{lvl['org']}: usage ratio "
                      f"{lvl['usage_ratio']:.3f}" + (f" ({tg})" if tg else ""))

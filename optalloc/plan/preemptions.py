@@ -206,6 +206,10 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
                 f"({', '.join(snap.jobs[k].id for k in own[:3])}): it meets more of the "
                 "project's floor or target, which come before its own order of jobs")
     G, F, T, where = share_row_view(em, got, t)  # per type, or over all types when pooled
+    due = _due_gangs(em, j, takers) if takers and not own else None
+    if due is not None:  # another project's due reservation starts there (its x is forced)
+        return (f"past its protection; {due}; project {job.project} holds {G[p]:g} of its "
+                f"{T[p]:g}-GPU target{where} after this")
     over = [o for o in path if G[o] >= T[o] - 1e-9]
     head = (f"past its protection; {share_line(snap, em, got, over[0], t, reserved)}" if over
             else f"past its protection; project {job.project} holds {G[p]:g} of its "
@@ -223,6 +227,31 @@ def _fair_share_message(em: EpochModel, got: np.ndarray, j: int, t: int, need,
         return (f"{head}; its GPUs go to {snap.org.names[q]}{more} ({G[q]:g} GPUs{where} after "
                 f"this, floor {F[q]:g}, target {T[q]:g})")
     return f"{head}; other projects' floors and targets need its GPUs"
+
+
+def _due_gangs(em: EpochModel, j: int, takers: list) -> str | None:
+    """When every job that takes running job j's GPUs is the gang of a due reservation (the
+    model must start it: `em.res.forced`), that start, not the floors, decides: say so, and
+    whether it starts on the nodes its reservation held (a reserved node takes only work that
+    ends or loses its protection by the gang's start, so j may be preempted there). None
+    otherwise (a helper's case at stop 48: C's job, backfilled on a reserved node and past its
+    protection, was told A's gang met "the other projects' floors and targets first, in the
+    scheme's order" while C ranked first, below its floor, and A went past its target)."""
+    snap = em.snap
+    forced = forced_jobs(em)
+    if not all(forced[k] for k in takers):
+        return None
+    mine = {a.node for a in snap.jobs[j].placement.nodes}
+    g = snap.jobs[takers[0]]
+    held = next((h for h in (em.res.held if em.res is not None else ())
+                 if h.job == takers[0] and h.due), None)
+    there = held is not None and bool(mine & {snap.nodes[n].name for n in held.nodes})
+    more = f" (and {len(takers) - 1} more)" if len(takers) > 1 else ""
+    return (f"job {g.id} of project {g.project}{more} starts "
+            + ("on the nodes its reservation held, now" if there else "on its GPUs, its "
+               "reservation")
+            + " due (nothing protected is left there; a reserved node takes only work that "
+            "ends or loses its protection by the gang's start)")
 
 
 def _floor_trade(em: EpochModel, got: np.ndarray, F: np.ndarray, j: int, takers: list) -> str:

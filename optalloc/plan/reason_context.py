@@ -353,8 +353,11 @@ class ReasonContext:
             em, got, snap = self.em, self.got, self.em.snap
             path = [snap.org.index[nm] for nm in snap.org.path(snap.org.names[p])[1:]]
             tn = snap.type_names
+            res = self.reserved  # the part of got that is waiting reserved gangs, where any
             out = self._targets[(p, types)] = (path, {
                 tn[t]: [{"org": snap.org.names[o], "got": float(got[o, t]),
-                         "target": float(em.target[o, t]), "floor": float(em.floor[o, t])}
+                         "target": float(em.target[o, t]), "floor": float(em.floor[o, t]),
+                         **({"reserved": float(res[o, t])}
+                            if res is not None and res[o, t] > 1e-9 else {})}
                         for o in path] for t in types})
         return out
