@@ -288,7 +288,12 @@ class SlurmRunner(SubmitMixin, Runner):
             self.table.set(row.job_id, state="running", run_start=sj.start_time)
             return []
         if sj.state in TERMINAL and row.state in ("placed", "running", "stopping"):
-            if row.state == "stopping":
+            # a job that ended before its notice went out (it finished while the epoch
+            # decided) ended on its own: recorded as it exited, not preempted and run again
+            # (as the local runner, optalloc.runners.local_stop)
+            ended_first = (sj.end_time is not None and row.notice_time is not None
+                           and sj.end_time < row.notice_time)
+            if row.state == "stopping" and not ended_first:
                 kind = self._preempted_kind(row)
                 why = (f"preempted ({row.preempt_code}): notice at {row.notice_time:.0f}, "
                        f"exited {sj.exit_code} ({sj.state})")
