@@ -179,6 +179,27 @@ def test_wait_class_of_a_job(min_runtime, gpus, expected):
     assert wait_classes(np.array([min_runtime]), np.array([gpus])).tolist() == [expected]
 
 
+@pytest.mark.parametrize(
+    "gpus, gpus_per_node, widest, nodes, expected",
+    [
+        (32, 4, 8, 8, "large"),  # 8 nodes of 4 GPUs: large by nodes (DESIGN.md 6), not GPUs
+        (28, 4, 8, 7, "other"),
+        (32, None, 4, 8, "large"),  # no gpus_per_node: whole 4-GPU nodes
+        (32, None, 8, 4, "other"),
+        (8, None, 8, 1, "other"),  # one node if it fits
+    ],
+)
+def test_a_gang_of_eight_nodes_is_large_whatever_its_gpus(gpus, gpus_per_node, widest, nodes,
+                                                          expected):
+    from optalloc.sim.result import job_nodes
+    from optalloc.types import Job
+
+    job = Job("g", "A", gpus, min_runtime_s=8 * H, gpus_per_node=gpus_per_node)
+    assert job_nodes(job, widest) == nodes
+    assert wait_classes(np.array([8 * H]), np.array([gpus]), np.array([nodes])).tolist() == [
+        expected]
+
+
 def test_compare_marks_the_best_policy_per_row_by_direction():
     a = compute_metrics(tiny_result("greedy"))
     b = compute_metrics(tiny_result("ilp"))

@@ -256,7 +256,8 @@ def job_rows(store, include_ended: bool, config=None) -> list[dict[str, Any]]:
     utils = job_utilization(store.utilization_samples(since), running, policy)
     ratios = (plan.get("inputs") or {}).get("usage_ratio") or {}
     rows = {r.job_id: r for r in with_utilization(
-        queue_rows(live, plan, ancestors, ratios, policy, now), utils)}
+        queue_rows(live, plan, ancestors, ratios, policy, now,
+                   max((n.gpus for n in config.nodes), default=1) if config else None), utils)}
     jobs = store.list_jobs(states=("queued", "running", "finished")) if include_ended else live
     out = []
     for j in jobs:

@@ -153,7 +153,8 @@ def gather(config: Config, store, *, history: int = DEFAULT_HISTORY,
     first = max(now - policy.lookback_s, min(starts, default=now))  # samples of current runs
     samples = store.utilization_samples(first) if hasattr(store, "utilization_samples") else []
     utils = job_utilization(samples, running, policy)
-    rows = with_utilization(queue_rows(jobs, plan, ancestors, ratios, policy, now), utils)
+    widest = max((n.gpus for n in config.nodes), default=1)
+    rows = with_utilization(queue_rows(jobs, plan, ancestors, ratios, policy, now, widest), utils)
     views, drains, reservations = node_views(nodes, running, plan, policy)
 
     org = _org_rows(tree, report, running, rows, cap_up, ancestors)

@@ -59,6 +59,7 @@ def queue_rows(
     ratios: Mapping[str, float | None],
     policy: Policy,
     now: float,
+    widest: int | None = None,
 ) -> list[QueueRow]:
     """Rows for the live jobs (`jobs`: the state DB's queued + running), using the latest plan
     (a plan_to_dict document) for reasons; `ancestors[project]` is its path below the root."""
@@ -67,8 +68,12 @@ def queue_rows(
     preempted = {p["job_id"]: p for p in plan.get("preemptions", ())}
     import numpy as np
 
+    from optalloc.sim.result import job_nodes
+
+    wide = widest or max((j.gpus for j in jobs), default=1)  # `widest`: the cluster's node
     classes = wait_classes(np.array([j.min_runtime_s for j in jobs], dtype=float),
-                           np.array([j.gpus for j in jobs], dtype=float)) if jobs else []
+                           np.array([j.gpus for j in jobs], dtype=float),
+                           np.array([job_nodes(j, wide) for j in jobs])) if jobs else []
     rows = []
     for job, cls in zip(jobs, classes):
         pl = job.placement if job.running else None

@@ -40,7 +40,8 @@ from optalloc.sim.invariants import (
     check_plan,
 )
 from optalloc.sim.policies.base import Scheduler
-from optalloc.sim.result import CapacitySample, DemandSample, EpochRecord, JobRecord, SimResult
+from optalloc.sim.result import (CapacitySample, DemandSample, EpochRecord, JobRecord, SimResult,
+                                 job_nodes)
 from optalloc.sim.runner import SimulatedRunner
 from optalloc.sim.scenario.spec import Scenario
 from optalloc.turn import (
@@ -336,6 +337,7 @@ class _Simulation:
                 )
         # jobs still running at the end keep no end time
         recs = []
+        widest = max((n.gpus for n in self.cfg.nodes), default=1)
         for jid, rec in self.recs.items():
             st = self.runner.stats.get(jid)
             recs.append(
@@ -350,6 +352,7 @@ class _Simulation:
                     completed=rec.completed,
                     preemptions=st.preemptions if st else 0,
                     lost_gpu_s=st.lost_gpu_s if st else 0.0,
+                    nodes=job_nodes(rec.job, widest),
                 )
             )
         return SimResult(

@@ -17,7 +17,7 @@ All quantities come from one `SimResult` over its horizon [start, end]:
   `occupancy.of_limit` = total occupancy / limit.
 * **unallocated share** = unallocated GPU-time / all delivered GPU-time.
 * **waits** (submit -> first start) p50/p90/p99 by class: *debug* (0 < min_runtime <= 15 min),
-  *large* (>= 64 GPUs), *unallocated* (min_runtime 0), *other*; and *all*; plus
+  *large* (>= 64 GPUs or >= 8 nodes), *unallocated* (min_runtime 0), *other*; and *all*; plus
   *large_allocated*, the large jobs with min_runtime > 0 (the gangs a reservation can serve: a
   large unallocated job runs only on GPUs no allocated job wants, so its wait measures idle
   capacity, not the scheduler's service to gangs), split into *large_within_share* (the gang's
@@ -57,6 +57,7 @@ from optalloc.sim.result import SimResult
 
 DEBUG_MAX_MIN_RUNTIME_S = 15 * 60.0
 LARGE_GPUS = 64
+LARGE_NODES = 8  # DESIGN.md section 6: large is >= 64 GPUs or >= 8 nodes (as the lookahead's)
 WAIT_CLASSES = ("debug", "large", "other", "unallocated", "all")
 HOUR = 3600.0
 
@@ -164,15 +165,20 @@ def _capacity_demand_integrals(c: _Columns) -> dict[str, float]:
 # --------------------------------------------------------------------------- waits
 
 
-def wait_classes(min_runtime_s: np.ndarray, gpus: np.ndarray) -> np.ndarray:
-    """Class name per job: debug (0 < min_runtime <= 15 min) first, then large (>= 64 GPUs),
-    then unallocated (min_runtime 0), else other."""
+def wait_classes(min_runtime_s: np.ndarray, gpus: np.ndarray,
+                 nodes: np.ndarray | None = None) -> np.ndarray:
+    """Class name per job: debug (0 < min_runtime <= 15 min) first, then large (>= 64 GPUs or
+    >= 8 nodes: `nodes`, the nodes each spans, None for one each), then unallocated
+    (min_runtime 0), else other."""
     mr = np.asarray(min_runtime_s, dtype=np.float64)
     g = np.asarray(gpus)
+    large = g >= LARGE_GPUS
+    if nodes is not None:
+        large = large | (np.asarray(nodes) >= LARGE_NODES)
     return np.where(
         (mr > 0) & (mr <= DEBUG_MAX_MIN_RUNTIME_S),
         "debug",
-        np.where(g >= LARGE_GPUS, "large", np.where(mr <= 0, "unallocated", "other")),
+        np.where(large, "large", np.where(mr <= 0, "unallocated", "other")),
     )
 
 
@@ -188,6 +194,7 @@ def job_waits(result: SimResult) -> dict[str, np.ndarray]:
     cls = wait_classes(
         np.fromiter((j.min_runtime_s for j in jobs), np.float64, n),
         np.fromiter((j.gpus for j in jobs), np.int64, n),
+        np.fromiter((j.nodes for j in jobs), np.int64, n),
     )
     allocated = np.fromiter((j.min_runtime_s > 0 for j in jobs), bool, n)
     return {"wait_s": np.maximum(wait, 0.0), "censored": censored, "cls": cls,

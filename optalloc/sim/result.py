@@ -21,6 +21,7 @@ class JobRecord:
     completed: bool  # finished all its work
     preemptions: int = 0
     lost_gpu_s: float = 0.0  # GPU-seconds of work lost to preemptions (since last checkpoint)
+    nodes: int = 1  # nodes it spans (gpus_per_node's pieces, else whole largest nodes)
 
     @property
     def allocated(self) -> bool:
@@ -71,3 +72,11 @@ class SimResult:
     demand: tuple[DemandSample, ...]
     capacity: tuple[CapacitySample, ...]
     seed: int | None = None
+
+
+def job_nodes(job, widest: int) -> int:
+    """The nodes a job spans: its `gpus_per_node` pieces, else one node if it fits the widest
+    node, else whole widest nodes (the metrics' large class counts them, DESIGN.md 6)."""
+    if job.gpus_per_node:
+        return -(-int(job.gpus) // int(job.gpus_per_node))
+    return 1 if job.gpus <= widest else -(-int(job.gpus) // max(int(widest), 1))
