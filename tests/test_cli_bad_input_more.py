@@ -110,6 +110,12 @@ CASES = [
      SUBMIT + ["jobs.yaml"],
      ["jobs.yaml: jobs[1].command: job 'k' has no command; add one such as `command: "
       "[python, train.py]`"]),
+    ("a negative --duration reaches its own check instead of being taken for an option",
+     scenario_with_trace(lambda p: p.write_text("job_id,submission_time,duration,num_gpu\n"
+                                                "1,0,60,1\n")),
+     SIMULATE + ["--duration", "-1d"],
+     ["--duration: expected a duration like 3600, '90s', '15m', '8h', '7d' or '1h30m', got "
+      "'-1d'"]),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 
 from optalloc.errors import OptallocError
@@ -36,7 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
                 continue
             raise
         mod.register(sub)
+    _negative_values(parser)
     return parser
+
+
+def _negative_values(parser: argparse.ArgumentParser) -> None:
+    """A value that starts with '-' and a digit (`--duration -1d`, `--now -5`) is read as the
+    flag's value, so our own range check names it; argparse took `-1d` for an option and
+    answered "expected one argument". No optalloc option looks like a negative number."""
+    parser._negative_number_matcher = re.compile(r"^-\d")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _negative_values(child)
 
 
 def main(argv: list[str] | None = None) -> int:
