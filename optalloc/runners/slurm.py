@@ -240,6 +240,13 @@ class SlurmRunner(SubmitMixin, Runner):
             self.table.set(row.job_id, state="held", placement=None)
             return JobEvent(row.job_id, EventKind.REQUEUED, now, row.placement, None,
                             f"preempted ({code}) before it started; held again", now)
+        if sj is not None and sj.state in TERMINAL:
+            # it ended on its own after the epoch observed it (it finished while the epoch
+            # decided): no notice, and the next observation records it as it ended, not as
+            # preempted and requeued to run again (as the local runner: local_stop)
+            log.info("%s (slurm %s) ended on its own before its preemption notice (%s)",
+                     row.job_id, row.slurm_id, sj.state)
+            return None
         self.cli.run(["scancel", f"--signal={signame(self.notice_signal)}", "--batch",
                       row.slurm_id])
         self.table.set(row.job_id, state="stopping", notice_time=now,
@@ -288,12 +295,7 @@ class SlurmRunner(SubmitMixin, Runner):
             self.table.set(row.job_id, state="running", run_start=sj.start_time)
             return []
         if sj.state in TERMINAL and row.state in ("placed", "running", "stopping"):
-            # a job that ended before its notice went out (it finished while the epoch
-            # decided) ended on its own: recorded as it exited, not preempted and run again
-            # (as the local runner, optalloc.runners.local_stop)
-            ended_first = (sj.end_time is not None and row.notice_time is not None
-                           and sj.end_time < row.notice_time)
-            if row.state == "stopping" and not ended_first:
+            if row.state == "stopping":
                 kind = self._preempted_kind(row)
                 why = (f"preempted ({row.preempt_code}): notice at {row.notice_time:.0f}, "
                        f"exited {sj.exit_code} ({sj.state})")
