@@ -48,10 +48,7 @@ class HighsBackend(Backend):
             settings = replace(settings, time_limit_s=max(0.05, left))
         h = self._load(lm, settings, relax)
         if start is not None and not relax:
-            sol = highspy.HighsSolution()
-            sol.col_value = np.asarray(start, dtype=float)
-            sol.value_valid = True
-            h.setSolution(sol)
+            _set_start(h, start)
         h.run()
         if (not relax and lm.integer.any()
                 and h.getModelStatus() == highspy.HighsModelStatus.kInfeasible):
@@ -81,16 +78,11 @@ class HighsBackend(Backend):
         infeasible, and on some epoch MIPs given a bound above their optimum answered
         "optimal" with a point far below it and that point's value as its bound) is None, and
         the caller solves without the cutoff, as before it."""
-        import highspy
-
         h = self._load(lm, settings, False)
         # HiGHS's sense: it minimizes -objective, offset included (checked on a toy model)
         h.setOptionValue("objective_bound", -cutoff)
         if start is not None:
-            sol = highspy.HighsSolution()
-            sol.col_value = np.asarray(start, dtype=float)
-            sol.value_valid = True
-            h.setSolution(sol)
+            _set_start(h, start)
         h.run()
         r = self._result(h, lm, False, t0)
         good = r.x is not None and r.objective is not None and r.objective >= cutoff
@@ -206,6 +198,16 @@ class HighsBackend(Backend):
                 msg = (f"{msg}, but its solution is worth {own:.6g}, not the {said:.6g} it "
                        "reports: its bound is not used")
         return finish(self.name, lm, status, x, bound, t0, msg, relax)
+
+
+def _set_start(h, start: np.ndarray) -> None:
+    """Hand HiGHS `start`, a feasible integer point, as its first incumbent."""
+    import highspy
+
+    sol = highspy.HighsSolution()
+    sol.col_value = np.asarray(start, dtype=float)
+    sol.value_valid = True
+    h.setSolution(sol)
 
 
 def new_quiet_highs():
