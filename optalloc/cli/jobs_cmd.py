@@ -240,6 +240,7 @@ def job_rows(store, include_ended: bool, config=None) -> list[dict[str, Any]]:
     from optalloc.dashboard.queue import queue_rows, with_utilization
     from optalloc.dashboard.utilization import job_utilization
     from optalloc.org import OrgTree
+    from optalloc.sim.result import widest_node
     from optalloc.types import Policy
 
     policy = config.policy if config is not None else Policy()
@@ -257,7 +258,7 @@ def job_rows(store, include_ended: bool, config=None) -> list[dict[str, Any]]:
     ratios = (plan.get("inputs") or {}).get("usage_ratio") or {}
     rows = {r.job_id: r for r in with_utilization(
         queue_rows(live, plan, ancestors, ratios, policy, now,
-                   max((n.gpus for n in config.nodes), default=1) if config else None), utils)}
+                   widest_node(config.nodes) if config else None), utils)}
     jobs = store.list_jobs(states=("queued", "running", "finished")) if include_ended else live
     out = []
     for j in jobs:

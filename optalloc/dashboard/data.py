@@ -30,6 +30,7 @@ from optalloc.dashboard.utilization import (
 from optalloc.ledger import build_report, running_intervals
 from optalloc.ledger.report import ReportRow, owed_window
 from optalloc.org import OrgTree
+from optalloc.sim.result import widest_node
 from optalloc.types import Config, NodeState, Policy, UsageMode, frozen_map
 
 DEFAULT_HISTORY = 288  # epochs on the history page: a day of 5-minute epochs
@@ -153,8 +154,8 @@ def gather(config: Config, store, *, history: int = DEFAULT_HISTORY,
     first = max(now - policy.lookback_s, min(starts, default=now))  # samples of current runs
     samples = store.utilization_samples(first) if hasattr(store, "utilization_samples") else []
     utils = job_utilization(samples, running, policy)
-    widest = max((n.gpus for n in config.nodes), default=1)
-    rows = with_utilization(queue_rows(jobs, plan, ancestors, ratios, policy, now, widest), utils)
+    rows = with_utilization(queue_rows(jobs, plan, ancestors, ratios, policy, now,
+                                       widest_node(config.nodes)), utils)
     views, drains, reservations = node_views(nodes, running, plan, policy)
 
     org = _org_rows(tree, report, running, rows, cap_up, ancestors)

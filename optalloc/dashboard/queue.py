@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from optalloc.errors import OptallocError
 from optalloc.hostlist import compress_names, compress_placement
 from optalloc.sim.metrics import wait_classes
+from optalloc.sim.result import job_nodes, widest_node
 from optalloc.types import Job, Policy
 
 STATES = ("pending", "preempted", "queued", "running")
@@ -68,9 +69,9 @@ def queue_rows(
     preempted = {p["job_id"]: p for p in plan.get("preemptions", ())}
     import numpy as np
 
-    from optalloc.sim.result import job_nodes
-
-    wide = widest or max((j.gpus for j in jobs), default=1)  # `widest`: the cluster's node
+    # `widest`: the cluster's largest node; without it, every job fits one (only its
+    # gpus_per_node pieces count)
+    wide = widest or widest_node(jobs)
     classes = wait_classes(np.array([j.min_runtime_s for j in jobs], dtype=float),
                            np.array([j.gpus for j in jobs], dtype=float),
                            np.array([job_nodes(j, wide) for j in jobs])) if jobs else []

@@ -41,7 +41,7 @@ from optalloc.sim.invariants import (
 )
 from optalloc.sim.policies.base import Scheduler
 from optalloc.sim.result import (CapacitySample, DemandSample, EpochRecord, JobRecord, SimResult,
-                                 job_nodes)
+                                 job_nodes, widest_node)
 from optalloc.sim.runner import SimulatedRunner
 from optalloc.sim.scenario.spec import Scenario
 from optalloc.turn import (
@@ -337,7 +337,7 @@ class _Simulation:
                 )
         # jobs still running at the end keep no end time
         recs = []
-        widest = max((n.gpus for n in self.cfg.nodes), default=1)
+        widest = widest_node(self.cfg.nodes)
         for jid, rec in self.recs.items():
             st = self.runner.stats.get(jid)
             recs.append(

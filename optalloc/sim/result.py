@@ -74,6 +74,12 @@ class SimResult:
     seed: int | None = None
 
 
+def widest_node(nodes) -> int:
+    """GPUs of the largest node in `nodes` (Node or anything with `gpus`), 1 when none: what a
+    job without `gpus_per_node` fills whole (`job_nodes`)."""
+    return max((n.gpus for n in nodes), default=1)
+
+
 def job_nodes(job, widest: int) -> int:
     """The nodes a job spans: its `gpus_per_node` pieces, else one node if it fits the widest
     node, else whole widest nodes (the metrics' large class counts them, DESIGN.md 6)."""

@@ -109,9 +109,9 @@ def parse_grid(texts: Sequence[str], problems: Problems, *, fixed: Sequence[str]
     cells = math.prod(len(a.values) for a in axes)
     if cells > MAX_SWEEP_CELLS:  # each cell is a configuration checked and held in memory
         sizes = " x ".join(str(len(a.values)) for a in axes)
-        problems.add(Loc("--grid", ", ".join(a.key for a in axes)), f"{cells:,} cells ({sizes}), more than "
-                     f"{MAX_SWEEP_CELLS:,}", "give fewer values per --grid, or split the grid "
-                     "into several sweeps")
+        problems.add(Loc("--grid", ", ".join(a.key for a in axes)),
+                     f"{cells:,} cells ({sizes}), more than {MAX_SWEEP_CELLS:,}",
+                     "give fewer values per --grid, or split the grid into several sweeps")
     return tuple(axes)
 
 
