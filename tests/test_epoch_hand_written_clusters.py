@@ -23,7 +23,7 @@ from optalloc.types import Job, Node, NodeState, OrgNode, Policy
 
 from test_epoch_properties import rules_hold
 from test_epoch_toy import H, flat_org, nodes_of, pending_codes, placed_on, preempted, queued
-from test_epoch_toy import running, snapshot
+from test_epoch_toy import messages, running, snapshot
 
 NOW = 10 * H
 DRAIN = NodeState.DRAIN
@@ -318,11 +318,6 @@ def cases() -> list[Case]:
     return out
 
 
-def _messages(plan) -> dict:
-    return {**{r.job_id: r.message for r in plan.pending},
-            **{p.job_id: p.message for p in plan.preemptions}}
-
-
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c.name)
 def test_judge_case(case: Case):
     snap = case.snap
@@ -331,7 +326,7 @@ def test_judge_case(case: Case):
     assert placed_on(plan) == case.placed
     assert preempted(plan) == case.preempted
     assert pending_codes(plan) == case.pending
-    msgs = _messages(plan)
+    msgs = messages(plan)
     for jid, parts in case.says.items():
         for part in parts:
             assert part in msgs[jid], (jid, part, msgs[jid])

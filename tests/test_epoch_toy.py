@@ -76,6 +76,14 @@ def preempted(plan) -> dict[str, tuple[str, tuple[str, ...]]]:
     return {p.job_id: (p.code.value, p.needed_by) for p in plan.preemptions}
 
 
+def messages(plan) -> dict[str, str]:
+    """Each pending and preempted job's message by job id, and each ended reservation's
+    under "ended:<job>"."""
+    return {**{r.job_id: r.message for r in plan.pending},
+            **{p.job_id: p.message for p in plan.preemptions},
+            **{f"ended:{e.job_id}": e.message for e in plan.reservations_ended}}
+
+
 @dataclass
 class Case:
     name: str

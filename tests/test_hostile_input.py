@@ -244,6 +244,14 @@ def tree(root: Path) -> dict[str, tuple[str, str]]:
 @pytest.mark.parametrize("case, prepare, argv, message", CASES, ids=[c[0] for c in CASES])
 def test_hostile_input_is_refused_with_a_located_message_and_nothing_written(
         tmp_path, monkeypatch, capsys, case, prepare, argv, message):
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, argv, message)
+
+
+def refused_in_lab(tmp_path, monkeypatch, capsys, prepare, argv, message, run=main) -> None:
+    """`run(argv)` (the CLI) in a private lab folder holding CONFIG as cfg.yaml, after
+    `prepare(lab)`: exit status 2, one located message holding every piece of `message` on
+    stderr, no traceback, nothing on stdout, and nothing in the lab (or /dev/null.lock)
+    written."""
     lab = tmp_path / "lab"
     lab.mkdir(mode=0o700)
     (lab / "cfg.yaml").write_text(CONFIG)
@@ -253,7 +261,7 @@ def test_hostile_input_is_refused_with_a_located_message_and_nothing_written(
     capsys.readouterr()
     before = tree(lab)
     dev_null_lock = os.path.exists("/dev/null.lock")
-    code = main(argv)
+    code = run(argv)
     out, err = capsys.readouterr()
     assert code == 2, (out, err)
     assert err.startswith(f"optalloc {argv[0]}: ")

@@ -30,7 +30,8 @@ from optalloc.snapshot import build_snapshot
 from optalloc.types import Config, GpuType, Job, JobState, OrgNode, Policy
 
 from test_epoch_properties import rules_hold
-from test_epoch_toy import H, flat_org, nodes_of, pending_codes, placed_on, preempted, running
+from test_epoch_toy import H, flat_org, messages, nodes_of, pending_codes, placed_on, preempted
+from test_epoch_toy import running
 
 NOW = 10 * H
 AB = flat_org({"A": 1, "B": 1})
@@ -63,12 +64,6 @@ def reserved_of(plan) -> dict:
 
 def ended_of(plan) -> dict:
     return {e.job_id: e.outcome for e in plan.reservations_ended}
-
-
-def messages(plan) -> dict:
-    return {**{r.job_id: r.message for r in plan.pending},
-            **{p.job_id: p.message for p in plan.preemptions},
-            **{f"ended:{e.job_id}": e.message for e in plan.reservations_ended}}
 
 
 def run_after(plan, jobs, now):

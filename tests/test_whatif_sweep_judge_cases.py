@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import textwrap
 
 import pandas as pd
 import pytest
@@ -16,49 +15,9 @@ import pytest
 from optalloc.cli import main
 from optalloc.sim.compare import HEADLINE, lookup
 from optalloc.sim.report_tables import format_delta, format_value
+from tests.test_sim_whatif_cli import SCENARIO as JOBS  # 2 nodes, 4 hand-made jobs, 8 h
+from tests.test_sweep_cli import SCENARIO as SYN  # 2 nodes, synthetic, 6 h
 
-JOBS = textwrap.dedent(
-    """
-    gpu_types: [{name: h100}]
-    nodes: [{name: "n[1-2]", gpu_type: h100, gpus: 8}]
-    org:
-      name: lab
-      children:
-        - {name: A, share: 1, children: [{name: A1}]}
-        - {name: B, share: 1, children: [{name: B1}]}
-    policy: {epoch: 5m, grace: 0, lookback: 1d}
-    jobs:
-      - {id: a1, project: A1, gpus: 16, min_runtime: 1h, submit_time: 0, duration: 3h}
-      - {id: b1, project: B1, gpus: 8, min_runtime: 1h, submit_time: 60, duration: 1h}
-      - {id: b2, project: B1, gpus: 4, min_runtime: 15m, submit_time: 120, duration: 10m}
-      - {id: u1, project: A1, gpus: 8, min_runtime: 0, submit_time: 0, duration: 2h}
-    workload: {source: jobs}
-    simulation: {duration: 8h, early_solve: true}
-    """
-)
-SYN = textwrap.dedent(
-    """
-    gpu_types: [{name: h100}]
-    nodes: [{name: "h100-[01-02]", gpu_type: h100, gpus: 8}]
-    org:
-      name: lab
-      children:
-        - {name: A, share: 60, children: [{name: A1, share: 50}, {name: A2, share: 50}]}
-        - {name: B, share: 40, children: [{name: B1}]}
-    policy: {lookback: 12h, min_runtime_cap: 2h, epoch: 5m, grace: 60s}
-    workload:
-      source: synthetic
-      synthetic:
-        offered_load: 1.3
-        debug_fraction: 0.3
-        sizes: {1: 0.5, 2: 0.2, 4: 0.2, 8: 0.1}
-        duration_median: 1h
-        max_duration: 8h
-        teams: [B1, A1, A2]
-      mapping: {debug_below: 15m, min_runtime: 2h, unallocated_share: 0.1}
-    simulation: {duration: 6h, seed: 3}
-    """
-)
 SCENARIOS = {"jobs": JOBS, "synthetic": SYN}
 TIMING = ("solver.mean_s", "solver.p50_s", "solver.p99_s", "solver.max_s", "solver.total_s")
 
