@@ -158,3 +158,44 @@ def test_without_demand_samples_nothing_is_owed_and_everything_is_untracked():
     assert (rows["A1"].owed_gpu_h, rows["A1"].delivered_gpu_h, rows["A1"].untracked_gpu_h) == (
         0.0, 0.0, 6.0)
     assert math.isnan(rows["A1"].met_owed)
+
+
+@pytest.mark.parametrize(
+    "case, intervals, now_h, expected",
+    [
+        # A1 owed 2/h, delivered 1/h for 3 h (3 short); A2 owed 2/h, delivered 3/h (no
+        # shortfall: over-delivery is not owed back); program A: owed 12, delivered 12 -> 0;
+        # B1 owed 4/h, delivered 4/h -> 0
+        ("a project's shortfall is what it was owed and not delivered; its program nets its "
+         "projects", [("A1", 1, 0, 3), ("A2", 3, 0, 3), ("B1", 4, 0, 3)], 3,
+         {"A1": 3.0, "A2": 0.0, "A": 0.0, "B1": 0.0, "root": 0.0}),
+        # lookback 4 h: at 6 h only [2 h, 6 h] counts: B1 ran nothing from 0 to 2 h (8 short)
+        # and 4 GPUs from 2 h on (owed 4/h): nothing short inside the window
+        ("hours older than the window are forgotten", [("B1", 4, 2, 6)], 6,
+         {"A1": 8.0, "A2": 8.0, "A": 16.0, "B1": 0.0, "root": 16.0}),
+        ("a project that ran nothing for two hours is owed two hours of its share",
+         [("A1", 2, 0, 2), ("A2", 2, 0, 2)], 2,
+         {"A1": 0.0, "A2": 0.0, "A": 0.0, "B1": 8.0, "root": 8.0}),
+    ],
+)
+def test_owed_shortfall_sums_what_each_org_node_was_owed_and_not_delivered(
+        case, intervals, now_h, expected):
+    led = ledger()
+    led.record_demand(0, {"A1": 4, "A2": 4, "B1": 8})  # every project wants more than its share
+    for i, (p, g, s, e) in enumerate(intervals):
+        led.record_interval(Interval(f"j{i}", p, "h100", g, s * H, e * H))
+    got = led.owed_shortfall(now_h * H)
+    assert {k: pytest.approx(v) for k, v in got.items()} == expected
+
+
+def test_owed_shortfall_counts_a_running_jobs_open_interval():
+    led = ledger()
+    led.record_demand(0, {"B1": 8})
+    assert led.owed_shortfall(2 * H)["B1"] == pytest.approx(8.0)
+    running = [Interval("j", "B1", "h100", 4, 0.0, 2 * H)]
+    assert led.owed_shortfall(2 * H, open_intervals=running)["B1"] == pytest.approx(0.0)
+
+
+def test_without_capacity_samples_nothing_is_owed_short():
+    led = Ledger(GPU_TYPES, OrgTree.build(ROOT, ["h100"]), Policy())
+    assert set(led.owed_shortfall(H).values()) == {0.0}

@@ -23,7 +23,7 @@ from optalloc.ledger.columns import Columns
 from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals
 from optalloc.ledger.owed import OwedDelivered
 from optalloc.org import OrgTree
-from optalloc.types import GpuType, Interval, Job, Policy
+from optalloc.types import GpuType, Interval, Job, Policy, UsageMode
 
 _FLUSH_AT = 4096  # single records are buffered and appended in chunks of this many
 
@@ -286,6 +286,26 @@ class Ledger:
         r = self.ratios(now, open_intervals)
         return {name: float(x) for name, x in zip(self.tree.names, r)}
 
+    def owed_shortfall(self, now: float,
+                       open_intervals: Sequence[Interval] = ()) -> dict[str, float]:
+        """GPU-hours each org node was owed over the window and not delivered: max(0, owed -
+        delivered) summed over its projects, owed and delivered as in `owed_delivered` (hourly
+        bins over [now - W, now], W the lookback window or, with decay, half-life / ln 2).
+        DESIGN.md rule 2 (delivered shares converge to entitlements capped by demand), read
+        as what is still to repay: the floors' debt tilt (optalloc.model.objective.impact)."""
+        pol = self.policy
+        window = (pol.lookback_s if pol.usage_mode is UsageMode.WINDOW
+                  else pol.half_life_s / np.log(2.0))
+        if not window > 0 or not self._samples("capacity")[0].size:
+            return {name: 0.0 for name in self.tree.names}
+        od = self.owed_delivered(now - window, now, 3600.0, open_intervals)
+        per_leaf = np.zeros((2, self.tree.n))
+        per_leaf[0, self.leaf_index] = od.owed_total()
+        per_leaf[1, self.leaf_index] = od.delivered_total()
+        owed, dlv = (self.members @ per_leaf.T).T
+        short = np.maximum(owed - dlv, 0.0)
+        return {name: float(x) for name, x in zip(self.tree.names, short)}
+
     def owed_delivered(
         self,
         start: float,
@@ -313,7 +333,7 @@ class Ledger:
         leaf_pos = np.full(self.tree.n + 1, -1, dtype=np.int64)
         leaf_pos[self.leaf_index] = np.arange(len(self.leaf_index))
         pos = leaf_pos[cols["org"]]  # org -1 maps to the sentinel slot -> -1
-        take = cols["allocated"] & (pos >= 0)
+        take = cols["allocated"] & (pos >= 0) & (cols["end"] > start) & (cols["start"] < end)
         delivered_h = (
             interval_bins(
                 cols["start"][take], cols["end"][take], cols["gpus"][take], pos[take],
