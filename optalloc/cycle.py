@@ -204,6 +204,9 @@ def run_cycle(
     plan_record["inputs"] = {  # what `explain` needs (argv stays in the jobs table only)
         "jobs": [{k: v for k, v in to_dict(j).items() if k != "command"} for j in decision.jobs],
         "usage_ratio": {k: (v if v != float("inf") else None) for k, v in decision.ratios.items()},
+        # GPU-hours owed and not delivered (the floors' debt tilt), nonzero entries only
+        "shortfall": {name: float(x) for name, x in
+                      zip(decision.snapshot.org.names, decision.snapshot.owed_shortfall) if x > 0},
         "nodes": [to_dict(n) for n in nodes],
     }
     with store.transaction():

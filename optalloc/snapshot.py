@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -70,6 +70,15 @@ class Snapshot:
     previous_reservations: tuple[Reservation, ...] = ()
     # the idle GPU-hours of reservations that ended (the previous plan's `reservation_idle`)
     reservation_idle: tuple[ReservationIdle, ...] = ()
+    # GPU-hours owed over the window and not delivered, per org node name (Ledger.owed_shortfall;
+    # the floors' debt tilt): a mapping, or a callable giving one, asked for once and only by
+    # a policy that reads it (greedy does not); None: no ledger history, read as zeros
+    shortfall: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None
+
+    @property
+    def owed_shortfall(self) -> np.ndarray:
+        """(O,) the `shortfall` input per org node, zeros where the caller gave none."""
+        return self.derived(_owed_shortfall)
 
     def derived(self, fn):
         """fn(self), computed once per snapshot and kept beside it (the snapshot is read-only,
@@ -140,11 +149,14 @@ def build_snapshot(
     nodes: Sequence[Node] | None = None,
     reservations: Sequence[Reservation] | None = None,
     reservation_idle: Sequence[ReservationIdle] | None = None,
+    shortfall: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None,
 ) -> Snapshot:
     """Freeze inputs for one epoch. `jobs` defaults to `config.jobs`, `nodes` to `config.nodes`;
     `usage_ratio` maps org node names to their ratio (missing = 0: no usage yet);
     `reservations`: the previous plan's (`Plan.reservations`), if the caller has one, and
-    `reservation_idle` its `Plan.reservation_idle`."""
+    `reservation_idle` its `Plan.reservation_idle`; `shortfall` maps org node names to the
+    GPU-hours owed and not delivered over the window (Ledger.owed_shortfall; missing = 0), or
+    is a callable that gives that mapping when first asked."""
     jobs = tuple(config.jobs if jobs is None else jobs)
     nodes = tuple(config.nodes if nodes is None else nodes)
     gpu_types = tuple(config.gpu_types)
@@ -226,5 +238,15 @@ def build_snapshot(
         type_names=tuple(tnames),
         previous_reservations=tuple(reservations or ()),
         reservation_idle=tuple(reservation_idle or ()),
+        shortfall=shortfall,
         **arrays,
     )
+
+
+def _owed_shortfall(snap: Snapshot) -> np.ndarray:
+    src = snap.shortfall
+    out = np.zeros(snap.org.n)
+    for name, x in ((src() if callable(src) else src) or {}).items():
+        if name in snap.org.index:
+            out[snap.org.index[name]] = max(float(x), 0.0)
+    return out

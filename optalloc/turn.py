@@ -251,10 +251,16 @@ def decide(holds: Holds, now: float, queue: Mapping[str, Job], ledger: Ledger,
     `reservations`: the previous plan's (the lookahead keeps them stable), and
     `reservation_idle` its idle GPU-hours of reservations that ended (charged to their projects
     over the lookback window)."""
-    ratios = ledger.usage_ratios(now, open_intervals=open_intervals(queue.values(), now))
+    running = open_intervals(queue.values(), now)
+    ratios = ledger.usage_ratios(now, open_intervals=running)
+
+    def shortfall() -> dict[str, float]:  # asked for only by a policy that reads it
+        return ledger.owed_shortfall(now, open_intervals=running)
+
     jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
     snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=tuple(nodes),
-                              reservations=reservations, reservation_idle=reservation_idle)
+                              reservations=reservations, reservation_idle=reservation_idle,
+                              shortfall=shortfall)
     t0 = time.perf_counter()
     plan = scheduler.decide(snapshot)
     decide_s = time.perf_counter() - t0

@@ -183,3 +183,19 @@ def test_node_states_reported_by_the_runner_override_the_config(store):
     res = run_cycle(cfg, store, Draining(), FixedClock(0.0))
     assert [p.nodes[0].node for p in res.plan.placements] == ["n1"]
     assert len(res.plan.pending) == 1
+
+
+def test_the_epoch_records_what_each_project_was_owed_and_not_delivered(store):
+    """a's 16-GPU job holds both nodes from t=0, protected for 8 h (the scripted runner never
+    ends it); b's
+    4-GPU job arrives at 60 s and waits: from the epoch at 60 s to 7200 s b was owed 4 GPUs
+    (its demand, below its share of 8) and got none: 4 x 7140 / 3600 GPU-hours. a was owed
+    8 and got 16: nothing short, and neither is the root (it got all 16 GPUs)."""
+    b1 = dataclasses.replace(job("b1", "b", gpus=4), submit_time=60.0)
+    cfg = cluster([job("a1", gpus=16, min_runtime_s=8 * H), b1])
+    runner = ScriptedRunner()
+    for t in (0.0, 60.0, H, 2 * H):
+        run_cycle(cfg, store, runner, FixedClock(t))
+    assert set(runner.running) == {"a1"}
+    inputs = store.last_epoch()["plan"]["inputs"]
+    assert inputs["shortfall"] == {"b": pytest.approx(4 * 7140 / H)}

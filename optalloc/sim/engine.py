@@ -301,7 +301,10 @@ class _Simulation:
             self.demand_samples[-1] = sample
         else:
             self.demand_samples.append(sample)
-        self.ledger.record_demand(t, by)
+        # the decisions' ledger sees demand as cron does, sampled at each epoch (a change
+        # between two epochs counts from the next); the metrics keep the exact times
+        tick = math.ceil(t / self.epoch_s - 1e-9) * self.epoch_s
+        self.ledger.record_demand(tick, by)
 
     def _record_capacity(self, t: float) -> None:
         by = capacity_by_type(self.cfg.gpu_types, self.nodes.values())
