@@ -137,19 +137,40 @@ CASES = [
                  nodes=(8, 8, 8, 8)),
         {"A": 384.0, "B": 384.0}, 16.0),
     Case(  # 3 x 8, entitled 12 each; A only 16-GPU gangs (1 h). Whole nodes allow A 16 for 18
-        # hours and 0 for 6 (greedy does this: 288 / 288). ilp runs A's gang every hour
-        # although B ranks first from hour 1 on (ratio 8/12 < 16/12) and is below its floor:
-        # 384 / 192, and the gap grows every hour. Cause: optalloc/model/objective/impact.py:72
-        # RANK_TILT = 1.0 (used at :163): B's floor GPU weighs at most twice A's, so running the
-        # gang (A 12 floor GPUs x 1 + B 8 x 2 = 28) beats B's 24 GPUs (12 x 2 = 24) every epoch,
-        # whatever the ratio gap (the tilt sees rank places, not how far apart the ratios are).
-        # With RANK_TILT = 3.0 ilp gives 288 / 288 here (checked by hand, not a fix: the tilt is
-        # a measured trade-off, README "How an epoch decides" 1, stop 37)
+        # hours and 0 for 6 (greedy does this: 288 / 288). Until stop 49 ilp ran A's gang every
+        # hour (384 / 192): the rank tilt (impact.RANK_TILT) let A's gang (A 12 floor GPUs x 1
+        # + B 8 x 2 = 28) beat B's 24 floor GPUs (12 x 2 = 24) every epoch, however far behind
+        # B fell. Now B's floor also weighs what B was owed and not delivered (impact.debt_tilt,
+        # one more per hour of its share), so the floors take turns
         "a-project-of-two-node-gangs-gets-its-share-not-two-thirds-of-the-cluster",
         scenario(endless("A", 40, gpus=16) + endless("B", 400), flat(A=1, B=1), nodes=(8, 8, 8)),
-        {"A": 288.0, "B": 288.0}, 16.0,
-        fault="ilp: rank tilt (impact.RANK_TILT, x2 at most) lets A's 12 floor GPUs beat B's 4 "
-              "every epoch; usage ratios drift apart instead of converging"),
+        {"A": 288.0, "B": 288.0}, 16.0),
+    Case(  # the same with A's gangs running 3 h, past their 1-h protection: until stop 49 a
+        # running gang was never stopped for B's floor (384 / 192, no preemption); greedy
+        # stops it when B ranks first (6 preemptions) and so does ilp, once B is owed enough
+        "a-project-whose-two-node-gangs-run-past-protection-yields-to-the-project-it-owes",
+        scenario(endless("A", 40, gpus=16, hours=3) + endless("B", 400), flat(A=1, B=1),
+                 nodes=(8, 8, 8)),
+        {"A": 288.0, "B": 288.0}, 16.0),
+    Case(  # programs P1 {A} and P2 {B}, the two-node-gang case one level down: B's debt counts
+        # in its program's floor row and in its own (alone in P2, it takes P2's)
+        "a-one-project-program-of-two-node-gangs-gets-its-share-over-the-day",
+        scenario(endless("A", 40, gpus=16) + endless("B", 400), hierarchy("A"), nodes=(8, 8, 8)),
+        {"A": 288.0, "B": 288.0}, 16.0),
+    Case(  # B idle until 12 h, then endless; A's two-node gangs all day (16 of 24 GPUs while
+        # alone: 192 GPU-h by 12 h). From 12 h B ranks first (ratio 0 against A's 192/288) and
+        # stays first until its usage catches up (12 + 8 h): its floor first, A's gang does not
+        # fit beside it, so B runs 24 GPUs for 8 h and then they take turns: A 48, B 240 in the
+        # second half (greedy). ilp gives each its share hour by hour (144 / 144): the floors'
+        # debt (impact.debt_tilt) counts what B was owed and not delivered, not the usage A
+        # ran up while B wanted nothing, and the rank tilt lets A's larger floor win until B
+        # is owed an hour of its share (stop 49; until then A 192 / B 96)
+        "a-returning-project-ranked-first-by-usage-gets-the-cluster-until-its-usage-catches-up",
+        scenario(endless("A", 40, gpus=16) + endless("B", 400, at=12 * H), flat(A=1, B=1),
+                 nodes=(8, 8, 8)),
+        {"A": 240.0, "B": 240.0}, 16.0, second_half={"A": 48.0, "B": 240.0},
+        fault="ilp: the floors' debt repays what B was owed, not A's usage while B was idle; "
+              "the rank tilt keeps A's larger floor first"),
 ]
 
 

@@ -113,10 +113,14 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
         leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if loose[v, t] > 1e-9]
         leaves.sort(key=lambda v: (-loose[v, t], v))
         prot = got[:, t] - loose[:, t]
+        owed = snap.owed_shortfall  # what the floors' debt tilt reads (impact.debt_tilt)
         return ", ".join(
             f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where}"
             + (f", {prot[v]:g} of them protected" if not em.tg.pooled and prot[v] > 1e-9
-               else "") + ")" for v in leaves[:3])
+               else "")
+            + (f", {owed[v]:.1f} GPU-hours owed and not delivered over the window"
+               if owed[v] >= 0.05 else "")
+            + ")" for v in leaves[:3])
 
     return ctx.once(("holders outside", o, t), make)
 
