@@ -288,17 +288,23 @@ class Ledger:
 
     def owed_shortfall(self, now: float,
                        open_intervals: Sequence[Interval] = ()) -> dict[str, float]:
-        """GPU-hours each org node was owed over the window and not delivered: max(0, owed -
-        delivered) summed over its projects, owed and delivered as in `owed_delivered` (hourly
+        """GPU-hours each org node was owed over the window and not delivered: max(0, the sum
+        of its projects' owed - the sum of their delivered: a program nets its projects), over
+        the tracked hours (from the first demand sample, as the report), owed and delivered
+        as in `owed_delivered` (hourly
         bins over the lookback window, in decay mode too: with the usage kernel's half-life /
         ln 2 (5.8 h for a 4-h half-life) a debt was repaid within hours, and a two-node gang
         project kept 320 of 576 GPU-hours a day where equal shares give 288 (a judge's case)).
         DESIGN.md rule 2 (delivered shares converge to entitlements capped by demand), read
         as what is still to repay: the floors' debt tilt (optalloc.model.objective.impact)."""
         window = float(self.policy.lookback_s)
-        if not window > 0 or not self._samples("capacity")[0].size:
+        seen = self._samples("demand")[0]  # the tracked hours only, as the report's
+        if (not window > 0 or not self._samples("capacity")[0].size or not seen.size
+                or seen[0] >= now):
             return {name: 0.0 for name in self.tree.names}
-        od = self.owed_delivered(now - window, now, 3600.0, open_intervals)
+        # (report.tracked_since): what ran before optalloc first saw the queue was owed
+        # nothing and repays nothing
+        od = self.owed_delivered(max(float(seen[0]), now - window), now, 3600.0, open_intervals)
         per_leaf = np.zeros((2, self.tree.n))
         per_leaf[0, self.leaf_index] = od.owed_total()
         per_leaf[1, self.leaf_index] = od.delivered_total()

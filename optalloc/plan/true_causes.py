@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.hostlist import compress_names
+from optalloc.model.objective.impact import debt_applies
 from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.held_reasons import _fits
 from optalloc.plan.holder_lines import _leaves_outside, share_row_view
@@ -113,7 +114,8 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
         leaves = [v for v in np.flatnonzero(_leaves_outside(snap, o)) if loose[v, t] > 1e-9]
         leaves.sort(key=lambda v: (-loose[v, t], v))
         prot = got[:, t] - loose[:, t]
-        owed = snap.owed_shortfall  # what the floors' debt tilt reads (impact.debt_tilt)
+        # what the floors' debt tilt reads (impact.debt_tilt), where it reads it
+        owed = snap.owed_shortfall if debt_applies(snap) else np.zeros(snap.org.n)
         return ", ".join(
             f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where}"
             + (f", {prot[v]:g} of them protected" if not em.tg.pooled and prot[v] > 1e-9
