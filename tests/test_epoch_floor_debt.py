@@ -6,9 +6,9 @@ only until the smaller one is owed enough; a project owed nothing is decided as 
 
 One 8-GPU node. A (share 0.75, usage ratio 2.0) wants it for an 8-GPU job: 6
 floor GPUs; B (0.25, ratio 0.1, ranked first) for a 2-GPU job: 2 floor GPUs. They do not fit
-together. B's floor GPU weighs 2 + d_B, A's 1 + d_A (ties aside; d the debt beyond the other's),
-so B's job runs when 2 (2 + d_B) > 6: d_B > 1, B owed more than an hour of its 2-GPU share
-(2 GPU-hours) beyond what A is owed in hours of its own 6-GPU share.
+together. B's floor GPU weighs 2 (1 + d_B), A's 1 + d_A (ties aside; d the debt beyond the
+other's), so B's job runs when 2 x 2 (1 + d_B) > 6: d_B > 1/2, B owed more than half an hour
+of its 2-GPU share (1 GPU-hour) beyond what A is owed in hours of its own 6-GPU share.
 """
 
 from __future__ import annotations
@@ -55,8 +55,10 @@ def _snap(shortfall: dict, shares=None):
 CASES = [
     ("with-nobody-owed-anything-the-floor-more-than-twice-as-large-is-met", {},
      ["A00"], {"B00": B_WAITS}),
-    ("b-owed-less-than-an-hour-of-its-share-still-waits-for-the-larger-floor",
-     {"B": 1.5}, ["A00"], {"B00": B_WAITS}),
+    ("b-owed-less-than-half-an-hour-of-its-share-still-waits-for-the-larger-floor",
+     {"B": 0.8}, ["A00"], {"B00": B_WAITS}),
+    ("b-owed-more-than-half-an-hour-of-its-share-gets-its-floor-first", {"B": 1.2},
+     ["B00"], {"A00": _a_waits(1.2)}),
     ("b-owed-three-hours-of-its-share-gets-its-floor-first", {"B": 6.0},
      ["B00"], {"A00": _a_waits(6.0)}),
     ("the-same-gpu-hours-owed-weigh-more-for-the-smaller-share", {"A": 6.0, "B": 6.0},

@@ -162,8 +162,11 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # in [tie/2, tie]: the tie-break between floors of one rank
     eps = np.where(depth > 0, tie * (0.5 + 0.5 * pos), 0.0)
     # in [0, RANK_TILT]: a better-ranked floor first (rule 1), where sizes differ by less;
-    # plus what a subtree is owed and was not delivered (rule 2: over time, not one epoch)
-    tilt = RANK_TILT * tilt_position(snap) + debt_tilt(snap, g_max)
+    # times 1 + what a subtree is owed and was not delivered (rule 2: over time, not one
+    # epoch). Multiplied, not added: two nodes owed the same keep their rank's factor (added,
+    # a debt of 4.5 each beside a third node owed nothing cut it from 2x to 1.22x: a review)
+    rank = RANK_TILT * tilt_position(snap)
+    tilt = (1.0 + rank) * (1.0 + debt_tilt(snap, g_max)) - 1.0
     # a floor whose work may move yields its rank's tilt and one tie: below every other's
     unit = (tie + tilt)[:, None] * omega[None, :] * share[:, None]
     return (wt, omega[None, :] * (1.0 + tilt[:, None] + eps[:, None]) * share[:, None],
@@ -210,9 +213,10 @@ def debt_tilt(snap: Snapshot, g_max: float) -> np.ndarray:
     equal shares, A only 16-GPU gangs, B 1-GPU jobs: A's gang (12 floor GPUs of A + 8 of B)
     beat B's 12 floor GPUs at twice the weight, A 384 and B 192 GPU-hours a day where greedy
     delivers 288 each (DESIGN.md rule 2: delivered shares converge to entitlements capped by
-    demand). With the debt, B's floor weighs one more for each hour of its share it is owed,
-    so a larger floor wins only until the other is owed about (size ratio - 1 - the rank
-    tilt) hours of its share, and the floors take turns (`tests/test_fairness_over_time_
+    demand). With the debt, B's floor factor (1 + its rank tilt) is multiplied by 1 + one
+    for each hour of its share it is owed (tier_weights), so a larger floor wins only until
+    the other is owed about (size ratio / (1 + the rank tilt) - 1) hours of its share, and
+    the floors take turns (`tests/test_fairness_over_time_
     judge_cases.py`). A project that got what it was owed has no debt, whatever its usage
     ratio. One unit per epoch of the share (300 s) instead of per hour flipped floors twelve
     times as fast, with more preemptions and less owed delivered hour by hour (README, "How
