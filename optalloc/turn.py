@@ -254,8 +254,10 @@ def decide(holds: Holds, now: float, queue: Mapping[str, Job], ledger: Ledger,
     running = open_intervals(queue.values(), now)
     ratios = ledger.usage_ratios(now, open_intervals=running)
 
+    marks = ledger.marks()  # the ledger as the decision sees it, whenever it is asked
+
     def shortfall() -> dict[str, float]:  # asked for only by a policy that reads it
-        return ledger.owed_shortfall(now, open_intervals=running)
+        return ledger.owed_shortfall(now, open_intervals=running, marks=marks)
 
     jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
     snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=tuple(nodes),

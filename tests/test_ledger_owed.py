@@ -199,3 +199,16 @@ def test_owed_shortfall_counts_a_running_jobs_open_interval():
 def test_without_capacity_samples_nothing_is_owed_short():
     led = Ledger(GPU_TYPES, OrgTree.build(ROOT, ["h100"]), Policy())
     assert set(led.owed_shortfall(H).values()) == {0.0}
+
+
+def test_owed_shortfall_as_of_marks_ignores_what_was_recorded_after_them():
+    led = ledger()
+    led.record_demand(0, {"B1": 8})
+    marks = led.marks()
+    before = led.owed_shortfall(2 * H, marks=marks)
+    led.record_interval(Interval("late", "B1", "h100", 4, 0.0, 2 * H))  # recorded after
+    led.record_demand(H, {"B1": 0})
+    led.record_capacity(H, {"h100": 16})
+    assert before["B1"] == pytest.approx(8.0)
+    assert led.owed_shortfall(2 * H, marks=marks) == before
+    assert led.owed_shortfall(2 * H)["B1"] == pytest.approx(0.0)

@@ -220,10 +220,15 @@ class Ledger:
         w = np.where(cols["type"] >= 0, self.weight[t], 1.0)
         return np.where(cols["allocated"] & known & shared, cols["gpus"] * w, 0.0)
 
-    def _samples(self, which: str) -> tuple[np.ndarray, np.ndarray]:
+    def _samples(self, which: str, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of demand or capacity samples, sorted by time (ties: last recorded
-        wins, because the sort is stable and lookups take the last of equal times)."""
+        wins, because the sort is stable and lookups take the last of equal times); `upto`:
+        only the first that many recorded (`marks`)."""
         cols = self._demand if which == "demand" else self._capacity
+        if upto is not None and upto < len(cols):
+            t, v = cols["t"][:upto], cols["gpus"][:upto]
+            order = np.argsort(t, kind="stable")
+            return t[order], v[order]
         cached = self._sorted_cache.get(which)
         if cached is not None and cached[0] == len(cols):
             return cached[1], cached[2]
@@ -236,6 +241,22 @@ class Ledger:
     @property
     def n_intervals(self) -> int:
         return len(self._iv) + len(self._pending)
+
+    def marks(self) -> tuple[int, int, int]:
+        """How many intervals, demand and capacity samples are recorded now: a query given
+        them later reads the ledger as it is now (records are only ever appended)."""
+        return self.n_intervals, len(self._demand), len(self._capacity)
+
+    def _columns_upto(self, n: int | None, open_intervals: Sequence[Interval]) -> dict:
+        """`columns`, the first n recorded intervals only (all with None)."""
+        if n is None or n >= self.n_intervals:
+            return self.columns(open_intervals)
+        cols = {k: v[:n] for k, v in self.columns().items()}
+        if open_intervals:
+            extra = self._interval_arrays(list(open_intervals))
+            extra["charge"] = self._charge(extra)
+            cols = {k: np.concatenate([v, extra[k]]) for k, v in cols.items()}
+        return cols
 
     # ------------------------------------------------------------------ queries
 
@@ -286,8 +307,8 @@ class Ledger:
         r = self.ratios(now, open_intervals)
         return {name: float(x) for name, x in zip(self.tree.names, r)}
 
-    def owed_shortfall(self, now: float,
-                       open_intervals: Sequence[Interval] = ()) -> dict[str, float]:
+    def owed_shortfall(self, now: float, open_intervals: Sequence[Interval] = (),
+                       marks: tuple[int, int, int] | None = None) -> dict[str, float]:
         """GPU-hours each org node was owed over the window and not delivered: max(0, the sum
         of its projects' owed - the sum of their delivered: a program nets its projects), over
         the tracked hours (from the first demand sample, as the report), owed and delivered
@@ -296,15 +317,19 @@ class Ledger:
         ln 2 (5.8 h for a 4-h half-life) a debt was repaid within hours, and a two-node gang
         project kept 320 of 576 GPU-hours a day where equal shares give 288 (a judge's case)).
         DESIGN.md rule 2 (delivered shares converge to entitlements capped by demand), read
-        as what is still to repay: the floors' debt tilt (optalloc.model.objective.impact)."""
+        as what is still to repay: the floors' debt tilt (optalloc.model.objective.impact).
+        `marks` (from `marks()`): read the ledger as it was then, whatever was recorded since
+        (a snapshot asks for this lazily, maybe after its epoch's runs were recorded)."""
         window = float(self.policy.lookback_s)
-        seen = self._samples("demand")[0]  # the tracked hours only, as the report's
-        if (not window > 0 or not self._samples("capacity")[0].size or not seen.size
+        n_iv, n_dem, n_cap = marks if marks is not None else (None, None, None)
+        seen = self._samples("demand", n_dem)[0]  # the tracked hours only, as the report's
+        if (not window > 0 or not self._samples("capacity", n_cap)[0].size or not seen.size
                 or seen[0] >= now):
             return {name: 0.0 for name in self.tree.names}
         # (report.tracked_since): what ran before optalloc first saw the queue was owed
         # nothing and repays nothing
-        od = self.owed_delivered(max(float(seen[0]), now - window), now, 3600.0, open_intervals)
+        od = self.owed_delivered(max(float(seen[0]), now - window), now, 3600.0, open_intervals,
+                                 marks=marks)
         per_leaf = np.zeros((2, self.tree.n))
         per_leaf[0, self.leaf_index] = od.owed_total()
         per_leaf[1, self.leaf_index] = od.delivered_total()
@@ -318,8 +343,10 @@ class Ledger:
         end: float,
         step: float = 3600.0,
         open_intervals: Sequence[Interval] = (),
+        marks: tuple[int, int, int] | None = None,
     ) -> OwedDelivered:
-        """Owed and delivered GPU-hours per project and bin of `step` seconds (see owed.py)."""
+        """Owed and delivered GPU-hours per project and bin of `step` seconds (see owed.py);
+        `marks`: the ledger as it was when `marks()` gave them."""
         if not end > start or step <= 0:
             raise OptallocError(
                 f"ledger: owed_delivered needs end > start and step > 0 (got start={start}, "
@@ -329,13 +356,14 @@ class Ledger:
         edges = np.minimum(start + step * np.arange(n_bins + 1), end)
         edges[-1] = end
         ent = self.tree.entitlement[self.leaf_index]  # (P, T)
-        ct, cv = self._samples("capacity")
+        n_iv, n_dem, n_cap = marks if marks is not None else (None, None, None)
+        ct, cv = self._samples("capacity", n_cap)
         cap_s = step_integrals(ct, cv, edges, before="first")  # (H, T) GPU-seconds
         entitled_h = ent @ cap_s.T / 3600.0  # (P, H)
-        dt, dv = self._samples("demand")
+        dt, dv = self._samples("demand", n_dem)
         dem_s = step_integrals(dt, dv[:, self.leaf_index], edges, before="zero")  # (H, P)
         demanded_h = dem_s.T / 3600.0
-        cols = self.columns(open_intervals)
+        cols = self._columns_upto(n_iv, open_intervals)
         leaf_pos = np.full(self.tree.n + 1, -1, dtype=np.int64)
         leaf_pos[self.leaf_index] = np.arange(len(self.leaf_index))
         pos = leaf_pos[cols["org"]]  # org -1 maps to the sentinel slot -> -1
