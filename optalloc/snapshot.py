@@ -166,10 +166,7 @@ def build_snapshot(
     policy = config.policy
     T, J = len(gpu_types), len(jobs)
 
-    ratio = np.zeros(org.n)
-    for name, r in (usage_ratio or {}).items():
-        if name in org.index:
-            ratio[org.index[name]] = float(r)
+    ratio = _by_name(org, usage_ratio)
 
     node_type = np.fromiter((tidx[n.gpu_type] for n in nodes), dtype=np.int64, count=len(nodes))
     node_gpus = np.fromiter((n.gpus for n in nodes), dtype=np.int64, count=len(nodes))
@@ -243,10 +240,15 @@ def build_snapshot(
     )
 
 
+def _by_name(org: OrgTree, values: Mapping[str, float] | None) -> np.ndarray:
+    """(O,) values by org node name; names the tree does not know are left out, missing = 0."""
+    out = np.zeros(org.n)
+    for name, x in (values or {}).items():
+        if name in org.index:
+            out[org.index[name]] = float(x)
+    return out
+
+
 def _owed_shortfall(snap: Snapshot) -> np.ndarray:
     src = snap.shortfall
-    out = np.zeros(snap.org.n)
-    for name, x in ((src() if callable(src) else src) or {}).items():
-        if name in snap.org.index:
-            out[snap.org.index[name]] = max(float(x), 0.0)
-    return out
+    return np.maximum(_by_name(snap.org, src() if callable(src) else src), 0.0)

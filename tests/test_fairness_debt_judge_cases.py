@@ -34,7 +34,13 @@ from optalloc.sim.metrics import compute_metrics
 from optalloc.sim.policies import make_policy
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.types import NodeState, OrgNode, UsageMode
-from tests.test_fairness_over_time_judge_cases import H, _window, endless, flat, scenario
+from tests.test_fairness_over_time_judge_cases import (
+    H,
+    assert_long_run,
+    endless,
+    flat,
+    scenario,
+)
 
 
 def programs(**progs):
@@ -232,14 +238,7 @@ def test_debt_and_fairness_over_time_match_the_hand_computed_shares(case, policy
     rec = Recording(make_policy(policy))
     res = simulate(case.sc, rec, check=True)
     m = compute_metrics(res)
-    got = {p: m["projects"][p]["delivered_gpu_h"] for p in case.delivered}
-    assert got == {p: pytest.approx(v, abs=case.tol) for p, v in case.delivered.items()}
-    if case.second_half:
-        half = {p: _window(res, p, 12 * H, 24 * H) for p in case.second_half}
-        assert half == {p: pytest.approx(v, abs=case.tol) for p, v in case.second_half.items()}
-    if case.unallocated:
-        un = {p: m["projects"][p]["unallocated_gpu_h"] for p in case.unallocated}
-        assert un == {p: pytest.approx(v, abs=case.tol) for p, v in case.unallocated.items()}
+    assert_long_run(case, res, m)
     if case.owed:
         owed = {p: m["projects"][p]["owed_gpu_h"] for p in case.owed}
         assert owed == {p: pytest.approx(v, abs=1e-6) for p, v in case.owed.items()}

@@ -185,10 +185,9 @@ PARAMS = [pytest.param(c, pol, id=f"{c.name}[{pol}]",
           for c in CASES for pol in c.policies]
 
 
-@pytest.mark.parametrize("case, policy", PARAMS)
-def test_long_run_gpu_hours_match_the_hand_computed_shares(case, policy):
-    res = simulate(case.sc, make_policy(policy), check=True)
-    m = compute_metrics(res)
+def assert_long_run(case, res, m) -> None:
+    """What every day-long case checks: GPU-hours delivered over the run, over the second
+    half, and run as unallocated work, each within the case's tolerance."""
     got = {p: m["projects"][p]["delivered_gpu_h"] for p in case.delivered}
     assert got == {p: pytest.approx(v, abs=case.tol) for p, v in case.delivered.items()}
     if case.second_half:
@@ -197,3 +196,9 @@ def test_long_run_gpu_hours_match_the_hand_computed_shares(case, policy):
     if case.unallocated:
         un = {p: m["projects"][p]["unallocated_gpu_h"] for p in case.unallocated}
         assert un == {p: pytest.approx(v, abs=case.tol) for p, v in case.unallocated.items()}
+
+
+@pytest.mark.parametrize("case, policy", PARAMS)
+def test_long_run_gpu_hours_match_the_hand_computed_shares(case, policy):
+    res = simulate(case.sc, make_policy(policy), check=True)
+    assert_long_run(case, res, compute_metrics(res))

@@ -203,12 +203,15 @@ class Ledger:
             cols = {k: self._iv[k] for k in ("start", "end", "gpus", "type", "org", "allocated")}
             cols["charge"] = self._charge(cols)
             self._cols_cache = (n, cols)
-        cols = self._cols_cache[1]
-        if open_intervals:
-            extra = self._interval_arrays(list(open_intervals))
-            extra["charge"] = self._charge(extra)
-            cols = {k: np.concatenate([v, extra[k]]) for k, v in cols.items()}
-        return cols
+        return self._with_open(self._cols_cache[1], open_intervals)
+
+    def _with_open(self, cols: dict, open_intervals: Sequence[Interval]) -> dict:
+        """`cols` with `open_intervals` appended (charge included)."""
+        if not open_intervals:
+            return cols
+        extra = self._interval_arrays(list(open_intervals))
+        extra["charge"] = self._charge(extra)
+        return {k: np.concatenate([v, extra[k]]) for k, v in cols.items()}
 
     def _charge(self, cols: Mapping[str, np.ndarray]) -> np.ndarray:
         """Charged weighted GPUs per interval: allocated work of a known project on a type where
@@ -251,12 +254,7 @@ class Ledger:
         """`columns`, the first n recorded intervals only (all with None)."""
         if n is None or n >= self.n_intervals:
             return self.columns(open_intervals)
-        cols = {k: v[:n] for k, v in self.columns().items()}
-        if open_intervals:
-            extra = self._interval_arrays(list(open_intervals))
-            extra["charge"] = self._charge(extra)
-            cols = {k: np.concatenate([v, extra[k]]) for k, v in cols.items()}
-        return cols
+        return self._with_open({k: v[:n] for k, v in self.columns().items()}, open_intervals)
 
     # ------------------------------------------------------------------ queries
 
