@@ -207,6 +207,10 @@ def run_cycle(
         # GPU-hours owed and not delivered (the floors' debt tilt), nonzero entries only
         "shortfall": {name: float(x) for name, x in
                       zip(decision.snapshot.org.names, decision.snapshot.owed_shortfall) if x > 0},
+        # and against the fair share, an idle sibling's share flowing (the floors' lift)
+        "fair_shortfall": {name: float(x) for name, x in
+                           zip(decision.snapshot.org.names, decision.snapshot.fair_owed_shortfall)
+                           if x > 0},
         "nodes": [to_dict(n) for n in nodes],
     }
     with store.transaction():

@@ -144,3 +144,45 @@ class OrgTree:
 
     def leaf_entitlement(self, name: str, gpu_type: str) -> float:
         return float(self.entitlement[self.index[name], self.gpu_types.index(gpu_type)])
+
+    def fair_shares(self, demand: np.ndarray, entitled: np.ndarray) -> np.ndarray:
+        """(n, H) each node's fair share of the entitled GPUs (DESIGN.md rule 2): the root's
+        entitled total (its children's) shared among its children in proportion to their
+        entitlement, each capped at its demand, what one does not want going to its
+        siblings, and each node's share shared among its children the same way, down to the
+        leaves. demand, entitled: (n, H) per node, e.g. GPU-hours per hour. Row 0 (the root)
+        is what is shared."""
+        out = np.zeros(demand.shape)
+        kids = self.families()
+        if not kids:
+            return out
+        out[0] = entitled[kids[0][1]].sum(axis=0)
+        for o, ch in kids:
+            out[ch] = share_capped(out[o], demand[ch], entitled[ch])
+        return out
+
+
+
+def share_capped(total, cap: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """min(cap, lam * weight) with the largest lam whose sum is at most `total`: water-filling,
+    a member that wants less than its share leaves the rest to the others in proportion to
+    their weights (only members of positive weight take any); the caps where `total` covers
+    them all. cap, weight: (k,) with a scalar total, or (k, H) with total (H,), each column on
+    its own."""
+    one = np.ndim(cap) == 1
+    cap = np.asarray(cap, dtype=float).reshape(len(cap), -1)
+    w = np.maximum(np.asarray(weight, dtype=float).reshape(cap.shape), 0.0)
+    left = np.array(total, dtype=float).reshape(-1).copy()
+    full = left >= cap.sum(axis=0) - 1e-12
+    out = np.where(full[None, :], cap, 0.0)
+    live = (w > 0) & ~full[None, :]
+    while live.any():  # members whose cap binds at the current level take it, then the rest
+        wl = np.where(live, w, 0.0)
+        lam = left / np.maximum(wl.sum(axis=0), 1e-300)
+        hit = live & (cap <= lam[None, :] * w + 1e-12)
+        rest = live.any(axis=0) & ~hit.any(axis=0)  # columns where nobody's cap binds
+        out = np.where(live & rest[None, :], lam[None, :] * w, out)
+        out = np.where(hit, cap, out)
+        left = left - np.where(hit, cap, 0.0).sum(axis=0)
+        live &= ~hit & ~rest[None, :]
+    return out[:, 0] if one else out

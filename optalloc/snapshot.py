@@ -74,11 +74,19 @@ class Snapshot:
     # the floors' debt tilt): a mapping, or a callable giving one, asked for once and only by
     # a policy that reads it (greedy does not); None: no ledger history, read as zeros
     shortfall: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None
+    # the same against each node's fair share, an idle sibling's share flowing to the others
+    # (Ledger.shortfalls' second; targets.lifted_floors reads whether it is owed)
+    fair_shortfall: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None
 
     @property
     def owed_shortfall(self) -> np.ndarray:
         """(O,) the `shortfall` input per org node, zeros where the caller gave none."""
         return self.derived(_owed_shortfall)
+
+    @property
+    def fair_owed_shortfall(self) -> np.ndarray:
+        """(O,) the `fair_shortfall` input per org node, zeros where the caller gave none."""
+        return self.derived(_fair_shortfall)
 
     def derived(self, fn):
         """fn(self), computed once per snapshot and kept beside it (the snapshot is read-only,
@@ -150,13 +158,15 @@ def build_snapshot(
     reservations: Sequence[Reservation] | None = None,
     reservation_idle: Sequence[ReservationIdle] | None = None,
     shortfall: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None,
+    fair_shortfall: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None,
 ) -> Snapshot:
     """Freeze inputs for one epoch. `jobs` defaults to `config.jobs`, `nodes` to `config.nodes`;
     `usage_ratio` maps org node names to their ratio (missing = 0: no usage yet);
     `reservations`: the previous plan's (`Plan.reservations`), if the caller has one, and
     `reservation_idle` its `Plan.reservation_idle`; `shortfall` maps org node names to the
     GPU-hours owed and not delivered over the window (Ledger.owed_shortfall; missing = 0), or
-    is a callable that gives that mapping when first asked."""
+    is a callable that gives that mapping when first asked; `fair_shortfall` the same against
+    each node's fair share (Ledger.shortfalls)."""
     jobs = tuple(config.jobs if jobs is None else jobs)
     nodes = tuple(config.nodes if nodes is None else nodes)
     gpu_types = tuple(config.gpu_types)
@@ -236,6 +246,7 @@ def build_snapshot(
         previous_reservations=tuple(reservations or ()),
         reservation_idle=tuple(reservation_idle or ()),
         shortfall=shortfall,
+        fair_shortfall=fair_shortfall,
         **arrays,
     )
 
@@ -251,4 +262,9 @@ def _by_name(org: OrgTree, values: Mapping[str, float] | None) -> np.ndarray:
 
 def _owed_shortfall(snap: Snapshot) -> np.ndarray:
     src = snap.shortfall
+    return np.maximum(_by_name(snap.org, src() if callable(src) else src), 0.0)
+
+
+def _fair_shortfall(snap: Snapshot) -> np.ndarray:
+    src = snap.fair_shortfall
     return np.maximum(_by_name(snap.org, src() if callable(src) else src), 0.0)

@@ -15,6 +15,7 @@ the caller's; nothing here does I/O or knows whether it is simulated.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol, Sequence
@@ -256,13 +257,15 @@ def decide(holds: Holds, now: float, queue: Mapping[str, Job], ledger: Ledger,
 
     marks = ledger.marks()  # the ledger as the decision sees it, whenever it is asked
 
-    def shortfall() -> dict[str, float]:  # asked for only by a policy that reads it
-        return ledger.owed_shortfall(now, open_intervals=running, marks=marks)
+    @functools.cache
+    def shortfalls() -> tuple[dict[str, float], dict[str, float]]:  # only where read, once
+        return ledger.shortfalls(now, open_intervals=running, marks=marks)
 
     jobs = tuple(sorted(holds.jobs, key=lambda j: (j.submit_time, j.id)))
     snapshot = build_snapshot(holds.config, now, jobs=jobs, usage_ratio=ratios, nodes=tuple(nodes),
                               reservations=reservations, reservation_idle=reservation_idle,
-                              shortfall=shortfall)
+                              shortfall=lambda: shortfalls()[0],
+                              fair_shortfall=lambda: shortfalls()[1])
     t0 = time.perf_counter()
     plan = scheduler.decide(snapshot)
     decide_s = time.perf_counter() - t0

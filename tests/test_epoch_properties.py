@@ -82,7 +82,11 @@ def instances(draw, max_jobs: int = 24, queue: bool = True):
     # enough to reach the cap, per project
     shortfall = {p.name: draw(st.sampled_from([0.0, 0.0, 0.0, 2.0, 20.0, 500.0]))
                  for p in projects}
-    return build_snapshot(cfg, now=now, usage_ratio=usage, shortfall=shortfall)
+    # and against the fair share (an idle sibling's share flowing: at least the published
+    # shortfall), which lifts an owed project's floor (targets.lifted_floors)
+    fair = {p: x + draw(st.sampled_from([0.0, 0.0, 3.0, 40.0])) for p, x in shortfall.items()}
+    return build_snapshot(cfg, now=now, usage_ratio=usage, shortfall=shortfall,
+                          fair_shortfall=fair)
 
 
 def _pack(nodes, free, g, allowed, k, on_down: bool):

@@ -97,18 +97,16 @@ CASES = [
     Case(  # 3 x 8 GPUs, A = B = C, C never submits anything: C's 8 flow to A and B split by
         # shares (rule 2), so A and B are each entitled to 12 capped by demand. A's two-node
         # gang (16) does not fit beside B's 12: A 16 / B 8 for 3 hours in 4, B 24 the 4th:
-        # A 288, B 288 (greedy does exactly this). Prototype (exp4.py, run): water-filling the
-        # top level's floors too (as nested_floors does inside programs) AND owed per hour =
-        # the capacity water-filled over demands by share gives ilp 288 / 288; either alone
-        # leaves 384 / 192
+        # A 288, B 288 (greedy does exactly this). Until stop 50 ilp gave 384 / 192: top-level
+        # floors were min(demand, share) = 8 each, so A's gang met both, and B, getting its 8,
+        # was never owed. Now B is owed its fair share (12: C's share flows, OrgTree.
+        # fair_shares), so where B ranks first its floor takes its part of C's share
+        # (targets.lifted_floors: 12) and B's 24 beat A's gang, in the Fair-Tree order
         "an-idle-third-projects-share-flows-to-both-others-and-the-gang-project-gets-only-half",
         scenario(endless("A", 60, gpus=16) + endless("B", 600), flat(A=1, B=1, C=1),
                  nodes=(8, 8, 8)),
         {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0,
-        owed={"A": 192.0, "B": 192.0, "C": 0.0},
-        fault="ilp 384 / 192: top-level floors are min(demand, raw share) = 8 each (C's 8 flow "
-              "only into targets), so A's gang meets both floors and B is never owed "
-              "(owed = min(8, demand), delivered 8): the debt never starts; B ranks first all day"),
+        owed={"A": 192.0, "B": 192.0, "C": 0.0}),
     Case(  # 4 x 8 GPUs, shares A 2 : B 1 : C 1 (16, 8, 8). A and B run only two-node gangs, C
         # 1-GPU jobs. A's one gang is exactly its share; B's gang (16) and C's 8 cannot both
         # fit beside it: B's gang runs half the hours (16 / 2 = 8), C gets 16 the other half:

@@ -212,3 +212,28 @@ def test_owed_shortfall_as_of_marks_ignores_what_was_recorded_after_them():
     assert before["B1"] == pytest.approx(8.0)
     assert led.owed_shortfall(2 * H, marks=marks) == before
     assert led.owed_shortfall(2 * H)["B1"] == pytest.approx(0.0)
+
+
+def test_the_fair_shortfall_gives_an_idle_siblings_share_to_the_others_by_shares():
+    # 8 GPUs: A {A1, A2} 4 (2 each), B1 4. A1 wants 6, A2 nothing, B1 2. Published owed:
+    # A1 2, B1 2 (min(entitled, demanded)). Fair share: B1 2, A 6 (B1's unused 2 flow to A),
+    # all of it A1's (A2's 2 flow to its sibling first)
+    led = ledger()
+    led.record_demand(0, {"A1": 6, "B1": 2})
+    owed, fair = led.shortfalls(H)
+    assert owed == pytest.approx({"root": 4.0, "A": 2.0, "A1": 2.0, "A2": 0.0, "B1": 2.0})
+    assert fair == pytest.approx({"root": 8.0, "A": 6.0, "A1": 6.0, "A2": 0.0, "B1": 2.0})
+    assert led.owed_shortfall(H) == owed
+    # A1 delivered 4 of its fair 6: owed 2 more that way, nothing by the published measure
+    led.record_interval(Interval("a", "A1", "h100", 4, 0.0, H))
+    owed, fair = led.shortfalls(H)
+    assert (owed["A1"], fair["A1"], fair["A2"]) == pytest.approx((0.0, 2.0, 0.0))
+
+
+def test_with_every_project_wanting_its_share_the_two_shortfalls_agree():
+    led = ledger()
+    led.record_demand(0, {"A1": 5, "A2": 3, "B1": 9})
+    led.record_interval(Interval("b", "B1", "h100", 1, 0.0, 2 * H))
+    owed, fair = led.shortfalls(2 * H)
+    assert owed == pytest.approx(fair)
+    assert fair == pytest.approx({"root": 14.0, "A": 8.0, "A1": 4.0, "A2": 4.0, "B1": 6.0})

@@ -6,7 +6,7 @@ Each row times, in one process and one run (wall seconds, best of `repeat`):
     build_s             Ledger from columns (what StateStore.ledger does after reading)
     report_s            build_report(ledger, now): usage, entitled, ratios, owed/delivered over lookback
     usage_ratios_s      Ledger.usage_ratios(now) (the per-epoch call of cron and simulator)
-    owed_shortfall_s    Ledger.owed_shortfall(now) (the other per-epoch call: the floors' debt)
+    owed_shortfall_s    Ledger.shortfalls(now) (the other per-epoch call: the floors' debt and lift)
     owed_delivered_s    Ledger.owed_delivered over the whole span, hourly (simulator metrics)
     store_load_s        StateStore.ledger() from a SQLite file (only with store=True)
     peak_mem_mb         tracemalloc peak while building and reporting (separate pass)
@@ -138,7 +138,7 @@ def run(
             "build_s": build_s,
             "report_s": _best(lambda: build_report(led, now), repeat),
             "usage_ratios_s": _best(lambda: led.usage_ratios(now), repeat),
-            "owed_shortfall_s": _best(lambda: led.owed_shortfall(now), repeat),
+            "owed_shortfall_s": _best(lambda: led.shortfalls(now), repeat),
             "owed_delivered_s": _best(lambda: led.owed_delivered(0.0, now), repeat),
             "build_with_samples_s": samples_s,
         }

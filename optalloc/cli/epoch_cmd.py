@@ -361,7 +361,8 @@ def cmd_explain(args) -> int:
     )
     ratios = {k: (float("inf") if v is None else v) for k, v in inputs["usage_ratio"].items()}
     snap = build_snapshot(holds.config, float(plan_doc["now"]), jobs=holds.jobs,
-                          usage_ratio=ratios, nodes=nodes, shortfall=inputs.get("shortfall"))
+                          usage_ratio=ratios, nodes=nodes, shortfall=inputs.get("shortfall"),
+                          fair_shortfall=inputs.get("fair_shortfall"))
     plan = plan_from_dict(plan_doc)
     d = explain(snap, plan, args.job)
     if args.json:

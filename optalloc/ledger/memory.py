@@ -307,33 +307,59 @@ class Ledger:
 
     def owed_shortfall(self, now: float, open_intervals: Sequence[Interval] = (),
                        marks: tuple[int, int, int] | None = None) -> dict[str, float]:
-        """GPU-hours each org node was owed over the window and not delivered: max(0, the sum
-        of its projects' owed - the sum of their delivered: a program nets its projects), over
-        the tracked hours (from the first demand sample, as the report), owed and delivered
-        as in `owed_delivered` (hourly
-        bins over the lookback window, in decay mode too: with the usage kernel's half-life /
-        ln 2 (5.8 h for a 4-h half-life) a debt was repaid within hours, and a two-node gang
-        project kept 320 of 576 GPU-hours a day where equal shares give 288 (a judge's case)).
-        DESIGN.md rule 2 (delivered shares converge to entitlements capped by demand), read
-        as what is still to repay: the floors' debt tilt (optalloc.model.objective.impact).
-        `marks` (from `marks()`): read the ledger as it was then, whatever was recorded since
-        (a snapshot asks for this lazily, maybe after its epoch's runs were recorded)."""
+        """GPU-hours each org node was owed over the window and not delivered (`shortfalls`'
+        first: owed as the published metric)."""
+        return self.shortfalls(now, open_intervals, marks)[0]
+
+    def shortfalls(self, now: float, open_intervals: Sequence[Interval] = (),
+                   marks: tuple[int, int, int] | None = None
+                   ) -> tuple[dict[str, float], dict[str, float]]:
+        """(owed, fair): GPU-hours each org node was owed over the window and not delivered,
+        max(0, what it was owed - the sum of its projects' delivered: a program nets its
+        projects), over the tracked hours (from the first demand sample, as the report),
+        hour by hour, in two measures of what it was owed:
+
+        * owed: its projects' min(entitled, demanded), as in `owed_delivered` (the published
+          fairness metric). DESIGN.md rule 2 (delivered shares converge to entitlements
+          capped by demand), read as what is still to repay: the floors' debt tilt
+          (optalloc.model.objective.impact.debt_tilt).
+        * fair: its fair share (`OrgTree.fair_shares`): the hour's entitled GPU-hours shared
+          down the tree by shares, each node capped at its demand, what one does not want
+          going to its siblings (rule 2's first sentence; the published owed gives an idle
+          project's share to nobody). Whether a node is owed this way lifts its floor by its
+          part of an idle share (optalloc.model.targets.lifted_floors).
+
+        Hourly bins over the lookback window, in decay mode too (over the usage kernel's
+        half-life / ln 2, 5.8 h, a debt was repaid within hours: a judge's case). `marks`
+        (from `marks()`): the ledger as it was then (a snapshot asks for this lazily, maybe
+        after its epoch's runs were recorded)."""
         window = float(self.policy.lookback_s)
         n_iv, n_dem, n_cap = marks if marks is not None else (None, None, None)
         seen = self._samples("demand", n_dem)[0]  # the tracked hours only, as the report's
         if (not window > 0 or not self._samples("capacity", n_cap)[0].size or not seen.size
                 or seen[0] >= now):
-            return {name: 0.0 for name in self.tree.names}
+            zero = {name: 0.0 for name in self.tree.names}
+            return zero, dict(zero)
         # (report.tracked_since): what ran before optalloc first saw the queue was owed
         # nothing and repays nothing
         od = self.owed_delivered(max(float(seen[0]), now - window), now, 3600.0, open_intervals,
                                  marks=marks)
-        per_leaf = np.zeros((2, self.tree.n))
-        per_leaf[0, self.leaf_index] = od.owed_total()
-        per_leaf[1, self.leaf_index] = od.delivered_total()
-        owed, dlv = (self.members @ per_leaf.T).T
-        short = np.maximum(owed - dlv, 0.0)
-        return {name: float(x) for name, x in zip(self.tree.names, short)}
+        dlv = self.members @ self._per_leaf(od.delivered_total())
+        owed = self.members @ self._per_leaf(od.owed_total())
+        fair = self.tree.fair_shares(self._per_node(od.demanded_h),
+                                     self._per_node(od.entitled_h)).sum(axis=1)
+        return tuple({name: float(x) for name, x in zip(self.tree.names, np.maximum(o - dlv, 0))}
+                     for o in (owed, fair))
+
+    def _per_leaf(self, per_project: np.ndarray) -> np.ndarray:
+        """(n,) or (n, H): a per-project array on the org tree's rows, 0 for inner nodes."""
+        full = np.zeros((self.tree.n,) + per_project.shape[1:])
+        full[self.leaf_index] = per_project
+        return full
+
+    def _per_node(self, per_project: np.ndarray) -> np.ndarray:
+        """(n, H) sums over each node's projects of a (P, H) per-project array."""
+        return self.members @ self._per_leaf(per_project)
 
     def owed_delivered(
         self,

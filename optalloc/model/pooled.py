@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optalloc.model.debt import pooled_applies  # noqa: F401 (re-exported: tests, callers)
 from optalloc.model.requirements import Requirements
 from optalloc.model.targets import (
     PASSES,
@@ -47,7 +48,9 @@ from optalloc.model.targets import (
     counted_running,
     horizons,
     lookahead_on,
+    lifted_floors,
     nested_floors,
+    owed_nodes,
 )
 from optalloc.model.order import clipped_ratios
 from optalloc.snapshot import Snapshot
@@ -59,17 +62,6 @@ def fair_targets(snap: Snapshot, req: Requirements) -> Targets:
     if not pooled_applies(snap):
         return compute_targets(snap, req)
     return _pooled(snap, req)
-
-
-def pooled_applies(snap: Snapshot) -> bool:
-    """Several types, every org node's share the same on each, and one billing weight: a GPU
-    of one type is then worth a GPU of another to the ledger. (With different weights a
-    pooled budget would need a unit for a job that may run on either; each type is then
-    filled alone, as with share_by_type.)"""
-    ent = snap.org.entitlement
-    bw = np.array([g.billing_weight for g in snap.gpu_types], dtype=float)
-    return (ent.shape[1] > 1 and bool(np.allclose(ent, ent[:, :1], rtol=1e-9, atol=1e-12))
-            and bool(np.allclose(bw, bw[:1], rtol=1e-9)))
 
 
 def _leaf_demand(snap: Snapshot, req: Requirements):
@@ -130,6 +122,7 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
                  full, np.zeros_like(prot), cap_up, speed, stay)
             if lookahead_on(snap) else np.zeros((0, 0)))
+    FP = lifted_floors(org, FP, target.sum(axis=1, keepdims=True), D, ent, owed_nodes(snap))
     return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free, pooled=True,
                    pool_floor=FP[:, 0])

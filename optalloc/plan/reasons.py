@@ -41,6 +41,7 @@ from optalloc.plan.true_causes import (
     hold_key,
     holders_outside,
     others_over,
+    past_target_text,
     own_rest,
     reserved_misfit,
     taken_by,
@@ -313,8 +314,8 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
             f"{tn[t]} are not free, and the plan preempts none for it: "
             f"{prot}, "
-            + (f"the rest are held by {holders_outside(ctx, p, t)}: past a "
-               "target with whole jobs, which cannot shrink to it"
+            + (f"the rest are held by {holders_outside(ctx, p, t)}: "
+               + past_target_text(ctx, p, t, fr[tn[t]]["free_gpus"], g)
                if others_over(ctx, p, t)
                else _rest_text(ctx.rest_split(p, t), job.project) if rest > 0
                else "the rest are free")
@@ -379,8 +380,9 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
             + (f", {low:g} run unallocated work (it yields to allocated work that fits)"
                if (low := ctx.unallocated_gpus(t)) > 0 else "")
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
-               else f"; the rest are held by {held}: past a target with whole jobs, which "
-                    "cannot shrink to it" if held else own_rest(ctx, o, t))
+               else f"; the rest are held by {held}: "
+                    + past_target_text(ctx, o, t, fr[tn[t]]["free_gpus"], g) if held
+               else own_rest(ctx, o, t))
             + (f"; {', '.join(waits)} hold{'s' if len(waits) == 1 else ''} nodes reserved "
                "for waiting gangs" if waits else "")
             + _below_starts(ctx, p, t, job.priority, tn[t], j)

@@ -127,17 +127,43 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
     return ctx.once(("holders outside", o, t), make)
 
 
-def others_over(ctx: ReasonContext, o: int, t: int) -> bool:
-    """Some project outside o's subtree holding GPUs of t outside protection is past its
-    target (whole jobs: a job that meets a floor cannot shrink to the target)."""
+def others_over(ctx: ReasonContext, o: int, t: int) -> float:
+    """The GPUs past their targets of the projects outside o's subtree holding GPUs of t
+    outside protection (0 where none is past it: whole jobs, a job that meets a floor cannot
+    shrink to the target, or GPUs a waiting job could not use: past_target_text)."""
     def make():
         snap, em = ctx.em.snap, ctx.em
         got = _held(ctx)
         G, _, T, _ = share_row_view(em, got, t)
-        return bool((_leaves_outside(snap, o) & (_loose(ctx)[:, t] > 1e-9)
-                     & (G > T + 1e-9)).any())
+        over = _leaves_outside(snap, o) & (_loose(ctx)[:, t] > 1e-9) & (G > T + 1e-9)
+        return float((G - T)[over].sum())
 
     return ctx.once(("others over", o, t), make)
+
+
+def others_could_shrink(ctx: ReasonContext, o: int, t: int) -> bool:
+    """Whether a project outside o's subtree past its target on t runs a job there outside
+    protection no larger than what it holds past the target (so its jobs could shrink to it)."""
+    def make():
+        snap, em = ctx.em.snap, ctx.em
+        G, _, T, _ = share_row_view(em, _held(ctx), t)
+        excess = np.where(_leaves_outside(snap, o), G - T, 0.0)
+        j, on = ctx.hold_j, (ctx.hold_t == t) & ~ctx.prot
+        j = j[on & snap.job_tier1[ctx.hold_j, ctx.hold_t]]
+        return bool((snap.job_gpus[j] <= excess[snap.job_project[j]] + 1e-9).any())
+
+    return ctx.once(("others shrink", o, t), make)
+
+
+def past_target_text(ctx: ReasonContext, o: int, t: int, free: float, needs: float) -> str:
+    """Why holders past their targets keep the GPUs a waiting job needs: their whole jobs
+    cannot shrink to the targets, or (where some could) what is past the targets, with the
+    free GPUs, is fewer than the job needs (the rest would idle: rule 6)."""
+    over = others_over(ctx, o, t)
+    if over + free < needs - 1e-9 and others_could_shrink(ctx, o, t):
+        return (f"past a target by {over:g} GPUs, which with the {free:g} free are fewer than "
+                f"this job needs ({needs:g})")
+    return "past a target with whole jobs, which cannot shrink to it"
 
 
 def own_rest(ctx: ReasonContext, o: int, t: int) -> str:
