@@ -96,8 +96,9 @@ CASES = [
                            "in proportion) and this job needs 4 more: 12 h100 GPUs are "
                            "protected (the first protection ends at t=63000), 0 free; the rest "
                            "are held by C (8 of target 4, 4 of them protected): past a target "
-                           "with whole jobs, which cannot shrink to it; B holds nodes reserved "
-                           "for waiting gangs")}),
+                           "by 4 GPUs, in jobs that could shrink to it, which with the 0 free "
+                           "are as many as this job needs (4); B holds nodes reserved for "
+                           "waiting gangs")}),
     Case("a 6-GPU job kept off a reserved node its teammates backfill is told of the 2 free "
          "GPUs beside it that its shape also needs, not of the reserved 4 alone",
          _nodes(8), SHARES5, _eight_nodes_running() + _gangs() + [_long(6)] + _shorts(), USAGE5,

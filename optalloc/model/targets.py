@@ -298,7 +298,14 @@ def lifted_floors(org, F: np.ndarray, T: np.ndarray, D: np.ndarray, E: np.ndarra
     lift = np.where(top[:, None], np.maximum(F, np.minimum(T, np.floor(W + 1e-9))), F)
     if not (lift > F).any():
         return F
-    return nested_floors(org, D, E, top=lift)
+    # below the top, a child's share of a lifted floor is capped at max(its floor, its
+    # target), what it cannot take going to its siblings: by entitlement alone, P {x, y}
+    # lifted 8 -> 12 gave x 6 and y 6 where the Fair-Tree order inside P gave x 12 and y 4,
+    # and y's floor above its target read as cut by protected jobs there were none of
+    # (holder_lines.floor_cut). Below an unlifted node nothing changes (its children's
+    # floors are within these caps already)
+    cap = np.where((org.depth > 1)[:, None], np.minimum(D, np.maximum(F, T)), D)
+    return nested_floors(org, cap, E, top=lift)
 
 
 def owed_nodes(snap: Snapshot) -> np.ndarray:

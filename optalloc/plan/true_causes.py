@@ -129,25 +129,31 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
 
 def others_over(ctx: ReasonContext, o: int, t: int) -> float:
     """The GPUs past their targets of the projects outside o's subtree holding GPUs of t
-    outside protection (0 where none is past it: whole jobs, a job that meets a floor cannot
-    shrink to the target, or GPUs a waiting job could not use: past_target_text)."""
+    outside protection, each at most its unprotected GPUs of t (0 where none is past it:
+    whole jobs, a job that meets a floor cannot shrink to the target, or GPUs a waiting job
+    could not use: past_target_text). With one budget over every type the excess is over
+    all types: p1 12 of its target 4 was counted 8 past it for a b200 job where it ran 4
+    unprotected b200 GPUs."""
     def make():
         snap, em = ctx.em.snap, ctx.em
         got = _held(ctx)
         G, _, T, _ = share_row_view(em, got, t)
-        over = _leaves_outside(snap, o) & (_loose(ctx)[:, t] > 1e-9) & (G > T + 1e-9)
-        return float((G - T)[over].sum())
+        loose = _loose(ctx)[:, t]
+        over = _leaves_outside(snap, o) & (loose > 1e-9) & (G > T + 1e-9)
+        return float(np.minimum(G - T, loose)[over].sum())
 
     return ctx.once(("others over", o, t), make)
 
 
 def others_could_shrink(ctx: ReasonContext, o: int, t: int) -> bool:
     """Whether a project outside o's subtree past its target on t runs a job there outside
-    protection no larger than what it holds past the target (so its jobs could shrink to it)."""
+    protection no larger than what it holds past the target there (so its jobs could shrink
+    to it)."""
     def make():
         snap, em = ctx.em.snap, ctx.em
         G, _, T, _ = share_row_view(em, _held(ctx), t)
-        excess = np.where(_leaves_outside(snap, o), G - T, 0.0)
+        loose = _loose(ctx)[:, t]
+        excess = np.where(_leaves_outside(snap, o), np.minimum(G - T, loose), 0.0)
         j, on = ctx.hold_j, (ctx.hold_t == t) & ~ctx.prot
         j = j[on & snap.job_tier1[ctx.hold_j, ctx.hold_t]]
         return bool((snap.job_gpus[j] <= excess[snap.job_project[j]] + 1e-9).any())
@@ -158,12 +164,21 @@ def others_could_shrink(ctx: ReasonContext, o: int, t: int) -> bool:
 def past_target_text(ctx: ReasonContext, o: int, t: int, free: float, needs: float) -> str:
     """Why holders past their targets keep the GPUs a waiting job needs: their whole jobs
     cannot shrink to the targets, or (where some could) what is past the targets, with the
-    free GPUs, is fewer than the job needs (the rest would idle: rule 6)."""
+    free GPUs, is fewer than the job needs (the rest would idle: rule 6), or, where they are
+    as many, only that (its shape, a reservation's nodes or the plan keeps it off them).
+    Where a holder could shrink, 'cannot shrink' is not said: B 2 past its target with one
+    2-GPU job, A's 8-GPU job beside 4 protected GPUs on each node read 'whole jobs, which
+    cannot shrink to it'."""
     over = others_over(ctx, o, t)
-    if over + free < needs - 1e-9 and others_could_shrink(ctx, o, t):
+    if not others_could_shrink(ctx, o, t):
+        return "past a target with whole jobs, which cannot shrink to it"
+    if over + free < needs - 1e-9:
         return (f"past a target by {over:g} GPUs, which with the {free:g} free are fewer than "
                 f"this job needs ({needs:g})")
-    return "past a target with whole jobs, which cannot shrink to it"
+    # as many: the job's shape, a reservation's nodes, or the plan's choice keep it off
+    # them; say only what is so (a cause named here was false where the plan erred)
+    return (f"past a target by {over:g} GPUs, in jobs that could shrink to it, which with "
+            f"the {free:g} free are as many as this job needs ({needs:g})")
 
 
 def own_rest(ctx: ReasonContext, o: int, t: int) -> str:
