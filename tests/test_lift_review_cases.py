@@ -499,17 +499,11 @@ def _floor_lost_beside_moves():
                                                      "p3": 3.71})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Incidental, NOT from this stop (the same plan at 8111e19; no debt or lift): found by the "
-    "random search for item 4 (the fixed text's third branch was false there). p3 is below "
-    "its floor (0 of 1) with a 1-GPU job waiting; p1 holds 6 of its target 5: j5 (priority "
-    "1, protected, moving off the down node) and j11 (priority 2, past its protection). The "
-    "'optimal' plan keeps j11 and leaves p3's floor unmet; preempting j11 meets it (p1 keeps "
-    "its floor 3 in j5): a higher plan.score on floors. With both of p1's jobs at one "
-    "priority the plan preempts j11 (checked), so p1's declared priority keeps its job ahead "
-    "of another team's floor -- rule 3 ('priority ... must never move a job ahead of another "
-    "team's job'); likely the team-order rows (a job never waits behind a lower-priority "
-    "teammate) applied where the teammate stays only by its protection."))
+# Fixed at stop 50 (was a strict xfail, older than this stop): p1's protected priority-1 job
+# j5, displaced by a down node, restarting counted as a start below j11 (priority 2, past its
+# protection) in p1's order (model.order.keep_links), so j11 had to stay and p3's floor of 1
+# went unmet beside it; a protected job's restart runs by the contract (rule 4), not by the
+# team's order (rule 3)
 def test_a_floor_is_not_left_unmet_beside_a_job_past_its_target_and_protection():
     snap = _floor_lost_beside_moves()
     plan = run_epoch(snap)

@@ -173,6 +173,12 @@ def keep_links(snap: Snapshot, req, free: np.ndarray,
     ok_i = free & snap.job_tier1[rj, rt]
     cj, ct = req.cand_job, req.cand_type
     ok_c = snap.job_tier1[cj, ct]  # a queued job's start, or a running job's move onto t
+    # but not the restart of a job displaced inside its protection (a down node's): it runs
+    # by the contract (rule 4), not by its place in the team's order, so it stops no
+    # teammate's keep (a review's case: p1's protected priority-1 job leaving a down node held
+    # p1's priority-2 job past its protection and target on its GPUs, and p3's floor of 1
+    # went unmet beside it)
+    ok_c = ok_c & ~(req.displaced[cj] & snap.job_protected[cj])
     if equal:  # a queued job's start only (running jobs of one priority go by submit time)
         ok_c = ok_c & ~(req.cand_move | req.cand_restart) & ~snap.job_running[cj]
     I, Cc = np.flatnonzero(ok_i), np.flatnonzero(ok_c)
