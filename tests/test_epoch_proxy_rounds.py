@@ -28,11 +28,14 @@ from optalloc.plan.proxy_order import keep_over_proxies
 from optalloc.sim.invariants import proxy_order_breaks, team_order_breaks
 
 #: (seed, reservations, the job the single round left stopped by proxy, jobs kept in all,
-#:  its GPU in the final plan)
+#:  its GPU in the final plan, whether the epoch still takes that path). Seed 37: since stop
+#:  50 (a job displaced inside its protection restarts outside its team's order,
+#:  model.order.keep_links) the chosen plan stops j00044 by proxy itself, so the first round
+#:  of the repair keeps it and the path is not taken; the final plan is the same
 CASES = [
-    (6, 2, "j00045", 4, ("b200-003", (4,))),
-    (18, 2, "j00042", 5, ("b200-007", (4,))),
-    (37, 0, "j00044", 3, ("b200-000", (7,))),
+    (6, 2, "j00045", 4, ("b200-003", (4,)), True),
+    (18, 2, "j00042", 5, ("b200-007", (4,)), True),
+    (37, 0, "j00044", 3, ("b200-000", (7,)), False),
 ]
 
 
@@ -41,8 +44,8 @@ def _snap(seed: int, res: int):
     return replace(snap, policy=replace(snap.policy, max_reservations=res)) if res else snap
 
 
-@pytest.mark.parametrize("seed,res,job,n_kept,gpus", CASES)
-def test_no_proxy_left_by_the_repair(seed, res, job, n_kept, gpus, monkeypatch):
+@pytest.mark.parametrize("seed,res,job,n_kept,gpus,path", CASES)
+def test_no_proxy_left_by_the_repair(seed, res, job, n_kept, gpus, path, monkeypatch):
     snap = _snap(seed, res)
     seen = []
     keep = epoch.keep_team_order
@@ -56,9 +59,13 @@ def test_no_proxy_left_by_the_repair(seed, res, job, n_kept, gpus, monkeypatch):
     # the chosen plan stops jobs by proxy; one round of the repair leaves `job` so
     em, chosen = seen[0]
     before = proxy_breaks(em, chosen.placed)
-    assert before and snap.job_index[job] not in before
-    once = keep_over_proxies(em, chosen.placed)[1]
-    assert {snap.jobs[k].id for k in proxy_breaks(em, once)} == {job}
+    assert before
+    if path:
+        assert snap.job_index[job] not in before
+        once = keep_over_proxies(em, chosen.placed)[1]
+        assert {snap.jobs[k].id for k in proxy_breaks(em, once)} == {job}
+    else:
+        assert snap.job_index[job] in before
     # the epoch's plan: no job stopped by proxy, the team's order kept, `job` stays
     assert proxy_order_breaks(snap, plan) == []
     assert team_order_breaks(snap, plan) == []
