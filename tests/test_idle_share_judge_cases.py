@@ -19,9 +19,9 @@ of every GPU a project could swing. A case that checks only the second half (12-
 why. `max_preemptions` is compute_metrics(...)['preemptions']['count'] at most (hand bound in
 the case). `never_lifted`: the policy's snapshots never mark a node owed for the lift
 (targets.owed_nodes). `fault`: ilp disagrees with the hand-worked outcome; strict xfail with
-the diagnosis. Against stop 49's code (`8111e19`) 8 of the 16 ilp cases fail that pass here
-(e.g. two idle siblings: 192 / 576 GPU-hours where 384 / 384 is owed); the 5 faults fail
-there too. The judge's fix for one of them (a program counts its projects' own fair
+the diagnosis. Against stop 49's code (`8111e19`) 7 of the 16 ilp cases fail that pass here
+(e.g. two idle siblings: 192 / 576 GPU-hours where 384 / 384 is owed; an eighth reads
+owed_nodes, which that code lacks); the 5 faults fail there too. The judge's fix for one of them (a program counts its projects' own fair
 shortfalls for the lift, targets.owed_nodes) is applied: A1 16 -> 128 GPU-hours, still a fault.
 """
 
