@@ -7,7 +7,8 @@ OrgTree.fair_shares, Ledger.shortfalls, Snapshot.fair_shortfall, the cron's reco
 Passing tests pin behaviour that is right; `xfail(strict=True)` tests are faults, each with a
 diagnosis in its reason. The review's four faults of this stop are fixed (float noise read as
 a debt, a program's lifted floor split past its projects' targets, and two untrue pending
-reasons); two older plan faults it found stay strict xfails.
+reasons); of two older plan faults it found, one is fixed (a protected restart held its
+team's order) and one was no fault (its better plan broke another team's own order).
 """
 
 from __future__ import annotations
@@ -458,29 +459,34 @@ def _best_ranked_loses_to_the_worst():
     return build_snapshot(cfg, now=now, usage_ratio={"A": 0.44, "P": 0.22, "B": 1.0})
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Incidental, NOT from this stop (the same plan at 8111e19; no debt or lift involved): "
-    "found by the random search for item 4. The ilp plan preempts P's p1 (P best-ranked, 1 "
-    "of target 2 after it) and starts B's third 1-GPU job, B 6 of target 5 (B worst-ranked). "
-    "Keeping p1 and starting b0 + b2 (n02) beside p0, a0 on n00 meets every target (P 2, A "
-    "5, B 5) with no preemption: plan.score 7.5 target GPUs against 0, the same floors; the "
-    "model's own EpochModel.plan_tiers values it higher too (targets+debug 18.75 vs 11.25, "
-    "objective 1144.3 vs 1136.4). The MIP (20 columns) answers 'optimal' at 1136.4 with or "
-    "without stop 48's cutoff and with victims.priority_swaps off; with p0/p1 at one "
-    "priority it keeps p1 but still starts b1, not p0. So some model row excludes the "
-    "better plan; not located in this review. Rules 1, 2 and 8."))
-
-
-def test_the_best_ranked_project_does_not_lose_a_running_job_to_the_worst_past_its_target():
+# Was a strict xfail (the review's "older fault A"), resolved at stop 50 as no fault: the
+# review's better plan (keep p1, start b0 and b2 beside p0 and a0) starts B's 4-GPU b2 while
+# b1, ahead of it in B's line (same priority, submitted first) and fitting its place, waits:
+# the model's `order` row (rule 3, B's own order) forbids it. Keeping p1 within B's order
+# leaves B at 2 of its target 5 and 3 GPUs idle; the epoch's plan gives P its floor (1), A
+# its target and B 6, more target GPUs, and the scheme's order (plan.score) ranks it first
+def test_the_best_ranked_project_gives_a_gpu_past_its_floor_where_the_worst_ones_order_needs_it():
     snap = _best_ranked_loses_to_the_worst()
     plan = run_epoch(snap)
     check_plan(snap, plan)
+    assert sorted(p.job_id for p in plan.placements) == ["a0", "a1", "b0", "b1", "b2", "p0"]
+    assert [p.job_id for p in plan.preemptions] == ["p1"]
     em = build_model(snap)
     idx = snap.job_index
-    hand = ["a0", "a1", "b0", "b2", "p0", "p1"]
-    got = score(em, [idx[j] for j in sorted(p.job_id for p in plan.placements)],
-                [0] * len(plan.placements), [idx[p.job_id] for p in plan.preemptions])
-    assert got >= score(em, [idx[j] for j in hand], [0] * len(hand), [])
+
+    def plan_score(starts, stops=()):
+        return score(em, [idx[j] for j in starts], [0] * len(starts), [idx[j] for j in stops])
+
+    # the review's plan breaks B's order: b2 may start only where b1 does
+    col = {snap.jobs[j].id: c for j, c in zip(em.req.cand_job, em.x)}
+    x = np.zeros(em.lm.n_vars)
+    x[col["b2"]] = 1.0
+    rows = [r for r in range(em.lm.n_cons) if em.lm.family_of_row(r) == "order"]
+    assert any((em.lm.A.tocsr()[r] @ x)[0] > em.lm.row_hi[r] for r in rows)
+    # against the plan that keeps p1 within B's order, the epoch's is better by the scheme's
+    # order (its floors and targets: P 1 = its floor, A 5, B 5 of its target + 1)
+    kept = plan_score(["a0", "a1", "b0", "b1", "p0", "p1"])
+    assert plan_score(["a0", "a1", "b0", "b1", "b2", "p0"], ["p1"]) > kept
 
 
 def _floor_lost_beside_moves():
