@@ -150,6 +150,11 @@ def default_scheduler(settings: SolverSettings | None = None) -> Decides:
     return IlpScheduler(settings)
 
 
+def _nonzero(names, values) -> dict[str, float]:
+    """{name: value} for the positive values only (a plan's recorded shortfalls)."""
+    return {name: float(x) for name, x in zip(names, values) if x > 0}
+
+
 def run_cycle(
     config: Config,
     store,
@@ -205,12 +210,10 @@ def run_cycle(
         "jobs": [{k: v for k, v in to_dict(j).items() if k != "command"} for j in decision.jobs],
         "usage_ratio": {k: (v if v != float("inf") else None) for k, v in decision.ratios.items()},
         # GPU-hours owed and not delivered (the floors' debt tilt), nonzero entries only
-        "shortfall": {name: float(x) for name, x in
-                      zip(decision.snapshot.org.names, decision.snapshot.owed_shortfall) if x > 0},
+        "shortfall": _nonzero(decision.snapshot.org.names, decision.snapshot.owed_shortfall),
         # and against the fair share, an idle sibling's share flowing (the floors' lift)
-        "fair_shortfall": {name: float(x) for name, x in
-                           zip(decision.snapshot.org.names, decision.snapshot.fair_owed_shortfall)
-                           if x > 0},
+        "fair_shortfall": _nonzero(decision.snapshot.org.names,
+                                   decision.snapshot.fair_owed_shortfall),
         "nodes": [to_dict(n) for n in nodes],
     }
     with store.transaction():

@@ -260,11 +260,14 @@ def _by_name(org: OrgTree, values: Mapping[str, float] | None) -> np.ndarray:
     return out
 
 
-def _owed_shortfall(snap: Snapshot) -> np.ndarray:
-    src = snap.shortfall
+def _shortfall_of(snap: Snapshot, src) -> np.ndarray:
+    """(O,) a shortfall input (a mapping, or a callable giving one) per org node, at least 0."""
     return np.maximum(_by_name(snap.org, src() if callable(src) else src), 0.0)
+
+
+def _owed_shortfall(snap: Snapshot) -> np.ndarray:
+    return _shortfall_of(snap, snap.shortfall)
 
 
 def _fair_shortfall(snap: Snapshot) -> np.ndarray:
-    src = snap.fair_shortfall
-    return np.maximum(_by_name(snap.org, src() if callable(src) else src), 0.0)
+    return _shortfall_of(snap, snap.fair_shortfall)

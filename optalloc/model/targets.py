@@ -8,8 +8,8 @@ across their allowed types in proportion to the project's entitled GPUs there.
 
 Floor F[o,t]: whole GPUs o is entitled to and wants (`nested_floors`): min(D, ent[o,t] * cap_t)
 at the top level of the tree (for a node owed GPU-hours, lifted by an idle top-level
-sibling's share where the target gives it: `lifted_floors`); below it, a parent's floor shared among its children in
-proportion to their entitlements, each capped by its demand, what a child does not want
+sibling's share where the target gives it: `lifted_floors`); below it, a parent's floor
+shared among its children in proportion to their entitlements, each capped by its demand, what a child does not want
 going to its siblings (DESIGN.md rule 2: unused share flows to siblings first), then rounded
 down. Each child on its own, min(D, ent * cap), left a sibling's unused share to the parent's
 floor alone: a program of two projects of which one had work met its floor with its

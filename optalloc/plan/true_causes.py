@@ -134,13 +134,18 @@ def others_over(ctx: ReasonContext, o: int, t: int) -> float:
     could not use: past_target_text). With one budget over every type the excess is over
     all types: p1 12 of its target 4 was counted 8 past it for a b200 job where it ran 4
     unprotected b200 GPUs."""
+    return float(_excess(ctx, o, t).sum())
+
+
+def _excess(ctx: ReasonContext, o: int, t: int) -> np.ndarray:
+    """(O,) what each project outside o's subtree holding GPUs of t outside protection holds
+    past its target, at most those GPUs (0 elsewhere); once per epoch per (o, t)."""
     def make():
         snap, em = ctx.em.snap, ctx.em
-        got = _held(ctx)
-        G, _, T, _ = share_row_view(em, got, t)
+        G, _, T, _ = share_row_view(em, _held(ctx), t)
         loose = _loose(ctx)[:, t]
         over = _leaves_outside(snap, o) & (loose > 1e-9) & (G > T + 1e-9)
-        return float(np.minimum(G - T, loose)[over].sum())
+        return np.where(over, np.minimum(G - T, loose), 0.0)
 
     return ctx.once(("others over", o, t), make)
 
@@ -150,10 +155,8 @@ def others_could_shrink(ctx: ReasonContext, o: int, t: int) -> bool:
     protection no larger than what it holds past the target there (so its jobs could shrink
     to it)."""
     def make():
-        snap, em = ctx.em.snap, ctx.em
-        G, _, T, _ = share_row_view(em, _held(ctx), t)
-        loose = _loose(ctx)[:, t]
-        excess = np.where(_leaves_outside(snap, o), np.minimum(G - T, loose), 0.0)
+        snap = ctx.em.snap
+        excess = _excess(ctx, o, t)
         j, on = ctx.hold_j, (ctx.hold_t == t) & ~ctx.prot
         j = j[on & snap.job_tier1[ctx.hold_j, ctx.hold_t]]
         return bool((snap.job_gpus[j] <= excess[snap.job_project[j]] + 1e-9).any())
