@@ -21,8 +21,10 @@ the case). `never_lifted`: the policy's snapshots never mark a node owed for the
 (targets.owed_nodes). `fault`: ilp disagrees with the hand-worked outcome; strict xfail with
 the diagnosis. Against stop 49's code (`8111e19`) 7 of the 16 ilp cases fail that pass here
 (e.g. two idle siblings: 192 / 576 GPU-hours where 384 / 384 is owed; an eighth reads
-owed_nodes, which that code lacks); the 5 faults fail there too. The judge's fix for one of them (a program counts its projects' own fair
-shortfalls for the lift, targets.owed_nodes) is applied: A1 16 -> 128 GPU-hours, still a fault.
+owed_nodes, which that code lacks); the 5 faults fail there too. The judge's fix for one of
+them (a program counts its projects' own fair shortfalls for the lift, targets.owed_nodes) is
+applied: A1 16 -> 128 GPU-hours, still a fault. Three more pass since stop 51 (the lifted part
+of a floor weighs the node's fair debt, impact.tier_weights); two faults remain.
 """
 
 from __future__ import annotations
@@ -98,18 +100,14 @@ CASES = [
         # Entitled P1 8 (A1 4, A2 4), P2 8, C 8. Rule 2: A2's 4 go to A1 first (P1 keeps 8),
         # C's 8 split 4 / 4 between P1 and P2: A1 12, B 12. A1 runs only two-node gangs (16):
         # A1 16 / B 8 three hours in four, B 24 the fourth: A1 288, B 288 (greedy: exactly).
-        # ilp 320 / 256: the lift makes P2's floor 12, which only TIES the gang plan
-        # (P1 8 + A1 8 at x1 and P2 8 + B 8 at x2 = 48 = P2 12 + B 12 at x2), so the target tier
-        # decides, and it follows the near-tie band (T P1 11 / P2 13 at 1 h, 9 / 15 at 8 h):
-        # B's first turn comes at 8 h instead of 1 h, then every 4 h (the flat twin in
-        # test_fairness_debt_judge_cases.py gets its first at 5 h: 304 / 272, at the edge)
+        # Until stop 51 ilp gave 320 / 256: the lift made P2's floor 12, which only TIED the
+        # gang plan (P1 8 + A1 8 at x1 and P2 8 + B 8 at x2 = 48 = P2 12 + B 12 at x2), so the
+        # target tier's near-tie band decided and B's first turn came at 8 h. The lifted part
+        # of a floor now weighs the node's fair debt (impact.tier_weights): 288 / 288
         "an-idle-program-sibling-and-an-idle-top-level-project-the-gang-project-gets-half",
         scenario(endless("A1", 60, gpus=16) + endless("B", 600), tree(P1_A1_A2, P2_B, "C"),
                  nodes=(8, 8, 8)),
-        {"A1": 288.0, "A2": 0.0, "B": 288.0, "C": 0.0}, 16.0,
-        fault="lifted_floors lifts P2 to 12, which only ties A1's gang plan (48 = 48 floor "
-              "units with the 2x rank tilt); B's published debt is 0, so the target tier's "
-              "near-tie band decides and B's first turn waits until 8 h (A1 320, B 256)"),
+        {"A1": 288.0, "A2": 0.0, "B": 288.0, "C": 0.0}, 16.0),
     Case(  # 3 x 8, the same tree. A1 two-node gangs, A2 and B 1-GPU jobs, C idle. Rule 2:
         # P1 12, P2 12 (C's 8 split), A1 6, A2 6 inside P1. A1's gang (16) exceeds P1's 12,
         # so P1 and P2 take turns: gang hours P1 16 / B 8 (a fraction f), others A2 x / B
@@ -169,16 +167,13 @@ CASES = [
         # (greedy 272 / 304). ilp 384 / 192 all day: window = 4 h / ln 2 = 5.8 h <= the
         # horizon (min_runtime_cap 8 h), so targets.horizons makes rho = 0 and the targets
         # ignore the ratios (12 / 12 every epoch); B's lifted floor 12 only ties the gang plan
-        # (see case 1), the target tier then favours the gang (A 4 GPUs above its floor within
-        # its target, B none), and B's published debt is 0 (it gets its published owed 8).
-        # With half-life 24 h: 304 / 272
+        # (see case 1), the target tier then favoured the gang (A 4 GPUs above its floor within
+        # its target, B none), and B's published debt is 0 (it gets its published owed 8):
+        # 384 / 192 until stop 51, when the lift began to weigh the fair debt (case 1)
         "in-decay-mode-an-idle-thirds-share-still-reaches-the-singles-project",
         scenario(endless("A", 60, gpus=16) + endless("B", 600), flat(A=1, B=1, C=1),
                  nodes=(8, 8, 8), usage_mode=UsageMode.DECAY, half_life_s=4 * H),
-        {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0,
-        fault="decay with half-life/ln2 <= min_runtime_cap: targets ignore the ratios "
-              "(rho = 0, T 12/12), the lifted floor (12) only ties the gang plan and the "
-              "target tier picks the gang every epoch; published debt 0: A 384, B 192"),
+        {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0),
     Case(  # 4 x 8, A = B = C, C idle, A two-node gangs, B singles. n4 down 0-12 h: 24 GPUs,
         # the idle-third case, 144 / 144. From 12 h 32 GPUs: fair 16 / 16, A's one gang + B 16
         # fit together: 192 / 192. A 336, B 336
@@ -225,17 +220,14 @@ CASES = [
         {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0),
     Case(  # the idle-third case with A's gangs running 24 h (protected 1 h): still 288 / 288,
         # each of B's turns stops A's gang once, B's turn once in 4 h: <= 8 preemptions
-        # (greedy 288 / 288, 6). ilp 384 / 192 and no preemption: B's lifted floor only ties
-        # the gang plan (case 1), the churn term keeps the running gang, and B's published
-        # debt is 0, so nothing outweighs the stop (the no-idle twin in
-        # test_fairness_debt_judge_cases.py is repaid by the published debt)
+        # (greedy 288 / 288, 6). Until stop 51 ilp gave 384 / 192 and no preemption: B's
+        # lifted floor only tied the gang plan (case 1), the churn term kept the running gang
+        # and B's published debt is 0; the lift's fair debt now outweighs the stop (6
+        # preemptions, as greedy)
         "a-gang-running-past-protection-yields-its-idle-share-part-to-the-owed-project",
         scenario(endless("A", 20, gpus=16, hours=24) + endless("B", 600), flat(A=1, B=1, C=1),
                  nodes=(8, 8, 8)),
-        {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0, max_preemptions=8,
-        fault="a running gang past protection is never stopped for a lifted floor: the lift "
-              "only ties the floors (case 1), the churn term keeps the gang and the published "
-              "debt is 0 (A 384, B 192, 0 preemptions)"),
+        {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0, max_preemptions=8),
     Case(  # 4 x 8, shares A 2 : B 1 : C 1, C idle: A 16 + 16/3, B 8 + 8/3 -> 21.33 / 10.67.
         # 1-GPU jobs running 24 h (protected 1 h): whole GPUs alternate 21/11 and 22/10 to
         # keep the thirds: A 512, B 256. Each change stops one job past protection; holding

@@ -547,12 +547,13 @@ CRON = textwrap.dedent("""
     f"  - {{id: a{i}, project: a, gpus: 16, min_runtime: 1h, duration: 3h}}\n"
     for i in range(3)) + "".join(
     f"  - {{id: b{i:02d}, project: b, gpus: 1, min_runtime: 1h, duration: 3h, submit_time: 1}}\n"
-    for i in range(24))
+    for i in range(30))
 
 
 def test_explain_rebuilds_the_decisions_lifted_floors_from_the_recorded_inputs(tmp_path):
-    """3 x 8, a's 16-GPU gangs, b's 1-GPU jobs, c idle, cron epochs at 0-3 h: b is owed its
-    fair share (c's idle 8 flow to a and b) and, ranked first, its floor is lifted 8 -> 12.
+    """3 x 8, a's 16-GPU gangs, b's 1-GPU jobs (30: some wait at every epoch), c idle, cron
+    epochs at 0-3 h: b is owed its fair share (c's idle 8 flow to a and b) and, ranked first,
+    its floor is lifted 8 -> 12.
     The plan records the fair shortfall; `optalloc explain` reads it back and shows the same
     floors the decision used."""
     from optalloc.cli import main

@@ -99,6 +99,20 @@ def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> 
     return np.clip(rel, 0.0, max(DEBT_CAP * g_max, big))
 
 
+def fair_debt_tilt(snap: Snapshot, g_max: float) -> np.ndarray:
+    """(O,) debt_tilt on the fair shortfall (Snapshot.fair_owed_shortfall: against each node's
+    share with an idle sibling's part in it), a program counting what each of its projects
+    was owed of its own fair share (targets.owed_nodes says why). It marks the nodes whose
+    floors are lifted (targets.lifted_floors) and weighs the lifted part of those floors
+    (impact.tier_weights)."""
+    short = snap.fair_owed_shortfall
+    if not short.any():
+        return np.zeros(snap.org.n)
+    org = snap.org
+    short = org.membership().astype(float) @ np.where(org.is_leaf, short, 0.0)
+    return debt_tilt(snap, g_max, short)
+
+
 def debt_applies(snap: Snapshot) -> bool:
     """Whether the owed metric the debt reads is the scheme's budget: owed and delivered are
     one budget over every type (min(entitled over all types, demanded) per project and hour,

@@ -122,10 +122,15 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
                  full, np.zeros_like(prot), cap_up, speed, stay)
             if lookahead_on(snap) else np.zeros((0, 0)))
-    FP = lifted_floors(org, FP, target.sum(axis=1, keepdims=True), D, ent, owed_nodes(snap))
-    return Targets(_split_floors(target, FP[:, 0]), target, M @ demand, P, cap,
+    lifted = lifted_floors(org, FP, target.sum(axis=1, keepdims=True), D, ent,
+                           owed_nodes(snap))
+    base = np.minimum(FP, target.sum(axis=1, keepdims=True)) if lifted is not FP else None
+    if base is not None:
+        base[0] = 0.0
+    return Targets(_split_floors(target, lifted[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free, pooled=True,
-                   pool_floor=FP[:, 0])
+                   pool_floor=lifted[:, 0],
+                   lift_base=np.zeros((0, 0)) if base is None else base)
 
 
 def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None,

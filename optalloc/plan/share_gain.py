@@ -10,6 +10,7 @@ from optalloc.model.build import EpochModel
 from optalloc.model.constraints.fairshare import (
     debug_allowance,
     debug_jobs,
+    lifted_rows,
     tier_bounds,
     tier_values,
     yields_of,
@@ -35,7 +36,9 @@ class ShareGain:
         hi = np.cumsum(b, axis=-1)
         lo = hi - b
         y = yields_of(tg)
-        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, s]).tolist()
+        up = lifted_rows(tg)
+        vals = [tier_values(imp, np.arange(O), None if y is None else y[:, s],
+                            None if up is None else up[:, s]).tolist()
                 for s in range(S)]  # per share column: (O, K+1)
         # per (o, s): [(lo, hi, weight), ...] of its non-empty tiers
         self.tiers = [[[(float(lo[o, s, k]), float(hi[o, s, k]), float(vals[s][o][k]))

@@ -85,14 +85,29 @@ def floor_yield(snap, req, demand: np.ndarray) -> np.ndarray:
     return np.divide(mov, held, out=np.zeros((O, T)), where=held > 0)
 
 
-def tier_values(imp, org_idx: np.ndarray, yields: np.ndarray | None = None) -> np.ndarray:
+def tier_values(imp, org_idx: np.ndarray, yields: np.ndarray | None = None,
+                lifted: np.ndarray | None = None) -> np.ndarray:
     """(n, K+1) objective per GPU of each tier for org nodes `org_idx` (on the types whose
-    floor_yield is `yields` (n,), if given)."""
-    seg = np.asarray(imp.floor_weight)[np.asarray(org_idx, dtype=np.int64)]
+    floor_yield is `yields` (n,), if given; `lifted` (n,): the rows whose floor an idle
+    sibling's share lifted, lifted_rows)."""
+    idx = np.asarray(org_idx, dtype=np.int64)
+    seg, unit = np.asarray(imp.floor_weight)[idx], np.asarray(imp.floor_unit)[idx]
+    if lifted is not None and len(idx) and np.asarray(lifted).any():
+        on = np.asarray(lifted, dtype=bool)[:, None]
+        seg = np.where(on, np.asarray(imp.lifted_weight)[idx], seg)
+        unit = np.where(on, np.asarray(imp.lifted_unit)[idx], unit)
     if yields is not None and len(yields):
-        seg = seg - np.asarray(yields)[:, None] * np.asarray(imp.floor_unit)[
-            np.asarray(org_idx, dtype=np.int64)]
+        seg = seg - np.asarray(yields)[:, None] * unit
     return np.concatenate([seg, imp.target_weight[org_idx][:, None]], axis=1)
+
+
+def lifted_rows(tg) -> np.ndarray | None:
+    """(O, S) bool: the share rows whose floor an idle sibling's share lifted
+    (targets.lifted_floors), weighed by the node's fair debt (impact.tier_weights); None
+    where no floor was lifted."""
+    if not tg.lift_base.size:
+        return None
+    return tg.share_floor > tg.share_base + 1e-9
 
 
 def yields_of(tg) -> np.ndarray | None:
@@ -101,17 +116,23 @@ def yields_of(tg) -> np.ndarray | None:
 
 
 def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray,
-              yields: np.ndarray | None = None) -> tuple:
+              yields: np.ndarray | None = None, lifted: np.ndarray | None = None) -> tuple:
     """(floor value, target value): the share tiers' objective for a plan that gives `got`
-    (O, T) tier-1 GPUs, split by tier (floor segments, target); `yields`: floor_yield."""
+    (O, T) tier-1 GPUs, split by tier (floor segments, target); `yields`: floor_yield;
+    `lifted`: lifted_rows."""
     O, T = floor.shape
     bounds = tier_bounds(floor[1:], target[1:])  # (O-1, T, K+1)
     lo = np.concatenate([np.zeros(bounds.shape[:-1] + (1,)), np.cumsum(bounds, -1)[..., :-1]],
                         axis=-1)
     met = np.clip(got[1:, :, None] - lo, 0, bounds)
     vals = np.repeat(tier_values(imp, np.arange(1, O))[:, None, :], T, axis=1)
+    unit = np.repeat(np.asarray(imp.floor_unit)[1:, None, :], T, axis=1)
+    if lifted is not None and lifted[1:].any():
+        on = lifted[1:, :, None]
+        vals[..., :-1] = np.where(on, np.asarray(imp.lifted_weight)[1:, None, :], vals[..., :-1])
+        unit = np.where(on, np.asarray(imp.lifted_unit)[1:, None, :], unit)
     if yields is not None:
-        vals[..., :-1] -= yields[1:, :, None] * np.asarray(imp.floor_unit)[1:, None, :]
+        vals[..., :-1] -= yields[1:, :, None] * unit
     v = met * vals
     return float(v[..., :-1].sum()), float(v[..., -1].sum())
 
@@ -120,7 +141,8 @@ def share_tiers(imp, tg, got: np.ndarray) -> tuple:
     """(floor value, target value) of a plan that gives `got` (O, T) tier-1 GPUs, as the share
     rows value them: per type, or over all types where one budget spans them, with the floor
     yield (met_tiers on the targets' share view)."""
-    return met_tiers(imp, tg.share_floor, tg.share_target, tg.share_view(got), yields_of(tg))
+    return met_tiers(imp, tg.share_floor, tg.share_target, tg.share_view(got), yields_of(tg),
+                     lifted_rows(tg))
 
 
 def floor_columns(m: np.ndarray, m_seg: np.ndarray) -> np.ndarray:
@@ -144,7 +166,9 @@ def define_shares(ctx: BuildContext) -> None:
         return
     bounds = tier_bounds(F[mo, mt], T[mo, mt])  # (R, K+1)
     y = yields_of(tg)
-    vals = tier_values(imp, mo, None if y is None else y[mo, mt])
+    up = lifted_rows(tg)
+    vals = tier_values(imp, mo, None if y is None else y[mo, mt],
+                       None if up is None else up[mo, mt])
     r_idx, s_idx = np.nonzero(bounds > 0)
     ctx.m_org, ctx.m_type, ctx.m_seg = mo[r_idx], mt[r_idx], s_idx
     ctx.m = b.add_vars("m", len(r_idx), 0, bounds[r_idx, s_idx], vals[r_idx, s_idx])

@@ -54,6 +54,7 @@ import numpy as np
 from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exported)
     debt_applies,
     debt_tilt,
+    fair_debt_tilt,
     projects_with_work,
 )
 from optalloc.model.order import (
@@ -101,12 +102,17 @@ class Impact:
     # elsewhere on a type where it is unallocated (leaving a drain or down node), its worth
     # as new work, not what keeping it where it runs is worth (`_keep_low_tier_running`)
     start_value: np.ndarray | None = None
+    # (O, K), (O, K) floor_weight and floor_unit of a lifted floor (targets.lifted_floors:
+    # an idle sibling's share in it), its debt the larger of the published and the fair one
+    # (tier_weights); empty: as floor_weight / floor_unit
+    lifted_weight: np.ndarray = field(default_factory=lambda: np.zeros((0, K_SEGMENTS)))
+    lifted_unit: np.ndarray = field(default_factory=lambda: np.zeros((0, K_SEGMENTS)))
 
 
 def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     """(target weight per org node (O,), floor segment weights per org node (O, K), the floor
     yield's unit per org node and segment (O, K): (FLOOR_TIE + its tilt) * omega, the debug
-    weight per org node (O,)).
+    weight per org node (O,), and the floor weights and units of a lifted floor (O, K) x 2).
 
     A GPU of a project counts in the share rows of every node on its path, so every project's
     path weighs the same: a project at depth d < D (directly under the root beside programs
@@ -169,11 +175,26 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # epoch). Multiplied, not added: two nodes owed the same keep their rank's factor (added,
     # a debt of 4.5 each beside a third node owed nothing cut it from 2x to 1.22x: a review)
     rank = RANK_TILT * tilt_position(snap)
-    tilt = (1.0 + rank) * (1.0 + debt_tilt(snap, g_max)) - 1.0
-    # a floor whose work may move yields its rank's tilt and one tie: below every other's
-    unit = (tie + tilt)[:, None] * omega[None, :] * share[:, None]
-    return (wt, omega[None, :] * (1.0 + tilt[:, None] + eps[:, None]) * share[:, None],
-            unit, level / 2.0)
+    debt = debt_tilt(snap, g_max)
+    tilt = (1.0 + rank) * (1.0 + debt) - 1.0
+    # a lifted floor (an idle sibling's share in it: targets.lifted_floors) weighs what its
+    # node was owed of its fair share, where that is more than the published debt: lifted,
+    # the floor only tied a plan that meets another node's larger floor with whole jobs, and
+    # a node given its raw share every hour has no published debt (3 x 8 GPUs, C idle, A's
+    # 16-GPU gangs against B's 1-GPU jobs, tied ranks: A 8 + B 8 against B's 12, and the gang
+    # won every epoch, 384 / 192 GPU-hours a day where the turns give 288 / 288). The whole
+    # floor, not only its lift: a lift weighed apart is worth more per GPU than the floor
+    # below it, which a linear objective fills first (a non-concave tier)
+    fair = np.maximum(debt, fair_debt_tilt(snap, g_max))
+    lift = (1.0 + rank) * (1.0 + fair) - 1.0
+
+    def weight(t):
+        return omega[None, :] * (1.0 + t[:, None] + eps[:, None]) * share[:, None]
+
+    def unit(t):  # a floor whose work may move yields its rank's tilt and one tie
+        return (tie + t)[:, None] * omega[None, :] * share[:, None]
+
+    return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
 
 
 def tilt_position(snap: Snapshot) -> np.ndarray:
@@ -227,12 +248,12 @@ def _rank_scores(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
 def compute_impact(snap: Snapshot) -> Impact:
     J, T = snap.job_allowed.shape
     order = order_score(snap)
-    wt, omega, unit, dbg = tier_weights(snap)
+    wt, omega, unit, dbg, lifted, lifted_unit = tier_weights(snap)
     lost = lost_work(snap)
     if J == 0:
         z = np.zeros(0)
         return Impact(np.zeros((0, T)), np.zeros((0, T)), z, z, order, 1e-3, wt, omega, 0.0,
-                      unit, dbg)
+                      unit, dbg, lifted_weight=lifted, lifted_unit=lifted_unit)
     srel = snap.relative_speed()
     srel_min = float(srel[srel > 0].min(initial=1.0))
     g_max = float(snap.node_gpus.max(initial=1))
@@ -253,7 +274,8 @@ def compute_impact(snap: Snapshot) -> Impact:
     own = np.where(run, value[np.arange(J), np.maximum(snap.job_run_type, 0)], 0.0)
     horizon = max(float(snap.policy.min_runtime_cap_s), CHURN_MIN_HORIZON_S)
     churn = EPS_CHURN * own * np.minimum(lost, horizon) / horizon
-    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit, dbg, start)
+    return Impact(value, tier, churn, lost, order, eps_u, wt, omega, w_fill, unit, dbg, start,
+                  lifted, lifted_unit)
 
 
 def candidate_values(imp: Impact, req) -> np.ndarray:
