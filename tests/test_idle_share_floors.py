@@ -198,16 +198,18 @@ def test_the_gang_waiting_behind_the_owed_project_is_told_the_gpus_past_its_targ
     assert {r.job_id: (r.code.value, r.message) for r in plan.pending} == {"A00": (
         "WaitingForCapacity",
         "A is below its h100 floor (0 of 8 GPUs) and this job needs 16 more: 0 h100 GPUs are "
-        "protected, 0 free; the rest are held by B (24 of target 16): past a target by 8 "
-        "GPUs, which with the 0 free are fewer than this job needs (16)")}
+        "protected, 0 free; the rest are held by B (24 of target 16, 1.0 GPU-hours of its fair "
+        "share (an idle sibling's part in it) owed over the window): past a target by 8 GPUs, "
+        "which with the 0 free are fewer than this job needs (16)")}
 
 
-def test_a_project_owed_its_published_share_too_says_so_where_it_holds_the_gpus():
+def test_a_project_owed_by_both_measures_says_both_where_it_holds_the_gpus():
     from optalloc.epoch import run_epoch
 
     plan = run_epoch(_idle_third({"B": 6.0}, B_FIRST, owed={"B": 2.0}))
     assert {r.job_id: r.message for r in plan.pending}["A00"].endswith(
-        "held by B (24 of target 16, 2.0 GPU-hours owed and not delivered over the window): "
+        "held by B (24 of target 16, 2.0 GPU-hours owed and not delivered over the window, "
+        "6.0 GPU-hours of its fair share (an idle sibling's part in it) owed over the window): "
         "past a target by 8 GPUs, which with the 0 free are fewer than this job needs (16)")
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.hostlist import compress_names
+from optalloc.model.constraints.fairshare import lifted_rows
 from optalloc.model.objective.impact import debt_applies
 from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.held_reasons import _fits
@@ -116,12 +117,18 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
         prot = got[:, t] - loose[:, t]
         # what the floors' debt tilt reads (impact.debt_tilt), where it reads it
         owed = snap.owed_shortfall if debt_applies(snap) else np.zeros(snap.org.n)
+        # and a lifted floor's, the larger of that and the fair debt (impact.tier_weights)
+        up = lifted_rows(em.tg)
+        fair = (np.where(up.any(axis=1), snap.fair_owed_shortfall, 0.0) if up is not None
+                else np.zeros(snap.org.n))
         return ", ".join(
             f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where}"
             + (f", {prot[v]:g} of them protected" if not em.tg.pooled and prot[v] > 1e-9
                else "")
             + (f", {owed[v]:.1f} GPU-hours owed and not delivered over the window"
                if owed[v] >= 0.05 else "")
+            + (f", {fair[v]:.1f} GPU-hours of its fair share (an idle sibling's part in it) "
+               "owed over the window" if fair[v] >= owed[v] + 0.05 else "")
             + ")" for v in leaves[:3])
 
     return ctx.once(("holders outside", o, t), make)
