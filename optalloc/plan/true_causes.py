@@ -117,10 +117,12 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
         prot = got[:, t] - loose[:, t]
         # what the floors' debt tilt reads (impact.debt_tilt), where it reads it
         owed = snap.owed_shortfall if debt_applies(snap) else np.zeros(snap.org.n)
-        # and a lifted floor's, the larger of that and the fair debt (impact.tier_weights)
+        # and a lifted floor's, where its fair debt weighs it (impact.tier_weights: the
+        # larger debt, where no sibling ranks ahead)
         up = lifted_rows(em.tg)
-        fair = (np.where(up.any(axis=1), snap.fair_owed_shortfall, 0.0) if up is not None
-                else np.zeros(snap.org.n))
+        weighs = em.imp.lifted_weight[:, 0] > em.imp.floor_weight[:, 0] * (1.0 + 1e-9)
+        fair = (np.where(up.any(axis=1) & weighs, snap.fair_owed_shortfall, 0.0)
+                if up is not None else np.zeros(snap.org.n))
         return ", ".join(
             f"{snap.org.names[v]} ({G[v]:g} of target {T[v]:g}{where}"
             + (f", {prot[v]:g} of them protected" if not em.tg.pooled and prot[v] > 1e-9

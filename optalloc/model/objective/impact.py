@@ -185,7 +185,13 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # won every epoch, 384 / 192 GPU-hours a day where the turns give 288 / 288). The whole
     # floor, not only its lift: a lift weighed apart is worth more per GPU than the floor
     # below it, which a linear objective fills first (a non-concave tier)
-    fair = np.maximum(debt, fair_debt_tilt(snap, g_max))
+    # only where no sibling with work ranks ahead of the node (rule 1): B's claim on an
+    # idle sibling's share comes after a better-ranked sibling's own floor. A target (the
+    # lift's cap) counts GPUs, not places: 3 x 8, C idle, A first with one 6-GPU job, B's
+    # 6-GPU jobs, B lifted to 18 of which 12 fit beside A's job; weighed by its fair debt,
+    # B's 18 took A's node once B was owed over 1 h of its share (A 0 that hour)
+    fair = np.where(_first_among_siblings(snap, tilt_position(snap)),
+                    np.maximum(debt, fair_debt_tilt(snap, g_max)), debt)
     lift = (1.0 + rank) * (1.0 + fair) - 1.0
 
     def weight(t):
@@ -195,6 +201,18 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
         return (tie + t)[:, None] * omega[None, :] * share[:, None]
 
     return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
+
+
+def _first_among_siblings(snap: Snapshot, pos: np.ndarray) -> np.ndarray:
+    """(O,) whether no sibling with allocated work this epoch ranks ahead of each org node
+    (tilt_position `pos`; ties count as first)."""
+    org = snap.org
+    leaf = projects_with_work(snap)
+    work = (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
+    parent = np.maximum(np.asarray(org.parent), 0)
+    best = np.full(org.n, -np.inf)
+    np.maximum.at(best, parent[work], pos[work])
+    return pos >= best[parent] - 1e-9
 
 
 def tilt_position(snap: Snapshot) -> np.ndarray:
