@@ -112,11 +112,12 @@ def write_outputs(config, state: str, dashboard: str | None, metrics_file: str |
     from optalloc.dashboard.site import HISTORY_JSON, write_site
 
     check_outputs(dashboard, metrics_file)
+    history = _history(history)  # a bad --history is refused before the state DB is opened
     known = load_cache(Path(dashboard) / HISTORY_JSON) if dashboard else {}
     done = []
     try:
         with ReadOnlyStore(state) as store:
-            dash = gather(config, store, history=_history(history), known_history=known)
+            dash = gather(config, store, history=history, known_history=known)
         if dashboard:
             paths = write_site(dash, dashboard)
             done.append(f"dashboard: {len(paths)} pages in {dashboard} (open "
@@ -140,9 +141,13 @@ def cmd_dashboard(args) -> int:
     return 0
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _check_port(port: int) -> None:
     if not 0 <= port <= 65535:
         raise OptallocError(f"--port {port}: give a port between 1 and 65535 (0: any free one)")
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    _check_port(port)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as err:
@@ -165,6 +170,7 @@ def cmd_serve(args) -> int:
 
     from optalloc.dashboard.app import Source, create_app
 
+    _check_port(args.port)  # before the state DB is opened
     source = Source(args.config, args.state, _history(args.history))
     source.current()  # a bad config or state DB fails now, with its message, not per request
     sock = _bind(args.host, args.port)

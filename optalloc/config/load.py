@@ -271,6 +271,10 @@ def load_document(path: str | os.PathLike) -> tuple[Config, dict]:
     """Load a config file or directory; also return its raw `workload` / `simulation`
     sections (scenario files) for the simulator to validate. Raises ConfigError."""
     problems = Problems()
+    if not os.fspath(path).strip():  # Path('') would be the current directory
+        problems.add(Loc(repr(os.fspath(path))), "the config path is empty",
+                     "give a YAML file or directory (`.` for the current directory)")
+        problems.raise_if_any()
     root = Path(path)
     files = _config_files(root, problems)
     docs = []

@@ -93,7 +93,11 @@ def check_runner_dir(path) -> None:
                                 "job logs (created 0700 if missing)")
         check_dir(text, "--runner-dir")
     else:
+        from optalloc.outdir import check_out_dir
+
         check_dir(os.path.dirname(os.path.abspath(text)), f"--runner-dir {text}")
+        # tried for real (a name too long, /proc or /sys as root): nothing is left behind
+        check_out_dir(text, "--runner-dir")
 
 
 def check_slurm_conf(path) -> None:

@@ -213,7 +213,7 @@ class DaskExecutor:
                     host="127.0.0.1", dashboard_address=None,
                 )
                 self._client = Client(self._cluster)
-        except (OSError, TimeoutError) as err:
+        except (OSError, TimeoutError, ValueError) as err:  # ValueError: a malformed address
             self.__exit__()
             where = f"the Dask scheduler at {self.address}" if self.address else "a local Dask cluster"
             raise OptallocError(
