@@ -264,6 +264,8 @@ def pending_reasons(
 
 
 def make_plan(snap: Snapshot, name: str, res: PassResult, reasons, t0: float) -> Plan:
+    from optalloc.plan.drain import drain_status_of
+
     return Plan(
         now=snap.now,
         placements=tuple(res.placements),
@@ -272,6 +274,7 @@ def make_plan(snap: Snapshot, name: str, res: PassResult, reasons, t0: float) ->
         report=SolveReport(
             backend=name, status="heuristic", solve_s=time.perf_counter() - t0
         ),
+        drains=drain_status_of(snap, res.placements),
     )
 
 

@@ -136,7 +136,7 @@ class _Simulation:
             cand = [
                 self.subs[si].submit_time if si < len(self.subs) else math.inf,
                 self.node_events[ni][0] if ni < len(self.node_events) else math.inf,
-                self.expiries[0][0] if self.expiries else math.inf,
+                self._next_expiry(),
                 self.runner.next_event_time(),
                 self.decision_wanted_at,
             ]
@@ -193,6 +193,18 @@ class _Simulation:
         if bar is not None:
             bar.close()
         return self._result(t)
+
+    def _next_expiry(self) -> float:
+        """When the next protection of a run still going ends: expiries of runs that already
+        ended (a job finished or stopped inside its protection) are dropped, so they neither
+        wake the loop nor keep an open-ended run going past its last job."""
+        while self.expiries:
+            _, jid, start = self.expiries[0]
+            job = self.queue.get(jid)
+            if job is not None and job.running and job.start_time == start:
+                return self.expiries[0][0]
+            heapq.heappop(self.expiries)
+        return math.inf
 
     def _finished(self, si: int, ni: int, t_event: float) -> bool:
         """Open-ended runs stop when nothing can change any more: no submissions, node events
