@@ -185,10 +185,10 @@ def run_cycle(
     holds = hold_unknown(config, queue.values())
     nodes = effective_nodes(config.nodes, obs.node_states)
     capacity = capacity_by_type(config.gpu_types, nodes)
-    demand = Demand.of(queue.values()).by_project()
     policy = config.policy
     since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
     tree = OrgTree.build(holds.config.org, [g.name for g in config.gpu_types])
+    demand = Demand.of(queue.values(), tree).by_project()
     ledger = store.ledger(config.gpu_types, tree, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
@@ -246,7 +246,7 @@ def run_cycle(
             store.upsert_job(queue[job_id])
         record_transitions(store, tr2)
         if tr2.finished:  # a job the plan ended (preempted, not resumable) asks nothing from now
-            store.record_demand(now, Demand.of(queue.values()).by_project())
+            store.record_demand(now, Demand.of(queue.values(), tree).by_project())
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
         for job_id, why in applied.waiting.items():

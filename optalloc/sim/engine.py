@@ -114,7 +114,7 @@ class _Simulation:
         self.epochs: list[EpochRecord] = []
         self.demand_samples: list[DemandSample] = []
         self.capacity_samples: list[CapacitySample] = []
-        self.demand = Demand()
+        self.demand = Demand(tree)
         self.demand_changed = True
         self.dirty = True
         self.last_decision = -math.inf
