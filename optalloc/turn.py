@@ -213,18 +213,16 @@ class Demand:
     could run only on a type it has no share of was owed 28 GPU-hours it could never be
     given, and read as the worst project at 0.0."""
 
-    def __init__(self, org=None):
+    def __init__(self, org):
         self.allocated: dict[str, int] = {}
         self.total = 0
-        self._shared = None
-        if org is not None:
-            ent = org.entitlement > 0
-            self._shared = {n: frozenset(t for k, t in enumerate(org.gpu_types) if ent[i, k])
-                            for i, n in enumerate(org.names)}
-            self._all = frozenset(org.gpu_types)
+        ent = org.entitlement > 0
+        self._shared = {n: frozenset(t for k, t in enumerate(org.gpu_types) if ent[i, k])
+                        for i, n in enumerate(org.names)}
+        self._all = frozenset(org.gpu_types)
 
     @classmethod
-    def of(cls, jobs: Iterable[Job], org=None) -> "Demand":
+    def of(cls, jobs: Iterable[Job], org) -> "Demand":
         d = cls(org)
         for j in jobs:
             d.add(j)
@@ -234,8 +232,6 @@ class Demand:
         """Whether the job's GPUs are allocated demand (see the class)."""
         if not job.allocated:
             return False
-        if self._shared is None:
-            return True
         shared = self._shared.get(job.project, frozenset())
         return bool(shared & (frozenset(job.gpu_types) if job.gpu_types else self._all))
 

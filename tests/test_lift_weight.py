@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from optalloc.model.constraints.fairshare import lifted_rows
-from tests.test_idle_share_floors import _idle_third
+from tests.test_idle_share_floors import _idle_third, gpus_by_project
 
 TIED = {"A": 0.5, "B": 0.5}
 B_FIRST, A_FIRST = {"A": 0.6, "B": 0.3}, {"A": 0.3, "B": 0.6}
@@ -46,10 +46,7 @@ def test_a_lifted_floor_weighs_the_fair_debt(fair, usage, floors, gpus):
     assert lifted == ({"B"} if floors[1] > 8 else set())
     plan = run_epoch(snap)
     check_plan(snap, plan)
-    got: dict = {}
-    for p in plan.placements:
-        got[p.job_id[0]] = got.get(p.job_id[0], 0) + sum(len(a.gpus) for a in p.nodes)
-    assert got == gpus
+    assert gpus_by_project(snap, plan) == gpus
     assert plan.report.status == "optimal" and plan.report.gap == pytest.approx(0.0, abs=1e-6)
 
 

@@ -16,16 +16,11 @@ from optalloc.model.constraints.fairshare import lifted_rows
 from optalloc.types import Config, GpuType, OrgNode, Policy
 from tests.test_epoch_toy import flat_org, nodes_of, queued
 from tests.test_fairness_over_time_judge_cases import H, _window, endless, flat, scenario
+from tests.test_idle_share_floors import gpus_by_project
 
 TIED = {"A": 0.5, "B": 0.5}
 
 
-def _got(snap, plan) -> dict:
-    got: dict = {}
-    for p in plan.placements:
-        proj = snap.jobs[snap.job_index[p.job_id]].project
-        got[proj] = got.get(proj, 0) + p.gpus
-    return got
 
 
 def _epoch(cfg, usage, fair=None, owed=None):
@@ -66,7 +61,7 @@ def test_a_lifted_node_ranked_second_does_not_take_a_better_ranked_nodes_floor_w
     # to those who want it, it does not displace a better-ranked sibling's floor).
     snap, em, plan = _epoch(_six_gpu_jobs(), {"A": 0.75, "B": 1.5}, fair={"B": 12.0})
     assert tuple(em.floor[1:4, 0]) == (6, 18, 0) and _lifted(snap, em) == {"B"}
-    assert _got(snap, plan) == {"A": 6, "B": 12}
+    assert gpus_by_project(snap, plan) == {"A": 6, "B": 12}
 
 
 def test_the_same_packing_with_a_small_fair_debt_keeps_the_better_ranked_job():
@@ -75,7 +70,7 @@ def test_the_same_packing_with_a_small_fair_debt_keeps_the_better_ranked_job():
     # fault above needs a fair debt over 1 h of B's share: 6 (1 + f) > 12)
     snap, em, plan = _epoch(_six_gpu_jobs(), {"A": 0.75, "B": 1.5}, fair={"B": 4.0})
     assert _lifted(snap, em) == {"B"}
-    assert _got(snap, plan) == {"A": 6, "B": 12}
+    assert gpus_by_project(snap, plan) == {"A": 6, "B": 12}
 
 
 def test_over_a_day_the_better_ranked_projects_hourly_job_runs_every_hour():
@@ -111,7 +106,7 @@ def test_a_lifted_floor_weighs_the_published_debt_where_it_is_the_larger():
     # (Weighed by the fair debt alone: 16 + 24 = 40 against 36, the gang.)
     snap, em, plan = _epoch(_idle_third_cfg(), TIED, fair={"B": 4.0}, owed={"B": 12.0})
     assert _lifted(snap, em) == {"B"}
-    assert _got(snap, plan) == {"B": 24}
+    assert gpus_by_project(snap, plan) == {"B": 24}
     assert plan.report.status == "optimal" and plan.report.gap == pytest.approx(0.0, abs=1e-6)
 
 
@@ -122,7 +117,7 @@ def test_two_equally_owed_nodes_are_neither_lifted_and_the_gang_meets_both_raw_f
     # B's 8: A 16, B 8
     snap, em, plan = _epoch(_idle_third_cfg(), TIED, fair={"A": 24.0, "B": 24.0})
     assert tuple(em.floor[1:3, 0]) == (8, 8) and _lifted(snap, em) == set()
-    assert _got(snap, plan) == {"A": 16, "B": 8}
+    assert gpus_by_project(snap, plan) == {"A": 16, "B": 8}
 
 
 def test_of_two_owed_nodes_only_the_one_owed_more_is_lifted_by_the_difference():
@@ -130,7 +125,7 @@ def test_of_two_owed_nodes_only_the_one_owed_more_is_lifted_by_the_difference():
     # B lifted to 12, weight x2 x2.5: B's 24 (60) beat the gang (16 + 40 = 56): B 24
     snap, em, plan = _epoch(_idle_third_cfg(), TIED, fair={"A": 12.0, "B": 24.0})
     assert _lifted(snap, em) == {"B"}
-    assert _got(snap, plan) == {"B": 24}
+    assert gpus_by_project(snap, plan) == {"B": 24}
 
 
 # ------------------------------------------------------------------ 3. pooled, programs
@@ -145,7 +140,7 @@ def test_pooled_types_a_lifted_floor_weighs_the_fair_debt():
     snap, em, plan = _epoch(cfg, TIED, fair={"B": 12.0})
     assert em.tg.pooled and em.tg.share_floor[1:3, 0].tolist() == [8, 12]
     assert _lifted(snap, em) == {"B"}
-    assert _got(snap, plan) == {"B": 24}
+    assert gpus_by_project(snap, plan) == {"B": 24}
     assert plan.report.status == "optimal" and plan.report.gap == pytest.approx(0.0, abs=1e-6)
 
 
@@ -156,7 +151,7 @@ def test_pooled_types_a_small_fair_debt_leaves_the_gang_its_turn():
                           a_types=("h100",))
     snap, em, plan = _epoch(cfg, TIED, fair={"B": 4.0})
     assert _lifted(snap, em) == {"B"}
-    assert _got(snap, plan) == {"A": 16, "B": 8}
+    assert gpus_by_project(snap, plan) == {"A": 16, "B": 8}
 
 
 def _programs():
@@ -184,5 +179,5 @@ def test_a_lifted_programs_rows_weigh_its_projects_fair_debt(fair, lifted, gpus)
     assert {n: int(em.floor[names.index(n), 0]) for n in ("P1", "A", "P2", "B")} == \
         {"P1": 8, "A": 8, "P2": 12, "B": 12}
     assert _lifted(snap, em) == lifted
-    assert _got(snap, plan) == gpus
+    assert gpus_by_project(snap, plan) == gpus
     assert plan.report.status == "optimal" and plan.report.gap == pytest.approx(0.0, abs=1e-6)

@@ -29,6 +29,7 @@ from optalloc.sim.policies import make_policy
 from optalloc.sim.scenario import Scenario
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.types import Config, GpuType, Job, Node, NodeState, OrgNode, Policy
+from tests.test_turn_equivalence import Recording
 
 H = 3600.0
 POLICIES = ("ilp", "greedy")
@@ -49,20 +50,8 @@ def _sc(jobs, *, nodes=(("h100", 8),), types=("h100",), org=None, early=False, e
                     node_events=tuple(events))
 
 
-class Watch:
-    """Delegates to a policy; keeps every plan (time, placements by job, preemptions)."""
-
-    def __init__(self, inner):
-        self.inner, self.name, self.plans = inner, inner.name, []
-
-    def decide(self, snap):
-        plan = self.inner.decide(snap)
-        self.plans.append((snap, plan))
-        return plan
-
-
 def _run(sc, policy):
-    w = Watch(make_policy(policy))
+    w = Recording(make_policy(policy))  # keeps every (snapshot, plan)
     res = simulate(sc, w, check=True)
     m = compute_metrics(res)
     _always(sc, res, m, w)
@@ -99,7 +88,7 @@ def _always(sc, res, m, w):
     check_conservation(res)
     # no plan preempts (or moves) a job inside its protection
     cap = sc.config.policy.min_runtime_cap_s
-    for snap, plan in w.plans:
+    for snap, plan in w.seen:
         running = {j.id: j for j in snap.jobs if j.running}
         moved = {p.job_id for p in plan.placements
                  if p.job_id in running and running[p.job_id].placement != p}
@@ -113,7 +102,7 @@ def _always(sc, res, m, w):
 def _starts_on(w, node):
     """(time, job) of every new placement that touches `node`."""
     out = []
-    for snap, plan in w.plans:
+    for snap, plan in w.seen:
         running = {j.id: j.placement for j in snap.jobs if j.running}
         for p in plan.placements:
             if node in p.node_names and running.get(p.job_id) != p:
@@ -320,14 +309,14 @@ def test_debug_jobs_wait_about_a_grace_period_not_hours(policy):
 
 # ------------------------------------------------------------------ 6. the lookahead
 
-def _gang_case(**policy):
+def _gang_case(long_protection_s=1.5 * H, **policy):
     # 2 x 8, A = G (entitled 8 each). A: 8 jobs of 1 GPU protected 1.5 h (= their work, a
     # higher priority: they start first) and 200 of 1 GPU protected 1 h (= their work), all
     # at 0. G: one 16-GPU gang (both nodes) protected 1 h, 2 h of work, at 900 s.
     # At 0: the 8 long ones and 8 short ones (ends 5400 and 3600). From then on A's GPUs
     # free 8 at a time, half an hour apart, and every job on them is protected to its end.
-    jobs = [Job(f"L{i}", "A", 1, min_runtime_s=1.5 * H, duration_s=1.5 * H, priority=1)
-            for i in range(8)]
+    jobs = [Job(f"L{i}", "A", 1, min_runtime_s=long_protection_s, duration_s=1.5 * H,
+                priority=1) for i in range(8)]
     jobs += [Job(f"S{i:03d}", "A", 1, min_runtime_s=H, duration_s=H) for i in range(200)]
     jobs += [Job("gang", "G", 16, min_runtime_s=H, duration_s=2 * H, submit_time=900.0)]
     return _sc(jobs, nodes=(("h100", 8), ("h100", 8)), org=_org("A", "G"), duration=12 * H,
@@ -400,7 +389,7 @@ def test_a_gang_with_one_node_draining_leaves_whole_when_protected_and_restarts_
     # (3600 -> 10800, README: a job leaving a drain node restarts as a queued job would),
     # greedy at the next tick (5400 -> 12600)
     res, m, w = _run(_gang_drain_case(), policy)
-    first = w.plans[0][1].placements[0]
+    first = w.seen[0][1].placements[0]
     assert set(first.node_names) == {"n1", "n2"}
     start = 3600.0 if policy == "ilp" else 5400.0
     assert sorted(_ivs(res, "g")) == [(0.0, 3600.0), (start, start + 7200.0)]
@@ -497,7 +486,7 @@ def test_a_drain_reports_who_stays_who_leaves_and_then_that_the_node_is_ready(po
     # plan at 7200 sends a1 off; the next plan (9000: a1's requeue is a change, n1 empty
     # since 7260) reports n1 ready for repair
     res, m, w = _drain(policy)
-    st = {snap.now: {d.node: d for d in plan.drains} for snap, plan in w.plans}
+    st = {snap.now: {d.node: d for d in plan.drains} for snap, plan in w.seen}
     assert (st[3600.0]["n1"].staying, st[3600.0]["n1"].leaving) == (("a1",), ("u",))
     assert st[7200.0]["n1"].leaving == ("a1",) and not st[7200.0]["n1"].ready
     after = [t for t in st if 7260.0 < t < 4 * H]
@@ -633,12 +622,7 @@ def test_a_second_debug_job_inside_the_first_ones_grace_waits_for_it_then_one_mo
 
 def _expected_end_case(**policy):
     # the gang case with the 8 first jobs protected 3 h but 1.5 h of expected work
-    jobs = [Job(f"L{i}", "A", 1, min_runtime_s=3 * H, duration_s=1.5 * H, priority=1)
-            for i in range(8)]
-    jobs += [Job(f"S{i:03d}", "A", 1, min_runtime_s=H, duration_s=H) for i in range(200)]
-    jobs += [Job("gang", "G", 16, min_runtime_s=H, duration_s=2 * H, submit_time=900.0)]
-    return _sc(jobs, nodes=(("h100", 8), ("h100", 8)), org=_org("A", "G"), duration=12 * H,
-               **policy)
+    return _gang_case(long_protection_s=3 * H, **policy)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -32,6 +32,14 @@ def projects_with_work(snap: Snapshot) -> np.ndarray:
     return (np.bincount(snap.job_project[alloc], minlength=org.n) > 0) & (org.depth > 0)
 
 
+def nodes_with_work(snap: Snapshot) -> np.ndarray:
+    """(O,) bool: the org nodes (not the root) with a project with work (projects_with_work)
+    in their subtree."""
+    org = snap.org
+    leaf = projects_with_work(snap)
+    return (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
+
+
 def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> np.ndarray:
     """(O,) what each org node with allocated work this epoch was owed over the window and not
     delivered (Snapshot.owed_shortfall, GPU-hours), in hours of its whole share of the up GPUs
@@ -66,8 +74,7 @@ def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> 
     short = snap.owed_shortfall if short is None else short
     if not short.any():
         return out
-    leaf = projects_with_work(snap)
-    work = (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
+    work = nodes_with_work(snap)
     if work.sum() < 2:
         return out
     ent_gpus = org.entitlement @ snap.capacity_by_type(up_only=True)
@@ -99,18 +106,22 @@ def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> 
     return np.clip(rel, 0.0, max(DEBT_CAP * g_max, big))
 
 
-def fair_debt_tilt(snap: Snapshot, g_max: float) -> np.ndarray:
+def fair_debt_tilt(snap: Snapshot) -> np.ndarray:
     """(O,) debt_tilt on the fair shortfall (Snapshot.fair_owed_shortfall: against each node's
     share with an idle sibling's part in it), a program counting what each of its projects
     was owed of its own fair share (targets.owed_nodes says why). It marks the nodes whose
-    floors are lifted (targets.lifted_floors) and weighs the lifted part of those floors
-    (impact.tier_weights)."""
+    floors are lifted (targets.lifted_floors) and weighs those floors (impact.tier_weights);
+    once per snapshot (both ask for it)."""
+    return snap.derived(_fair_debt_tilt)
+
+
+def _fair_debt_tilt(snap: Snapshot) -> np.ndarray:
     short = snap.fair_owed_shortfall
     if not short.any():
         return np.zeros(snap.org.n)
     org = snap.org
     short = org.membership().astype(float) @ np.where(org.is_leaf, short, 0.0)
-    return debt_tilt(snap, g_max, short)
+    return debt_tilt(snap, float(snap.node_gpus.max(initial=1)), short)
 
 
 def debt_applies(snap: Snapshot) -> bool:

@@ -124,13 +124,10 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
             if lookahead_on(snap) else np.zeros((0, 0)))
     lifted = lifted_floors(org, FP, target.sum(axis=1, keepdims=True), D, ent,
                            owed_nodes(snap))
-    base = np.minimum(FP, target.sum(axis=1, keepdims=True)) if lifted is not FP else None
-    if base is not None:
-        base[0] = 0.0
     return Targets(_split_floors(target, lifted[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free, pooled=True,
-                   pool_floor=lifted[:, 0],
-                   lift_base=np.zeros((0, 0)) if base is None else base)
+                   pool_floor=lifted[:, 0],  # Targets.share_base caps lift_base as share_floor
+                   lift_base=FP if lifted is not FP else np.zeros((0, 0)))
 
 
 def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None,

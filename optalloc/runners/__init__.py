@@ -81,7 +81,7 @@ def runner_options(name: str, config: Config | None, *, runner_dir=None, node=No
 
 def check_runner_dir(path) -> None:
     """--runner-dir is a directory (or can be made one in an existing directory) that only
-    its owner may write; nothing is created."""
+    its owner may write; nothing is left behind (a missing one is tried for real)."""
     from optalloc.statefile import check_dir
 
     text = os.fspath(path)

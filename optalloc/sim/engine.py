@@ -167,8 +167,7 @@ class _Simulation:
                 want = want or self.sc.early_solve
             while self.expiries and self.expiries[0][0] <= t:
                 _, jid, start = heapq.heappop(self.expiries)
-                job = self.queue.get(jid)
-                if job is not None and job.running and job.start_time == start:
+                if self._runs(jid, start):
                     self.dirty = True
             if t >= next_tick:
                 next_tick = (math.floor(t / self.epoch_s) + 1) * self.epoch_s
@@ -199,12 +198,15 @@ class _Simulation:
         ended (a job finished or stopped inside its protection) are dropped, so they neither
         wake the loop nor keep an open-ended run going past its last job."""
         while self.expiries:
-            _, jid, start = self.expiries[0]
-            job = self.queue.get(jid)
-            if job is not None and job.running and job.start_time == start:
+            if self._runs(*self.expiries[0][1:]):
                 return self.expiries[0][0]
             heapq.heappop(self.expiries)
         return math.inf
+
+    def _runs(self, jid: str, start: float) -> bool:
+        """Whether job `jid`'s run that started at `start` still goes (an expiry's run)."""
+        job = self.queue.get(jid)
+        return job is not None and job.running and job.start_time == start
 
     def _finished(self, si: int, ni: int, t_event: float) -> bool:
         """Open-ended runs stop when nothing can change any more: no submissions, node events

@@ -125,14 +125,10 @@ def met_tiers(imp, floor: np.ndarray, target: np.ndarray, got: np.ndarray,
     lo = np.concatenate([np.zeros(bounds.shape[:-1] + (1,)), np.cumsum(bounds, -1)[..., :-1]],
                         axis=-1)
     met = np.clip(got[1:, :, None] - lo, 0, bounds)
-    vals = np.repeat(tier_values(imp, np.arange(1, O))[:, None, :], T, axis=1)
-    unit = np.repeat(np.asarray(imp.floor_unit)[1:, None, :], T, axis=1)
-    if lifted is not None and lifted[1:].any():
-        on = lifted[1:, :, None]
-        vals[..., :-1] = np.where(on, np.asarray(imp.lifted_weight)[1:, None, :], vals[..., :-1])
-        unit = np.where(on, np.asarray(imp.lifted_unit)[1:, None, :], unit)
-    if yields is not None:
-        vals[..., :-1] -= yields[1:, :, None] * unit
+    idx = np.arange(1, O)
+    vals = np.stack([tier_values(imp, idx, None if yields is None else yields[1:, t],
+                                 None if lifted is None else lifted[1:, t]) for t in range(T)],
+                    axis=1)  # (O-1, T, K+1)
     v = met * vals
     return float(v[..., :-1].sum()), float(v[..., -1].sum())
 

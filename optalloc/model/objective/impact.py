@@ -55,6 +55,7 @@ from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exp
     debt_applies,
     debt_tilt,
     fair_debt_tilt,
+    nodes_with_work,
     projects_with_work,
 )
 from optalloc.model.order import (
@@ -174,7 +175,8 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # times 1 + what a subtree is owed and was not delivered (rule 2: over time, not one
     # epoch). Multiplied, not added: two nodes owed the same keep their rank's factor (added,
     # a debt of 4.5 each beside a third node owed nothing cut it from 2x to 1.22x: a review)
-    rank = RANK_TILT * tilt_position(snap)
+    place = tilt_position(snap)
+    rank = RANK_TILT * place
     debt = debt_tilt(snap, g_max)
     tilt = (1.0 + rank) * (1.0 + debt) - 1.0
     # a lifted floor (an idle sibling's share in it: targets.lifted_floors) weighs what its
@@ -190,8 +192,8 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # lift's cap) counts GPUs, not places: 3 x 8, C idle, A first with one 6-GPU job, B's
     # 6-GPU jobs, B lifted to 18 of which 12 fit beside A's job; weighed by its fair debt,
     # B's 18 took A's node once B was owed over 1 h of its share (A 0 that hour)
-    fair = np.where(_first_among_siblings(snap, tilt_position(snap)),
-                    np.maximum(debt, fair_debt_tilt(snap, g_max)), debt)
+    fair = np.where(_first_among_siblings(snap, place),
+                    np.maximum(debt, fair_debt_tilt(snap)), debt)
     lift = (1.0 + rank) * (1.0 + fair) - 1.0
 
     def weight(t):
@@ -207,8 +209,7 @@ def _first_among_siblings(snap: Snapshot, pos: np.ndarray) -> np.ndarray:
     """(O,) whether no sibling with allocated work this epoch ranks ahead of each org node
     (tilt_position `pos`; ties count as first)."""
     org = snap.org
-    leaf = projects_with_work(snap)
-    work = (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
+    work = nodes_with_work(snap)
     parent = np.maximum(np.asarray(org.parent), 0)
     best = np.full(org.n, -np.inf)
     np.maximum.at(best, parent[work], pos[work])
