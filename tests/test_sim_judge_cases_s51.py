@@ -726,14 +726,10 @@ def test_with_two_reservations_two_gangs_take_the_two_soonest_pairs_of_nodes():
     assert (m["reservations"]["kept"], m["reservations"]["idle_gpu_h"]) == (2, pytest.approx(8.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a successor waits for the end of a grace period its predecessor never used: the runner "
-    "fixes the new job's start when the plan is applied (sim/runner.py:124 start = max(now, "
-    "_gpu_free_at) = 3600 + 300 = 3900, started at :127 with that start) and when the stopping "
-    "job finishes inside its grace (runner.py:198: no STOP is pushed, the finish comes first) "
-    "nothing moves the successor earlier (runner.py:229 only forgets the free time): a ends at "
-    "3700, b starts 3900, 8 GPUs idle 200 s (rule 6; the runner's own doc: 'starts when they "
-    "are released'); ilp and greedy alike"))
+# fixed at stop 52 (was a strict xfail, ilp and greedy): the simulated runner fixed a new job's
+# start when the plan was applied (the predecessor's stop time) and nothing moved it earlier
+# when the predecessor finished inside its grace; now the run's GPUs are released when it
+# ends and a run waiting for them starts then (sim/runner.py `_release`)
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_successor_starts_when_a_job_in_its_grace_period_finishes_early(policy):
     # 1 x 8, grace 300. a (A, 8, protected 1 h, 3700 s of work) from 0; b (B, 8, 1 h) at 600.

@@ -261,8 +261,8 @@ class _Simulation:
         for o in tr.outcomes:
             if isinstance(o, Started):
                 job, rec = o.job, self.recs[o.job.id]
-                if rec.first_start is None:
-                    rec.first_start = job.start_time
+                if rec.first_start is None or job.start_time < rec.first_start:
+                    rec.first_start = job.start_time  # (an unbegun run may start earlier)
                 if job.placement.allocated:  # unallocated runs have no protection to expire
                     end = job.start_time + protection_s(job.min_runtime_s, self.cap_rt)
                     heapq.heappush(self.expiries, (end, job.id, job.start_time))

@@ -225,18 +225,46 @@ class SimulatedRunner(Runner):
                 lost = elapsed
                 kind = EventKind.PREEMPTED
             st.lost_gpu_s += lost * job.gpus
-        for k in run.placement.gpu_keys:
-            if self._gpu_free_at.get(k, -math.inf) <= t:
-                self._gpu_free_at.pop(k, None)
         left = st.remaining if kind is EventKind.REQUEUED and math.isfinite(st.remaining) else None
         self._outbox.append(
             JobEvent(jid, kind, t, run.placement, 0 if completed else None, message,
                      run_start=run.start, work_left_s=left)
         )
+        self._release(run.placement.gpu_keys, t)
         restart = self._restarts.pop(jid, None)
         if restart is not None and kind is EventKind.REQUEUED:
             job, pl, start = restart
-            self._start(job, pl, max(start, t))
+            self._start(job, pl, max([t] + [self._gpu_free_at.get(k, t) for k in pl.gpu_keys]))
+
+    def _release(self, keys, t: float) -> None:
+        """GPUs `keys` of a run that ended at `t` are free, unless another stopping run
+        still holds them; a run waiting for them starts as soon as all of its GPUs are free
+        (a job that finishes inside its grace period releases them before its stop time)."""
+        keys = set(keys)
+        for k in keys:
+            self._gpu_free_at.pop(k, None)
+        for jid, stop in self._stopping.items():
+            for k in keys.intersection(self.runs[jid].placement.gpu_keys):
+                self._gpu_free_at[k] = max(self._gpu_free_at.get(k, t), stop)
+        for jid, run in list(self.runs.items()):
+            if run.start <= t or keys.isdisjoint(run.placement.gpu_keys):
+                continue
+            start = max([t] + [self._gpu_free_at.get(k, t) for k in run.placement.gpu_keys])
+            if start < run.start:
+                self._move_start(run, start)
+
+    def _move_start(self, run: _Run, start: float) -> None:
+        """An unbegun run starts earlier (its GPUs were released early): new heap entries,
+        and a STARTED event with the new time (the turn's queue takes the start it says)."""
+        run.start = start
+        self._seq += 1
+        run.seq = self._seq
+        if math.isfinite(run.finish_at):
+            heapq.heappush(self._heap, (run.finish_at, _FINISH, run.job.id, run.seq))
+        if run.stop_at is not None and run.stop_at < run.finish_at:
+            heapq.heappush(self._heap, (run.stop_at, _STOP, run.job.id, run.seq))
+        self._outbox.append(JobEvent(run.job.id, EventKind.STARTED, start, run.placement, None,
+                                     "started (its GPUs were released early)"))
 
 
 _STOP, _FINISH = 0, 1  # a stop and a finish at the same instant: the stop wins
