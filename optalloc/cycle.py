@@ -45,7 +45,7 @@ from optalloc.codec import (
 )
 from optalloc.errors import OptallocError
 from optalloc.faults import fault_point
-from optalloc.holds import hold_unknown
+from optalloc.holds import hold_refused, hold_unknown
 from optalloc.org import OrgTree
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Runner
 from optalloc.snapshot import Snapshot
@@ -183,12 +183,15 @@ def run_cycle(
     # 3. ledger: the config the snapshot sees keeps a zero-share stand-in for a removed
     # project whose jobs still run, so the ledger's tree is built from it too
     holds = hold_unknown(config, queue.values())
+    # jobs the runner could never start as they are: held, not given GPUs that stay idle
+    refused = runner.refuses([j for j in holds.jobs if not j.running])
+    holds = hold_refused(holds, refused, runner.name)
     nodes = effective_nodes(config.nodes, obs.node_states)
     capacity = capacity_by_type(config.gpu_types, nodes)
     policy = config.policy
     since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
     tree = OrgTree.build(holds.config.org, [g.name for g in config.gpu_types])
-    demand = Demand.of(queue.values(), tree).by_project()
+    demand = Demand.of([j for j in queue.values() if j.id not in refused], tree).by_project()
     ledger = store.ledger(config.gpu_types, tree, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
@@ -246,7 +249,8 @@ def run_cycle(
             store.upsert_job(queue[job_id])
         record_transitions(store, tr2)
         if tr2.finished:  # a job the plan ended (preempted, not resumable) asks nothing from now
-            store.record_demand(now, Demand.of(queue.values(), tree).by_project())
+            store.record_demand(now, Demand.of(
+                [j for j in queue.values() if j.id not in refused], tree).by_project())
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
         for job_id, why in applied.waiting.items():

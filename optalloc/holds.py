@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from optalloc.org import walk
 from optalloc.types import Config, Job, OrgNode, PendingReason, ReasonCode, frozen_map
@@ -72,6 +72,22 @@ def hold_unknown(config: Config, jobs: Iterable[Job]) -> Holds:
         root = dataclasses.replace(config.org, children=config.org.children + extra)
         config = dataclasses.replace(config, org=root)
     return Holds(config, tuple(keep), tuple(held), tuple(outside))
+
+
+def hold_refused(holds: Holds, refused: Mapping[str, str], runner: str) -> Holds:
+    """`holds` with the queued jobs the runner could never start as they are (Runner.refuses:
+    job id -> why) held too: kept queued, left out of the snapshot (no plan gives them GPUs
+    that would stay idle while a job that fits waits), pending with `RunnerRefused`. The
+    runner is asked again every epoch, so a job starts once what it lacked is there."""
+    if not refused:
+        return holds
+    keep = tuple(j for j in holds.jobs if j.running or j.id not in refused)
+    held = tuple(PendingReason(
+        j.id, ReasonCode.RUNNER_REFUSED,
+        f"held: the {runner} runner cannot start it: {refused[j.id]}; it waits until that is "
+        "fixed, or cancel it", frozen_map({"runner": runner}))
+        for j in holds.jobs if not j.running and j.id in refused)
+    return dataclasses.replace(holds, jobs=keep, held=holds.held + held)
 
 
 def _placement_fits(job: Job, types: set[str], nodes: dict) -> bool:

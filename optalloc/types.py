@@ -205,6 +205,7 @@ class ReasonCode(str, Enum):
     # held: the config no longer has what the job names (kept queued until it returns)
     UNKNOWN_PROJECT = "UnknownProject"  # its project is not a leaf of the org tree any more
     UNKNOWN_GPU_TYPE = "UnknownGpuType"  # none of its allowed gpu_types is configured any more
+    RUNNER_REFUSED = "RunnerRefused"  # the runner cannot start it as it is (program not found)
     # lookahead (reservations for large gangs)
     RESERVED = "Reserved"  # a waiting gang holds reserved nodes and an expected start
     HELD_FOR_RESERVATION = "HeldForReservation"  # free GPUs are held for another gang's start

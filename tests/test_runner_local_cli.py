@@ -153,12 +153,16 @@ def test_the_epoch_summary_counts_what_the_runner_started_and_names_what_it_refu
                          "--runner", "local", "--now", "1000")
     assert code == 0, err
     lines = out.splitlines()
-    assert "jobs     2 in queue: 0 kept running, 1 started, 1 refused by the runner, " \
-           "0 preempted, 0 pending" in lines
-    assert "refused  ghost: ghost: command 'no-such-program-xyz' is not an executable file " \
-           "or on PATH" in lines
+    # a job the runner can never start is held before the decision (stop 52: before, the
+    # plan gave it GPUs at every epoch, the runner refused it, and they stayed idle)
+    assert "jobs     1 in queue: 0 kept running, 1 started, 0 preempted, 1 pending" in lines
+    assert "pending  RunnerRefused 1" in lines
     rows = {r["id"]: r for r in json.loads(run(capsys, "jobs", "--state", "st.db", "--json")[1])}
-    assert (rows["ghost"]["state"], rows["real"]["state"]) == ("queued", "running")
+    assert (rows["ghost"]["state"], rows["real"]["state"]) == ("pending", "running")
+    assert rows["ghost"]["reason"] == (
+        "RunnerRefused: held: the local runner cannot start it: ghost: command "
+        "'no-such-program-xyz' is not an executable file or on PATH; it waits until that is "
+        "fixed, or cancel it")
 
 
 def test_explain_of_a_job_held_for_a_removed_project_says_why(env, capsys):

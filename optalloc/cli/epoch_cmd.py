@@ -345,7 +345,8 @@ def cmd_explain(args) -> int:
         raise OptallocError("the last epoch has no recorded inputs; run `optalloc epoch` again")
     jobs = [job_from_dict(d) for d in inputs["jobs"]]
     held = {p["job_id"]: p for p in plan_doc.get("pending", ())
-            if p.get("code") in (ReasonCode.UNKNOWN_PROJECT.value, ReasonCode.UNKNOWN_GPU_TYPE.value)}
+            if p.get("code") in (ReasonCode.UNKNOWN_PROJECT.value, ReasonCode.UNKNOWN_GPU_TYPE.value,
+                                 ReasonCode.RUNNER_REFUSED.value)}
     # the config may have changed since that epoch: what it no longer fits is held now
     holds = hold_unknown(config, jobs)
     held.update({r.job_id: to_dict(r) for r in holds.held})

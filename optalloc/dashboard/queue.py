@@ -67,6 +67,7 @@ def queue_rows(
     plan = plan or {}
     pending = {p["job_id"]: p for p in plan.get("pending", ())}
     preempted = {p["job_id"]: p for p in plan.get("preemptions", ())}
+    placed = {p["job_id"] for p in plan.get("placements", ())}
     import numpy as np
 
     # `widest`: the cluster's largest node; without it, every job fits one (only its
@@ -87,6 +88,10 @@ def queue_rows(
         elif job.id in pending:
             state = "pending"
             code, message = pending[job.id]["code"], pending[job.id]["message"]
+        elif job.id in placed:  # placed, not started: waits for a preempted job's GPUs, or
+            state = "queued"  # the epoch stopped before its runner applied the plan
+            message = ("placed by the latest epoch, not started yet: its GPUs are still held "
+                       "(see its last event), or the next epoch starts it")
         else:
             state = "queued"
             message = "submitted after the latest epoch; the next epoch plans it"

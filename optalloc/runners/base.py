@@ -119,6 +119,8 @@ class Runner:
     * `ack_events()`: the events handed out so far are recorded: do not hand them out again.
       Until then a runner that keeps its events repeats them (delivery at least once).
     * `sample_utilization(now)`: sample and store GPU utilization of running jobs.
+    * `refuses(jobs)`: queued jobs it could never start as they are ({job id: why}, e.g. a
+      program the local runner does not find); the turn holds them out of the decision.
     * `passive`: set for a dry run (`optalloc epoch --dry-run`): `observe` only looks, it sends
       no signal and runs no command that changes a job (a notice not yet sent, a SIGKILL or a
       Slurm requeue/cancel after the grace period, a hold of a job Slurm requeued on its own);
@@ -148,6 +150,9 @@ class Runner:
 
     def sample_utilization(self, now: float) -> tuple:
         return ()
+
+    def refuses(self, jobs) -> Mapping[str, str]:
+        return {}
 
     def close(self) -> None:
         return None

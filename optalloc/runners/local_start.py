@@ -40,12 +40,28 @@ class StartsMixin:
                     f"{describe(pl)} needs a preemption first")
         return None
 
+    def refuses(self, jobs) -> dict[str, str]:
+        """Jobs this runner could never start as they are (no command, or a program that is
+        not found): the turn holds them out of the decision, so no plan gives them GPUs that
+        would stay idle (Runner.refuses)."""
+        return {j.id: why for j in jobs if (why := self._command_problem(j))}
+
+    def _command_problem(self, job: Job) -> str | None:
+        if not job.command:
+            return f"{job.id} has no command (argv) to run; set `command:` in its job spec"
+        exe = job.command[0]
+        path = job_environment(self.base_env, self.job_env, {})["PATH"]
+        if ("/" in exe and not os.access(os.path.join(self.workdir, exe), os.X_OK)) or (
+                "/" not in exe and shutil.which(exe, path=path) is None):
+            return f"{job.id}: command {exe!r} is not an executable file or on PATH"
+        return None
+
     def _check_startable(self, pl: Placement, job: Job | None,
                          used: set[tuple[str, int]]) -> str | None:
         if job is None:
             return f"{pl.job_id} is placed but the plan's job list does not contain it"
         if not job.command:
-            return f"{job.id} has no command (argv) to run; set `command:` in its job spec"
+            return self._command_problem(job)
         foreign = sorted({a.node for a in pl.nodes} - {self.node.name})
         if foreign:
             return (f"{job.id} is placed on {', '.join(foreign)} but the local runner runs only "
@@ -57,12 +73,7 @@ class StartsMixin:
                     return f"{job.id}: GPU {g} does not exist on {self.node.name} ({n_gpus} GPUs)"
                 if (a.node, g) in used:
                     return f"{job.id}: GPU {g} of {a.node} is in use by another running job"
-        exe = job.command[0]
-        path = job_environment(self.base_env, self.job_env, {})["PATH"]
-        if ("/" in exe and not os.access(os.path.join(self.workdir, exe), os.X_OK)) or (
-                "/" not in exe and shutil.which(exe, path=path) is None):
-            return f"{job.id}: command {exe!r} is not an executable file or on PATH"
-        return None
+        return self._command_problem(job)
 
     def _record_intent(self, job: Job, pl: Placement, now: float) -> int:
         """Inside apply's transaction: the `starting` row, with its log and exit paths."""
