@@ -191,11 +191,12 @@ def run_cycle(
     policy = config.policy
     since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
     tree = OrgTree.build(holds.config.org, [g.name for g in config.gpu_types])
-    demand = Demand.of([j for j in queue.values() if j.id not in refused], tree).by_project()
+    counted = Demand.of([j for j in queue.values() if j.id not in refused], tree, nodes)
+    demand, placeable = counted.by_project(), counted.placeable_by_project()
     ledger = store.ledger(config.gpu_types, tree, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
-    ledger.record_demand(now, demand)
+    ledger.record_demand(now, demand, placeable)
 
     # 4. decide
     last = store.last_epoch()  # the previous plan's reservations keep the lookahead stable
@@ -224,7 +225,7 @@ def run_cycle(
         for job in queue.values():
             store.upsert_job(job)
         store.record_capacity(now, capacity)
-        store.record_demand(now, demand)
+        store.record_demand(now, demand, placeable)
         store.record_epoch(
             now,
             plan_record,
@@ -249,8 +250,8 @@ def run_cycle(
             store.upsert_job(queue[job_id])
         record_transitions(store, tr2)
         if tr2.finished:  # a job the plan ended (preempted, not resumable) asks nothing from now
-            store.record_demand(now, Demand.of(
-                [j for j in queue.values() if j.id not in refused], tree).by_project())
+            after = Demand.of([j for j in queue.values() if j.id not in refused], tree, nodes)
+            store.record_demand(now, after.by_project(), after.placeable_by_project())
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
         for job_id, why in applied.waiting.items():

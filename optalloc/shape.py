@@ -82,3 +82,21 @@ def fits_nodes(size, pieces, rem, node_gpus) -> np.ndarray:
     at_least_size = n - np.searchsorted(sizes, size, side="left")
     at_least_rem = n - np.searchsorted(sizes, np.maximum(rem, 1), side="left")
     return (at_least_size >= pieces) & ((rem <= 0) | (at_least_rem >= pieces + 1))
+
+
+def fits_up(gpus, gpus_per_node, usable: np.ndarray, up_sizes) -> np.ndarray:
+    """(K, T) whether each job (gpus, gpus_per_node 0 = not given; usable (K, T) the types it
+    may run on) fits at once on the up nodes of each type; `up_sizes`: per type the GPU counts
+    of its up nodes. The fit of `Requirements.fits`, for the demand that could
+    run (optalloc.demand, optalloc.model.debt) without an epoch's requirements."""
+    usable = np.asarray(usable, dtype=bool)
+    K, T = usable.shape
+    if not K or not T:
+        return np.zeros((K, T), dtype=bool)
+    max_node = np.array([int(s.max()) if len(s) else 0 for s in up_sizes], dtype=np.int64)
+    _, size, pieces, rem, valid = shapes(gpus, gpus_per_node, max_node)
+    ok = usable & valid  # valid: the type has an up node (its largest > 0) the chunks fit
+    for t in range(T):
+        if ok[:, t].any():
+            ok[:, t] &= fits_nodes(size[:, t], pieces[:, t], rem[:, t], up_sizes[t])
+    return ok

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Protocol, Sequence
 
+from optalloc.demand import Demand  # noqa: F401 (the turn's demand samples; re-exported)
 from optalloc.holds import Holds
 from optalloc.ledger import Ledger
 from optalloc.runners.base import ApplyResult, EventKind, JobEvent, Observation, Runner
@@ -202,47 +203,6 @@ def capacity_by_type(gpu_types: Iterable[GpuType], nodes: Iterable[Node]) -> dic
         if n.state is NodeState.UP and n.gpu_type in out:
             out[n.gpu_type] += n.gpus
     return out
-
-
-class Demand:
-    """GPUs asked by queued and running jobs: per project for allocated jobs (owed time is
-    measured against it) and in total. Kept up to date job by job (`add`) or counted at once
-    (`of`). `org` (an OrgTree over the config's gpu_types): a job counts as allocated demand
-    only where its project has a share on a type it may use (rule 4: elsewhere its work is
-    unallocated, never owed); before (an outside judge, stop 51), a project whose only job
-    could run only on a type it has no share of was owed 28 GPU-hours it could never be
-    given, and read as the worst project at 0.0."""
-
-    def __init__(self, org):
-        self.allocated: dict[str, int] = {}
-        self.total = 0
-        ent = org.entitlement > 0
-        self._shared = {n: frozenset(t for k, t in enumerate(org.gpu_types) if ent[i, k])
-                        for i, n in enumerate(org.names)}
-        self._all = frozenset(org.gpu_types)
-
-    @classmethod
-    def of(cls, jobs: Iterable[Job], org) -> "Demand":
-        d = cls(org)
-        for j in jobs:
-            d.add(j)
-        return d
-
-    def owed(self, job: Job) -> bool:
-        """Whether the job's GPUs are allocated demand (see the class)."""
-        if not job.allocated:
-            return False
-        shared = self._shared.get(job.project, frozenset())
-        return bool(shared & (frozenset(job.gpu_types) if job.gpu_types else self._all))
-
-    def add(self, job: Job, sign: int = 1) -> None:
-        self.total += sign * job.gpus
-        if self.owed(job):
-            self.allocated[job.project] = self.allocated.get(job.project, 0) + sign * job.gpus
-
-    def by_project(self) -> dict[str, int]:
-        """The ledger's demand sample: projects asking for any GPUs."""
-        return {p: g for p, g in self.allocated.items() if g}
 
 
 # --------------------------------------------------------------------------- decide and apply

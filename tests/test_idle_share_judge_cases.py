@@ -24,7 +24,8 @@ the diagnosis. Against stop 49's code (`8111e19`) 7 of the 16 ilp cases fail tha
 owed_nodes, which that code lacks); the 5 faults fail there too. The judge's fix for one of
 them (a program counts its projects' own fair shortfalls for the lift, targets.owed_nodes) is
 applied: A1 16 -> 128 GPU-hours, still a fault. Three more pass since stop 51 (the lifted part
-of a floor weighs the node's fair debt, impact.tier_weights); two faults remain.
+of a floor weighs the node's fair debt, impact.tier_weights), and one since stop 52 (the fair
+measure counts only demand that could run on the up nodes, optalloc.demand); one fault remains.
 """
 
 from __future__ import annotations
@@ -195,10 +196,13 @@ CASES = [
     Case(  # 3 x 8 with the a100 node down all day (pooled h100 + a100, one billing weight).
         # A = B = C; C's jobs can run only on a100: C cannot use any up GPU, so its share
         # flows to A and B (rule 2, as when C is idle): A two-node gangs, B singles, 288 / 288
-        # (greedy: exactly). ilp 384 / 192: the ledger's fair share counts C's queued demand
-        # (engine._record_demand: every queued allocated GPU), so C keeps 8 and B is never
-        # owed its fair 12; the lift's W (targets) sees C's placeable demand, 0, but owed_nodes
-        # never fires. Same with C's jobs 32-GPU gangs on 24 GPUs (never placeable): 384 / 192
+        # (greedy: exactly). Until stop 52 ilp gave 384 / 192: the ledger's fair share counted
+        # C's queued demand (every queued allocated GPU), so C kept 8 and B was never owed its
+        # fair 12 (the lift's W in targets saw C's placeable demand, 0, but owed_nodes never
+        # fired); and C, ranked first with no work that could run, kept B's lift from weighing
+        # its fair debt. Now the fair measure counts placeable demand only (optalloc.demand)
+        # and the lift comes after siblings with work that could run (impact.tier_weights).
+        # The same with C's jobs 32-GPU gangs on 24 GPUs: tests/test_placeable_demand.py
         "a-sibling-whose-jobs-cannot-run-on-any-up-node-leaves-its-share-to-the-others",
         dataclasses.replace(
             typed(endless("A", 60, gpus=16) + endless("B", 600)
@@ -206,10 +210,7 @@ CASES = [
                   (("h100", 8), ("h100", 8), ("h100", 8), ("a100", 8)),
                   (GpuType("h100"), GpuType("a100"))),
             node_events=(NodeEvent(0.0, ("n4",), NodeState.DOWN),)),
-        {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0,
-        fault="Ledger.shortfalls' fair share reads the demand samples (all queued GPUs, "
-              "placeable or not): C's unplaceable 8 never flow to B, so B is never fair-owed "
-              "and never lifted (A 384, B 192)"),
+        {"A": 288.0, "B": 288.0, "C": 0.0}, 16.0),
     # ---------------------------------------------------------------- 4. gang sizes, churn
     Case(  # 3 x 8, A = B = C, C idle: A one-node gangs (8), B two-node gangs (16): 12 / 12.
         # B's gang + one of A's, or A's three: B 16 f = 12 -> f = 3/4, A 8 (3/4) + 24 (1/4) =

@@ -139,6 +139,8 @@ def test_the_cron_path_and_the_simulator_make_the_same_plans_and_ledger(tmp_path
         csnap, cplan = by_time.pop(snap.now)
         assert csnap.jobs == snap.jobs, f"t={snap.now}: the queues differ"
         np.testing.assert_allclose(csnap.usage_ratio, snap.usage_ratio, rtol=1e-9, atol=1e-12)
+        for short in ("owed_shortfall", "fair_owed_shortfall"):  # the debt and the lift
+            np.testing.assert_allclose(getattr(csnap, short), getattr(snap, short), atol=1e-9)
         assert plan_parts(cplan) == plan_parts(plan), f"t={snap.now}: the plans differ"
     for t, (csnap, cplan) in by_time.items():  # the epochs the simulator skipped change nothing
         running = {j.id: j.placement for j in csnap.jobs if j.running}
@@ -155,6 +157,11 @@ def test_the_cron_path_and_the_simulator_make_the_same_plans_and_ledger(tmp_path
     sim_capacity = [(c.time, dict(c.by_type)) for c in result.capacity]
     for t, demand in store.demand_samples():
         assert demand == step_at(sim_demand, t), f"demand at t={t}"
+    # and what of it could run (optalloc.demand): a1-big (20 GPUs, 8 + 8 + 4 on h100) cannot
+    # while h3 is down
+    sim_fit = [(d.time, dict(d.placeable_by_project)) for d in result.demand]
+    for t, fit in store.placeable_demand_samples():
+        assert fit == step_at(sim_fit, t), f"placeable demand at t={t}"
     for t, capacity in store.capacity_samples():
         assert capacity == step_at(sim_capacity, t), f"capacity at t={t}"
     assert math.isclose(

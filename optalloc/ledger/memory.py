@@ -22,11 +22,11 @@ from optalloc.errors import OptallocError
 from optalloc.ledger.columns import Columns
 from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals
 from optalloc.ledger.owed import OwedDelivered
+from optalloc.ledger.shortfall import shortfalls
 from optalloc.org import OrgTree
 from optalloc.types import GpuType, Interval, Job, Policy
 
 _FLUSH_AT = 4096  # single records are buffered and appended in chunks of this many
-SHORT_EPS = 1e-6  # GPU-hours: a shortfall below this is float noise (Ledger.shortfalls)
 
 
 class Ledger:
@@ -74,9 +74,10 @@ class Ledger:
             }
         )
         self._pending: list[Interval] = []
-        self._demand = Columns({"t": (np.float64, None), "gpus": (np.float64, O)}, capacity=256)
+        self._demand = Columns({"t": (np.float64, None), "gpus": (np.float64, O),
+                                "placeable": (np.float64, O)}, capacity=256)
         self._capacity = Columns({"t": (np.float64, None), "gpus": (np.float64, T)}, capacity=256)
-        self._sorted_cache: dict[str, tuple[int, np.ndarray, np.ndarray]] = {}
+        self._sorted_cache: dict[tuple[str, str], tuple[int, np.ndarray, np.ndarray]] = {}
         self._cols_cache: tuple[int, dict[str, np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ recording
@@ -127,15 +128,23 @@ class Ledger:
             allocated=np.asarray(allocated, dtype=bool),
         )
 
-    def record_demand(self, t: float, by_project: Mapping[str, int]) -> None:
+    def record_demand(self, t: float, by_project: Mapping[str, int],
+                      placeable: Mapping[str, int] | None = None) -> None:
         """GPUs asked by queued + running allocated jobs of each project, from `t` until the
-        next sample (projects not named ask 0)."""
+        next sample (projects not named ask 0); `placeable`: of those, the GPUs of jobs that
+        could run on the up nodes (optalloc.demand; the fair measure's demand), None: all
+        (a sample recorded before optalloc kept them, e.g. from an old state DB)."""
+        row = self._demand_row(by_project)
+        fit = row if placeable is None else np.minimum(self._demand_row(placeable), row)
+        self._demand.append(t=np.array([float(t)]), gpus=row[None, :], placeable=fit[None, :])
+
+    def _demand_row(self, by_project: Mapping[str, int]) -> np.ndarray:
         row = np.zeros(self.tree.n)
         for name, g in by_project.items():
             o = self._org_of(name)
             if o >= 0:
                 row[o] += float(g)
-        self._demand.append(t=np.array([float(t)]), gpus=row[None, :])
+        return row
 
     def record_capacity(self, t: float, by_type: Mapping[str, int]) -> None:
         """GPUs per gpu_type on nodes that are up, from `t` until the next sample (types not
@@ -224,22 +233,23 @@ class Ledger:
         w = np.where(cols["type"] >= 0, self.weight[t], 1.0)
         return np.where(cols["allocated"] & known & shared, cols["gpus"] * w, 0.0)
 
-    def _samples(self, which: str, upto: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def _samples(self, which: str, upto: int | None = None,
+                 column: str = "gpus") -> tuple[np.ndarray, np.ndarray]:
         """(times, values) of demand or capacity samples, sorted by time (ties: last recorded
         wins, because the sort is stable and lookups take the last of equal times); `upto`:
-        only the first that many recorded (`marks`)."""
+        only the first that many recorded (`marks`); `column`: the demand's "placeable"."""
         cols = self._demand if which == "demand" else self._capacity
         if upto is not None and upto < len(cols):
-            t, v = cols["t"][:upto], cols["gpus"][:upto]
+            t, v = cols["t"][:upto], cols[column][:upto]
             order = np.argsort(t, kind="stable")
             return t[order], v[order]
-        cached = self._sorted_cache.get(which)
+        cached = self._sorted_cache.get((which, column))
         if cached is not None and cached[0] == len(cols):
             return cached[1], cached[2]
-        t, v = cols["t"], cols["gpus"]
+        t, v = cols["t"], cols[column]
         order = np.argsort(t, kind="stable")
         out = (t[order], v[order])
-        self._sorted_cache[which] = (len(cols), *out)
+        self._sorted_cache[(which, column)] = (len(cols), *out)
         return out
 
     @property
@@ -325,36 +335,18 @@ class Ledger:
           capped by demand), read as what is still to repay: the floors' debt tilt
           (optalloc.model.objective.impact.debt_tilt).
         * fair: its fair share (`OrgTree.fair_shares`): the hour's entitled GPU-hours shared
-          down the tree by shares, each node capped at its demand, what one does not want
-          going to its siblings (rule 2's first sentence; the published owed gives an idle
-          project's share to nobody). Whether a node is owed this way lifts its floor by its
-          part of an idle share (optalloc.model.targets.lifted_floors).
+          down the tree by shares, each node capped at its placeable demand (GPUs of jobs
+          that could run on the up nodes: optalloc.demand), what one does not want going to
+          its siblings (rule 2's first sentence; the published owed gives an idle project's
+          share to nobody, and a project whose jobs cannot run anywhere wants none of it).
+          Whether a node is owed this way lifts its floor by its part of an idle share
+          (optalloc.model.targets.lifted_floors).
 
         Hourly bins over the lookback window, in decay mode too (over the usage kernel's
         half-life / ln 2, 5.8 h, a debt was repaid within hours: a judge's case). `marks`
         (from `marks()`): the ledger as it was then (a snapshot asks for this lazily, maybe
         after its epoch's runs were recorded)."""
-        window = float(self.policy.lookback_s)
-        n_iv, n_dem, n_cap = marks if marks is not None else (None, None, None)
-        seen = self._samples("demand", n_dem)[0]  # the tracked hours only, as the report's
-        if (not window > 0 or not self._samples("capacity", n_cap)[0].size or not seen.size
-                or seen[0] >= now):
-            zero = {name: 0.0 for name in self.tree.names}
-            return zero, dict(zero)
-        # (report.tracked_since): what ran before optalloc first saw the queue was owed
-        # nothing and repays nothing
-        od = self.owed_delivered(max(float(seen[0]), now - window), now, 3600.0, open_intervals,
-                                 marks=marks)
-        dlv = self.members @ self._per_leaf(od.delivered_total())
-        owed = self.members @ self._per_leaf(od.owed_total())
-        fair = self.tree.fair_shares(self._per_node(od.demanded_h),
-                                     self._per_node(od.entitled_h)).sum(axis=1)
-        # below SHORT_EPS GPU-hours is the float noise of the hourly sums, not a debt: a
-        # project delivered exactly its fair share (4 of 24 GPUs at shares 1:5:5, the third
-        # idle) read 3.6e-15 owed, and owed_nodes lifted its floor 2 -> 4
-        return tuple({name: float(x) for name, x in
-                      zip(self.tree.names, np.where(o - dlv > SHORT_EPS, o - dlv, 0.0))}
-                     for o in (owed, fair))
+        return shortfalls(self, now, open_intervals, marks)
 
     def _per_leaf(self, per_project: np.ndarray) -> np.ndarray:
         """(n,) or (n, H): a per-project array on the org tree's rows, 0 for inner nodes."""

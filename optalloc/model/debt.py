@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optalloc.shape import fits_up
 from optalloc.snapshot import Snapshot
 
 DEBT_CAP = 2.0  # the debt tilt's least cap, times the largest node's GPUs (debt_tilt)
@@ -32,12 +33,37 @@ def projects_with_work(snap: Snapshot) -> np.ndarray:
     return (np.bincount(snap.job_project[alloc], minlength=org.n) > 0) & (org.depth > 0)
 
 
+def projects_with_placeable_work(snap: Snapshot) -> np.ndarray:
+    """(O,) bool: projects_with_work, of jobs that run or fit the up nodes of a type where
+    they are allocated work (shape.fits_up, the epoch's `Requirements.fits`): a project whose
+    every job needs a type that is down holds no floor this epoch and claims no share of the
+    capacity there is (optalloc.demand: the fair measure leaves it out too)."""
+    return snap.derived(_projects_with_placeable_work)
+
+
+def _projects_with_placeable_work(snap: Snapshot) -> np.ndarray:
+    org = snap.org
+    if not len(snap.jobs):
+        return np.zeros(org.n, dtype=bool)
+    usable = snap.job_tier1 & snap.job_allowed
+    up = [snap.node_gpus[snap.node_up & (snap.node_type == t)] for t in range(usable.shape[1])]
+    fits = fits_up(snap.job_gpus, snap.job_gpn, usable, up).any(axis=1)
+    ok = usable.any(axis=1) & (snap.job_running | fits)
+    return (np.bincount(snap.job_project[ok], minlength=org.n) > 0) & (org.depth > 0)
+
+
 def nodes_with_work(snap: Snapshot) -> np.ndarray:
     """(O,) bool: the org nodes (not the root) with a project with work (projects_with_work)
     in their subtree."""
     org = snap.org
     leaf = projects_with_work(snap)
     return (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
+
+
+def nodes_with_placeable_work(snap: Snapshot) -> np.ndarray:
+    """(O,) bool: nodes_with_work, of projects_with_placeable_work."""
+    leaf = projects_with_placeable_work(snap)
+    return (snap.org.membership() & leaf[None, :]).any(axis=1) & (snap.org.depth > 0)
 
 
 def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> np.ndarray:

@@ -114,7 +114,7 @@ class _Simulation:
         self.epochs: list[EpochRecord] = []
         self.demand_samples: list[DemandSample] = []
         self.capacity_samples: list[CapacitySample] = []
-        self.demand = Demand(tree)
+        self.demand = Demand(tree, self.nodes.values())
         self.demand_changed = True
         self.dirty = True
         self.last_decision = -math.inf
@@ -300,6 +300,8 @@ class _Simulation:
         self.runner.set_node_state(name, state, now)
         self._observe(now)
         self._record_capacity(now)
+        if self.demand.set_nodes(self.nodes.values()):  # what can run changed
+            self.demand_changed = True
         self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
         self.dirty = True
 
@@ -309,8 +311,8 @@ class _Simulation:
         if not self.demand_changed:
             return
         self.demand_changed = False
-        by = self.demand.by_project()
-        sample = DemandSample(t, by, self.demand.total)
+        by, fit = self.demand.by_project(), self.demand.placeable_by_project()
+        sample = DemandSample(t, by, self.demand.total, fit)
         if self.demand_samples and self.demand_samples[-1].time == t:
             self.demand_samples[-1] = sample
         else:
@@ -318,7 +320,7 @@ class _Simulation:
         # the decisions' ledger sees demand as cron does, sampled at each epoch (a change
         # between two epochs counts from the next); the metrics keep the exact times
         tick = math.ceil(t / self.epoch_s - 1e-9) * self.epoch_s
-        self.ledger.record_demand(tick, by)
+        self.ledger.record_demand(tick, by, fit)
 
     def _record_capacity(self, t: float) -> None:
         by = capacity_by_type(self.cfg.gpu_types, self.nodes.values())

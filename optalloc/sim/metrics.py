@@ -118,7 +118,7 @@ def build_ledger(result: SimResult) -> Ledger:
     for c in sorted(result.capacity, key=lambda c: c.time):
         ledger.record_capacity(c.time, c.by_type)
     for d in sorted(result.demand, key=lambda d: d.time):
-        ledger.record_demand(d.time, d.allocated_by_project)
+        ledger.record_demand(d.time, d.allocated_by_project, d.placeable_by_project)
     return ledger
 
 

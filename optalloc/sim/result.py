@@ -35,6 +35,9 @@ class DemandSample:
     time: float
     allocated_by_project: Mapping[str, int] = field(default_factory=frozen_map)  # allocated jobs only
     total_gpus: int = 0  # all jobs, unallocated included (for the demand ratio)
+    # of the allocated, the GPUs of jobs that could run on the up nodes (optalloc.demand: the
+    # fair measure's demand); None: all of them
+    placeable_by_project: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True)

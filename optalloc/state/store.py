@@ -7,7 +7,11 @@ never block). `transaction()` groups writes atomically; a transaction that raise
 nothing written. Transactions nest by joining the outermost one.
 
 Schema version lives in the `meta` table; a file written by a newer optalloc is refused with a
-StateError rather than misread.
+StateError rather than misread. Columns added since (nullable, so an older optalloc still
+reads and writes the file right and the version stays) are added when a writable store opens
+a file that lacks them (`_MIGRATIONS`), and read as absent where it does not (the read-only
+store): `demand.placeable` (the fair measure's placeable demand, optalloc.demand) reads, NULL
+or missing, as all the sample's demand, as before it was kept.
 
 Recording an interval with the same (job_id, start) again replaces it, so a retried epoch does
 not charge twice.
@@ -54,7 +58,7 @@ CREATE TABLE intervals (
     UNIQUE (job_id, start)
 );
 CREATE INDEX intervals_end ON intervals(end);
-CREATE TABLE demand (t REAL PRIMARY KEY, by_project TEXT NOT NULL);
+CREATE TABLE demand (t REAL PRIMARY KEY, by_project TEXT NOT NULL, placeable TEXT);
 CREATE TABLE capacity (t REAL PRIMARY KEY, by_type TEXT NOT NULL);
 CREATE TABLE jobs (
     id TEXT PRIMARY KEY,
@@ -84,6 +88,10 @@ CREATE TABLE events (
 );
 CREATE INDEX events_job ON events(job_id, id);
 """
+
+
+# (table, column, type): added to a file written before they were (see the module doc)
+_MIGRATIONS = (("demand", "placeable", "TEXT"),)
 
 
 class StateStore(RecordsMixin):
@@ -155,6 +163,9 @@ class StateStore(RecordsMixin):
                          (str(SCHEMA_VERSION),))
             return
         schema_version_of(self.path, row[0])
+        for table, column, kind in _MIGRATIONS:
+            if column not in _columns(conn, table):
+                conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
 
     def schema_version(self) -> int:
         return int(self._read("SELECT value FROM meta WHERE key = 'schema_version'")[0][0])
@@ -230,11 +241,16 @@ class StateStore(RecordsMixin):
 
     # ------------------------------------------------------------------ demand and capacity
 
-    def record_demand(self, t: float, by_project: Mapping[str, int]) -> None:
-        """GPUs asked per project from `t` (a second sample at the same `t` replaces it)."""
+    def record_demand(self, t: float, by_project: Mapping[str, int],
+                      placeable: Mapping[str, int] | None = None) -> None:
+        """GPUs asked per project from `t` (a second sample at the same `t` replaces it);
+        `placeable`: of those, the GPUs of jobs that could run on the up nodes (None: all)."""
         doc = json.dumps({str(k): int(v) for k, v in by_project.items()}, sort_keys=True)
+        fit = (None if placeable is None else
+               json.dumps({str(k): int(v) for k, v in placeable.items()}, sort_keys=True))
         with self.transaction():
-            self._conn.execute("INSERT OR REPLACE INTO demand (t, by_project) VALUES (?, ?)", (float(t), doc))
+            self._conn.execute("INSERT OR REPLACE INTO demand (t, by_project, placeable) "
+                               "VALUES (?, ?, ?)", (float(t), doc, fit))
 
     def record_capacity(self, t: float, by_type: Mapping[str, int]) -> None:
         """GPUs per gpu_type on up nodes from `t` (a second sample at the same `t` replaces it)."""
@@ -242,7 +258,8 @@ class StateStore(RecordsMixin):
         with self.transaction():
             self._conn.execute("INSERT OR REPLACE INTO capacity (t, by_type) VALUES (?, ?)", (float(t), doc))
 
-    def _samples(self, table: str, column: str, since: float | None) -> list[tuple[float, dict]]:
+    def _samples(self, table: str, column: str, since: float | None) -> list[tuple[float, Any]]:
+        """(t, the column's JSON) in time order; a NULL column reads as None."""
         if since is None:
             rows = self._read(f"SELECT t, {column} FROM {table} ORDER BY t")
         else:  # the last sample at or before `since` still applies after it
@@ -251,11 +268,20 @@ class StateStore(RecordsMixin):
                 f"COALESCE((SELECT MAX(t) FROM {table} WHERE t <= ?), ?) ORDER BY t",
                 (float(since), float(since)),
             )
-        return [(float(t), json.loads(doc)) for t, doc in rows]
+        return [(float(t), None if doc is None else json.loads(doc)) for t, doc in rows]
 
     def demand_samples(self, since: float | None = None) -> list[tuple[float, dict]]:
         """(t, GPUs asked per project) in time order; with `since`, the ones in force from it."""
         return self._samples("demand", "by_project", since)
+
+    def placeable_demand_samples(self, since: float | None = None
+                                 ) -> list[tuple[float, dict | None]]:
+        """(t, GPUs of jobs that could run on the up nodes per project, None where the sample
+        did not keep them: all its demand) in time order, as `demand_samples`."""
+        if "placeable" not in {r[1] for r in self._read("PRAGMA table_info(demand)")}:
+            # a file from before it was kept, opened read-only (a writable store adds it)
+            return [(t, None) for t, _ in self.demand_samples(since)]
+        return self._samples("demand", "placeable", since)
 
     def capacity_samples(self, since: float | None = None) -> list[tuple[float, dict]]:
         """(t, GPUs per gpu_type on up nodes) in time order; with `since`, those in force from it."""
@@ -294,6 +320,7 @@ class StateStore(RecordsMixin):
                 count=n,
             )
             demand = self._samples("demand", "by_project", since)
+            placeable = self.placeable_demand_samples(since)
             capacity = self._samples("capacity", "by_type", since)
         led.record_columns(
             start=arr["start"], end=arr["end"], gpus=arr["gpus"],
@@ -301,8 +328,12 @@ class StateStore(RecordsMixin):
             type_code=arr["gpu_type"], type_names=types,
             allocated=arr["allocated"],
         )
-        for t, by_project in demand:
-            led.record_demand(t, by_project)
+        for (t, by_project), (_, fit) in zip(demand, placeable):
+            led.record_demand(t, by_project, fit)
         for t, by_type in capacity:
             led.record_capacity(t, by_type)
         return led
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}

