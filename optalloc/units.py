@@ -17,6 +17,10 @@ MAX_PRIORITY = 2**31 - 1  # |priority| (a 32-bit integer)
 MAX_NODE_GPUS = 1024  # GPUs one node may declare
 MAX_JOB_GPUS = 1_000_000  # GPUs one job may ask for
 MAX_SHARE = 1e9  # an org node's relative share
+MAX_ORG_DEPTH = 16  # levels below the org root: the objective weighs each level 2x the one
+# below it (optalloc/model/objective/impact.py), so past ~50 levels the solver fails every epoch
+MAX_NODES = 100_000  # nodes of the whole cluster, after range expansion
+MAX_SEED = 2**63 - 1  # simulation.seed, --seed, --seeds (64-bit integer columns of results)
 MAX_SPEEDUP = 1000.0  # a job's per-type speed factor
 MAX_BILLING_WEIGHT = 1e6
 MAX_THREADS = 1024

@@ -129,6 +129,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
             raise OptallocError("--id applies to a command-line job; a job file names "
                                 "its jobs with `id:`")
         jobs = load_jobs(args.rest[0], config, submitted=True)
+        if not jobs:  # `jobs: []` queues nothing: a wrong file, not a success
+            raise ConfigError([f"{args.rest[0]}: jobs: the job file holds no jobs; add one"])
         jobs = tuple(j if j.submit_time else dataclasses.replace(j, submit_time=now)
                      for j in jobs)
     missing = [i for i, j in enumerate(jobs) if not j.command]

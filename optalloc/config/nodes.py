@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from optalloc.config.problems import MISSING, Loc, Piece, Problems, closest, show_list
 from optalloc.types import GpuType, Node, NodeState
-from optalloc.units import MAX_BILLING_WEIGHT, MAX_NODE_GPUS
+from optalloc.units import MAX_BILLING_WEIGHT, MAX_NODE_GPUS, MAX_NODES
 
 MAX_EXPANDED_NODES = 100_000
 _GROUP_RE = re.compile(r"\[([^\[\]]*)\]")
@@ -128,6 +128,7 @@ def parse_nodes(
     """Nodes with compact names expanded. `gpu_types` are the known type names."""
     out: list[Node] = []
     first_seen: dict[str, Loc] = {}
+    over_cap = False
     for loc, d in _entries(pieces, "nodes", problems, "a list of nodes",
                            "a mapping like {name: h100-[001-128], gpu_type: h100, gpus: 8}"):
         problems.known_keys(d, loc, NODE_KEYS, required=("name", "gpu_type", "gpus"))
@@ -139,7 +140,7 @@ def parse_nodes(
                              "node names are host names: no spaces (a list of names is a "
                              "range like h100-[001-128] or separate entries)")
                 raw = MISSING
-            if raw is not MISSING:
+            if raw is not MISSING and not over_cap:
                 try:
                     names = expand_node_names(raw)
                 except ValueError as err:
@@ -171,6 +172,12 @@ def parse_nodes(
             s = problems.choice(d["state"], loc.key("state"), NODE_STATES, "node state")
             state = MISSING if s is MISSING else NodeState(s)
         if names is MISSING:
+            continue
+        if len(first_seen) + len(names) > MAX_NODES:  # ranges split over entries add up
+            problems.add(loc.key("name"), f"the cluster would have more than {MAX_NODES} nodes "
+                         f"({len(first_seen)} before this entry, {len(names)} in it)",
+                         "check the ranges; a config describes one cluster")
+            over_cap = True  # later entries are not expanded (nor reported) at all
             continue
         dups: dict[str, list[str]] = {}
         for name in names:

@@ -1,4 +1,5 @@
-"""The `org` section: a tree of any depth with relative shares (leaves are projects)."""
+"""The `org` section: a tree of up to MAX_ORG_DEPTH levels below the root, with relative shares
+(leaves are projects)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any, Sequence
 
 from optalloc.config.problems import MISSING, Loc, Problems, closest, show_list
 from optalloc.types import OrgNode, frozen_map
-from optalloc.units import MAX_SHARE
+from optalloc.units import MAX_ORG_DEPTH, MAX_SHARE
 
 ORG_KEYS = ("name", "share", "share_by_type", "children")
 
@@ -22,7 +23,8 @@ def parse_org(value: Any, loc: Loc, gpu_types: Sequence[str], problems: Problems
 
 
 def _parse_node(
-    value: Any, loc: Loc, gpu_types: Sequence[str], problems: Problems, seen: dict[str, Loc]
+    value: Any, loc: Loc, gpu_types: Sequence[str], problems: Problems, seen: dict[str, Loc],
+    depth: int = 0,
 ) -> OrgNode | Any:
     d = problems.mapping(value, loc, "an org node mapping like {name: A, share: 50, children: [...]}")
     if d is MISSING:
@@ -66,9 +68,13 @@ def _parse_node(
     if "children" in d and d["children"] is not None:
         cl = loc.key("children")
         kids = problems.sequence(d["children"], cl, "a list of org nodes")
-        if kids is not MISSING:
+        if kids is not MISSING and kids and depth >= MAX_ORG_DEPTH:
+            problems.add(cl, f"the org tree is deeper than {MAX_ORG_DEPTH} levels below the root",
+                         "flatten it: make these children projects of a node higher up "
+                         "(each level weighs twice the one below it in the solver)")
+        elif kids is not MISSING:
             for i, kid in enumerate(kids):
-                node = _parse_node(kid, cl.idx(i), gpu_types, problems, seen)
+                node = _parse_node(kid, cl.idx(i), gpu_types, problems, seen, depth + 1)
                 if node is not MISSING:
                     children.append(node)
     # A node with problems still joins the tree (placeholders for bad values), so that jobs

@@ -39,6 +39,7 @@ from optalloc.config.problems import MISSING, Loc, Problems, show_list
 from optalloc.org import OrgTree
 from optalloc.sim.traces import RawJobs
 from optalloc.types import Config, Job, frozen_map
+from optalloc.units import MAX_SHARE
 
 DEBUG_MAX_MIN_RUNTIME_S = 15 * 60.0  # DESIGN.md section 6: debug = min_runtime <= 15 min
 
@@ -137,7 +138,7 @@ def parse_mapping(value: Any, loc: Loc, config: Config, problems: Problems) -> M
                 if str(name) not in leaves:
                     _unknown_project(problems, wl, str(name), leaves)
                     continue
-                wv = problems.number(w, wl, minimum=0.0)
+                wv = problems.number(w, wl, minimum=0.0, maximum=MAX_SHARE)  # a finite sum
                 if wv is not MISSING:
                     weights[str(name)] = wv
             if weights and sum(weights.values()) <= 0:

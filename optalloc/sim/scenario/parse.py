@@ -13,7 +13,7 @@ from optalloc.sim import generate as gen
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.sim.workload import MappingRules, parse_mapping, project_names
 from optalloc.types import Config, NodeState
-from optalloc.units import MAX_JOB_GPUS, MIN_EPOCH_S, parse_duration, parse_time
+from optalloc.units import MAX_JOB_GPUS, MAX_SEED, MIN_EPOCH_S, parse_duration, parse_time
 
 SOURCES = ("itp", "philly", "synthetic", "jobs")
 WORKLOAD_KEYS = (
@@ -73,7 +73,7 @@ def parse_simulation(value: Any, loc: Loc, config: Config, problems: Problems) -
         if v is not MISSING:
             out["early_solve"] = v
     if "seed" in data:
-        v = problems.integer(data["seed"], loc.key("seed"), minimum=0)
+        v = problems.integer(data["seed"], loc.key("seed"), minimum=0, maximum=MAX_SEED)
         if v is not MISSING:
             out["seed"] = v
     if "node_events" in data:
@@ -200,6 +200,7 @@ def parse_workload(value: Any, loc: Loc, config: Config, problems: Problems) -> 
         seq = problems.sequence(data["teams"], loc.key("teams"))
         if seq is not MISSING:
             teams = [problems.string(t, loc.key("teams").idx(i), allow_int=True) for i, t in enumerate(seq)]
+            _no_repeats(teams, loc.key("teams"), problems)  # a team read twice repeats its job ids
             out["teams"] = tuple(t for t in teams if t is not MISSING)
             if not seq:
                 problems.add(loc.key("teams"), "is empty", "list team names, or remove the key to read every team")
@@ -296,9 +297,23 @@ def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -
                                  f"projects: {show_list(leaves)}")
                     continue
                 teams.append(s)
+            _no_repeats(list(seq), loc.key("teams"), problems)  # a repeat skews the Zipf draw
             kw["teams"] = tuple(teams)
     kw.setdefault("teams", leaves)
     return kw
+
+
+def _no_repeats(names: list, loc: Loc, problems: Problems) -> None:
+    """A problem for every name of a list that an earlier item already gave."""
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if not isinstance(name, str):  # MISSING, or a bad value reported already
+            continue
+        if name in first:
+            problems.add(loc.idx(i), f"team {name!r} is listed twice (also at "
+                         f"{loc.path}[{first[name]}])", "list each team once")
+        else:
+            first[name] = i
 
 
 def _ranged(value: Any, loc: Loc, key: str, problems: Problems) -> float | Any:

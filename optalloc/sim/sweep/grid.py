@@ -21,6 +21,7 @@ from optalloc.config.problems import Loc, Problems, closest, show_list
 from optalloc.errors import ConfigError
 from optalloc.sim.whatif import apply_overrides
 from optalloc.types import Config
+from optalloc.units import MAX_SEED
 
 _RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
 _INT = re.compile(r"^\s*(\d+)\s*$")
@@ -28,7 +29,6 @@ _INT = re.compile(r"^\s*(\d+)\s*$")
 # A seed is a whole number from 0 to MAX_SEED (it is stored in 64-bit integer columns of the
 # results table), for `simulate --seed`, `whatif --seed`, `bench --seed` and `sweep --seeds`;
 # one sweep expands to at most MAX_SWEEP_SEEDS seeds (each is a scenario held in memory).
-MAX_SEED = 2**63 - 1
 MAX_SWEEP_SEEDS = 1000
 # and at most MAX_SWEEP_CELLS grid cells (each a configuration checked before any run; a
 # 2,000 x 2,000 grid ran for minutes before it said anything)
