@@ -216,7 +216,9 @@ class SimulatedRunner(Runner):
             kind = EventKind.FINISHED
         else:
             st.preemptions += 1
-            if job.resumable:
+            # a run killed before it began (its node went down during a grace period it
+            # waited out) did no work: it goes back to the queue, resumable or not
+            if job.resumable or t <= run.start:
                 ci = job.checkpoint_interval_s or self.checkpoint_interval_s
                 lost = elapsed % ci if ci > 0 else elapsed
                 st.remaining = max(0.0, run.work_at_start - (elapsed - lost) * run.speed)
@@ -249,6 +251,9 @@ class SimulatedRunner(Runner):
         for jid, run in list(self.runs.items()):
             if run.start <= t or keys.isdisjoint(run.placement.gpu_keys):
                 continue
+            if any(self.nodes[n].state is NodeState.DOWN for n in run.placement.node_names
+                   if n in self.nodes):
+                continue  # its node went down (set_node_state): it is killed, never started
             start = max([t] + [self._gpu_free_at.get(k, t) for k in run.placement.gpu_keys])
             if start < run.start:
                 self._move_start(run, start)
