@@ -247,10 +247,18 @@ class SlurmRunner(SubmitMixin, Runner):
             log.info("%s (slurm %s) ended on its own before its preemption notice (%s)",
                      row.job_id, row.slurm_id, sj.state)
             return None
-        self.cli.run(["scancel", f"--signal={signame(self.notice_signal)}", "--batch",
-                      row.slurm_id])
+        # the intent first, committed: a crash after the notice went out must not forget it
+        # (a job that exits at the notice would read as finished, never to run again)
         self.table.set(row.job_id, state="stopping", notice_time=now,
-                  kill_deadline=now + max(0.0, grace_s), preempt_code=code)
+                       kill_deadline=now + max(0.0, grace_s), preempt_code=code)
+        self.table.checkpoint()
+        try:
+            self.cli.run(["scancel", f"--signal={signame(self.notice_signal)}", "--batch",
+                          row.slurm_id])
+        except SlurmError:
+            self.table.set(row.job_id, state=row.state, notice_time=row.notice_time,
+                           kill_deadline=row.kill_deadline, preempt_code=row.preempt_code)
+            raise
         log.info("preemption notice to %s (slurm %s), grace %.0fs", row.job_id, row.slurm_id,
                  grace_s)
         return None
@@ -293,6 +301,18 @@ class SlurmRunner(SubmitMixin, Runner):
             return []
         if sj.state in ACTIVE and row.state == "placed":
             self.table.set(row.job_id, state="running", run_start=sj.start_time)
+            return []
+        if sj.state in ACTIVE and row.state == "held":
+            # Slurm runs a job this table says is held: `scontrol release` went through but the
+            # row's "placed" was never committed (kill -9 inside apply). The run is adopted,
+            # charged from Slurm's start like any other; never placed a second time.
+            self.table.set(row.job_id, state="running", run_start=sj.start_time,
+                           placed_time=sj.start_time, placement=self._adopted(row, sj))
+            log.warning("%s (slurm %s) runs in Slurm without a recorded placement; adopted",
+                        row.job_id, row.slurm_id)
+            return []
+        if sj.state == "PENDING" and not sj.held and row.state == "held" and not self.passive:
+            self._try(["scontrol", "hold", row.slurm_id])  # released, never recorded: held again
             return []
         if sj.state in TERMINAL and row.state in ("placed", "running", "stopping"):
             if row.state == "stopping":
@@ -353,6 +373,23 @@ class SlurmRunner(SubmitMixin, Runner):
         allocated = row.placement.allocated if row.placement else True
         return Placement(row.job_id, gpu_type or "gpu",
                          tuple(NodeAlloc(n, g) for n, g in zip(sj.nodes, sj.gpu_idx)), allocated)
+
+    def _adopted(self, row: SlurmRow, sj: SlurmJob) -> Placement | None:
+        """Where an adopted run runs: Slurm's nodes and GPUs (its requested count per node when
+        Slurm shows no indices), charged as allocated work when its comment gives it a
+        min_runtime (the contract)."""
+        fields = sj.optalloc_fields or {}
+        try:
+            allocated = float(fields.get("min_runtime", "0")) > 0
+        except ValueError:
+            allocated = True
+        pl = self._placement(row, sj)
+        if pl is None and sj.nodes:
+            types = {n.name: n.gpu_type for n in (self.config.nodes if self.config else ())}
+            pl = Placement(row.job_id, sj.gpu_type or types.get(sj.nodes[0], "gpu"),
+                           tuple(NodeAlloc(n, tuple(range(max(sj.gpus_per_node, 1))))
+                                 for n in sj.nodes))
+        return None if pl is None else Placement(pl.job_id, pl.gpu_type, pl.nodes, allocated)
 
     def _try(self, argv: list[str]) -> None:
         try:

@@ -128,6 +128,8 @@ def parse_job(j: Mapping[str, Any]) -> SlurmJob:
     ec = j.get("exit_code")
     if isinstance(ec, Mapping):  # 23.02+: {"status": [...], "return_code": {...}}
         ec = _num(ec.get("return_code"))
+    elif ec is not None and not isinstance(ec, bool):  # 22.05: the raw wait status
+        ec = _exit_code(int(ec))
     start, end = _num(j.get("start_time")), _num(j.get("end_time"))
     tres = str(j.get("tres_per_node") or "")
     m = re.search(r"gpu(?::[^:,]+)?:(\d+)", tres)
@@ -150,6 +152,13 @@ def parse_job(j: Mapping[str, Any]) -> SlurmJob:
         user=str(j.get("user_name") or ""),
         partition=str(j.get("partition") or ""),
     )
+
+
+def _exit_code(status: int) -> int:
+    """22.05's `exit_code` is the wait status (exit 3 -> 768): the exit code, or 128 + the
+    signal that killed the batch script (as a shell reports it)."""
+    sig = status & 0x7F
+    return 128 + sig if sig else (status >> 8) & 0xFF
 
 
 def parse_gres_detail(s: str) -> tuple[str | None, tuple[int, ...]]:

@@ -135,6 +135,27 @@ class SubmitMixin:
             return gpn, max(1, job.gpus // gpn)
         return pieces[0], len(pieces)
 
+    def refuses(self, jobs) -> dict[str, str]:
+        """Gangs Slurm cannot run as one job: every node of a Slurm job gets the same GPU
+        count, so a whole-node gang with a remainder node (20 GPUs as 8 + 8 + 4 on the config's
+        largest nodes of every type it may use) is held with the reason, not planned onto GPUs
+        that would stay idle."""
+        if self.config is None:
+            return {}
+        biggest: dict[str, int] = {}
+        for n in self.config.nodes:
+            biggest[n.gpu_type] = max(biggest.get(n.gpu_type, 0), n.gpus)
+        out = {}
+        for job in jobs:
+            sizes = [s for t, s in biggest.items() if not job.gpu_types or t in job.gpu_types]
+            shapes = [chunks(job.gpus, job.gpus_per_node, s) for s in sizes]
+            shapes = [c for c in shapes if c is not None]
+            if shapes and all(len(set(c)) > 1 for c in shapes):
+                out[job.id] = (f"Slurm gives every node of a job the same GPU count, but its "
+                               f"{job.gpus} GPUs spread as {' + '.join(map(str, shapes[0]))}; "
+                               "give it gpus_per_node")
+        return out
+
     def discover_jobs(self) -> tuple[Job, ...]:
         """Held Slurm jobs with an optalloc comment that optalloc does not know yet, as Jobs
         for the queue (the epoch loop adds them to the state store). Jobs with a malformed

@@ -125,6 +125,13 @@ class SlurmTable:
         self.conn.execute(f"UPDATE runner_slurm_jobs SET {sets} WHERE job_id = ?",
                           (*cols.values(), job_id))
 
+    def checkpoint(self) -> None:
+        """Commit what the open transaction wrote so far and go on in a new one (an action's
+        intent made durable before the action)."""
+        if self.conn.in_transaction:
+            self.conn.execute("COMMIT")
+            self.conn.execute("BEGIN IMMEDIATE")
+
     # ------------------------------------------------------------------ events
     # an event is (job_id, kind, time, run_start, placement, exit_code, message), the fields
     # of optalloc.runners.base.JobEvent (the runner makes them into JobEvents)
