@@ -149,4 +149,4 @@ def test_a_dropped_reservation_says_the_idle_hours_its_project_was_charged():
     assert e.outcome == "outranked"
     assert e.message.endswith("and its protected run, with 174 GPU-hours its reservations have "
                               "held idle in the window, would take A's usage ratio over the "
-                              "window to 1.33 (> 1)")
+                              "window to 1.33 (> 1.25, the slack a reservation already held keeps)")

@@ -202,7 +202,8 @@ def cases() -> list[Case]:
         says={"ended:G": ["A has room for 10 more h100 GPUs in its fair-share target (10 once "
                           "protections end)", "the gang needs 16",
                           "with 4 GPU-hours its reservations have held idle in the window",
-                          "usage ratio over the window to 1.57 (> 1)"]}))
+                          "usage ratio over the window to 1.57 (> 1.25, the slack a reservation already "
+                          "held keeps)"]}))
     out.append(Case(
         "a reservation ends 'order' when a higher-priority job of its project arrives, which "
         "takes the freed node at once",

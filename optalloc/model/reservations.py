@@ -272,7 +272,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                              "reservations have held idle in the window,"
                              if idle * bw[t] + past[ob] > 0.05 else "")
                           + f" would take {snap.org.names[ob]}'s usage ratio over the window to "
-                          f"{float(after.max()):.2f} (> 1)")
+                          f"{float(after.max()):.2f} (> {1.0 + slack:g}"
+                          + (", the slack a reservation already held keeps" if slack else "")
+                          + ")")
                 continue
             if start <= snap.now and not large[c] and prev_r is None:
                 reason = ("outranked", "it can start now without a reservation")
