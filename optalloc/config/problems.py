@@ -207,8 +207,13 @@ class Problems:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             if isinstance(value, str) and _yaml11_exponent(value):
                 # YAML 1.1 (PyYAML) reads 1e10 as text: only 1.0e10 or 1.0e+10 is a float
+                as_float = _as_yaml_float(value)
+                if not math.isfinite(float(as_float)):  # 1e400: a float, but not a finite one
+                    self.add(loc, f"{value!r} is beyond the largest number (about 1.8e+308)",
+                             f"write a finite number{_range_hint(minimum, maximum)}")
+                    return MISSING
                 self.add(loc, f"{value!r} is text to YAML 1.1 (an exponent needs a decimal "
-                              "point and a sign)", f"write it as {_as_yaml_float(value)}")
+                              "point and a sign)", f"write it as {as_float}")
                 return MISSING
             self.add(loc, f"expected a number, got {type_name(value)}", "write a number like 1.5")
             return MISSING
@@ -293,6 +298,15 @@ def _yaml11_exponent(text: str) -> bool:
     import re
 
     return bool(re.fullmatch(r"\s*[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+\s*", text))
+
+
+def _range_hint(minimum: float | None, maximum: float | None) -> str:
+    """' (at most 1e+09)' and the like, where a range is given."""
+    if maximum is not None and minimum is not None:
+        return f" from {minimum:g} to {maximum:g}"
+    if maximum is not None:
+        return f" of at most {maximum:g}"
+    return f" of at least {minimum:g}" if minimum is not None else ""
 
 
 def _as_yaml_float(text: str) -> str:
