@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from optalloc.clock import Clock, WallClock
 from optalloc.codec import (
@@ -155,6 +155,13 @@ def _nonzero(names, values) -> dict[str, float]:
     return {name: float(x) for name, x in zip(names, values) if x > 0}
 
 
+def _demand(queue: Mapping[str, Job], refused, tree, nodes) -> tuple[dict, dict]:
+    """The demand samples (owed, placeable: optalloc.demand) of the queue but the jobs the
+    runner refuses (they ask nothing it could give)."""
+    d = Demand.of([j for j in queue.values() if j.id not in refused], tree, nodes)
+    return d.by_project(), d.placeable_by_project()
+
+
 def run_cycle(
     config: Config,
     store,
@@ -191,8 +198,7 @@ def run_cycle(
     policy = config.policy
     since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
     tree = OrgTree.build(holds.config.org, [g.name for g in config.gpu_types])
-    counted = Demand.of([j for j in queue.values() if j.id not in refused], tree, nodes)
-    demand, placeable = counted.by_project(), counted.placeable_by_project()
+    demand, placeable = _demand(queue, refused, tree, nodes)
     ledger = store.ledger(config.gpu_types, tree, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
@@ -250,8 +256,7 @@ def run_cycle(
             store.upsert_job(queue[job_id])
         record_transitions(store, tr2)
         if tr2.finished:  # a job the plan ended (preempted, not resumable) asks nothing from now
-            after = Demand.of([j for j in queue.values() if j.id not in refused], tree, nodes)
-            store.record_demand(now, after.by_project(), after.placeable_by_project())
+            store.record_demand(now, *_demand(queue, refused, tree, nodes))
         for job_id, err in applied.errors.items():
             store.record_event(now, job_id, "error", err)
         for job_id, why in applied.waiting.items():

@@ -96,7 +96,17 @@ def fits_up(gpus, gpus_per_node, usable: np.ndarray, up_sizes) -> np.ndarray:
     max_node = np.array([int(s.max()) if len(s) else 0 for s in up_sizes], dtype=np.int64)
     _, size, pieces, rem, valid = shapes(gpus, gpus_per_node, max_node)
     ok = usable & valid  # valid: the type has an up node (its largest > 0) the chunks fit
-    for t in range(T):
-        if ok[:, t].any():
-            ok[:, t] &= fits_nodes(size[:, t], pieces[:, t], rem[:, t], up_sizes[t])
-    return ok
+    return ok & fits_types(size, pieces, rem, up_sizes, want=ok)
+
+
+def fits_types(size, pieces, rem, node_gpus_by_type, want=None) -> np.ndarray:
+    """(K, T) fits_nodes per type: whether each job's shape (size, pieces, rem: (K, T), from
+    `shapes`) fits at once on the nodes of each type (`node_gpus_by_type`: per type the GPU
+    counts of its nodes; a type without nodes holds nothing). `want` (K, T): only the types
+    where some job asks are tested."""
+    K, T = np.shape(size)
+    out = np.zeros((K, T), dtype=bool)
+    for t, node_gpus in enumerate(node_gpus_by_type):
+        if len(node_gpus) and (want is None or want[:, t].any()):
+            out[:, t] = fits_nodes(size[:, t], pieces[:, t], rem[:, t], node_gpus)
+    return out

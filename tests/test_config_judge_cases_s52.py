@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
 from optalloc.cli import main
+from tests.test_cli_judge_cases_s51 import files
 from tests.test_hostile_input import CONFIG, refused_in_lab
 
 GPU = "gpu_types: [{name: h100}]\nnodes: [{name: box, gpu_type: h100, gpus: 4}]\n"
@@ -59,14 +59,6 @@ PHILLY_TRACE = "Transformer\tcmd\t-step\t1\t1000\t0.0\t1\nTransformer\tcmd\t-ste
 PHILLY_THROUGHPUTS = json.dumps({"v100": {"('Transformer', 1)": {"null": 10.0}}})
 
 
-def files(**named: str | bytes) -> Callable[[Path], None]:
-    """Write each file (`__` in a name is a `/`)."""
-    def write(lab: Path) -> None:
-        for name, text in named.items():
-            p = lab / name.replace("__", "/")
-            p.parent.mkdir(parents=True, exist_ok=True)
-            (p.write_bytes if isinstance(text, bytes) else p.write_text)(text)
-    return write
 
 
 def org_chain(levels: int) -> str:

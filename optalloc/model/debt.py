@@ -55,15 +55,19 @@ def _projects_with_placeable_work(snap: Snapshot) -> np.ndarray:
 def nodes_with_work(snap: Snapshot) -> np.ndarray:
     """(O,) bool: the org nodes (not the root) with a project with work (projects_with_work)
     in their subtree."""
-    org = snap.org
-    leaf = projects_with_work(snap)
-    return (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
+    return _above(snap, projects_with_work(snap))
 
 
 def nodes_with_placeable_work(snap: Snapshot) -> np.ndarray:
     """(O,) bool: nodes_with_work, of projects_with_placeable_work."""
-    leaf = projects_with_placeable_work(snap)
-    return (snap.org.membership() & leaf[None, :]).any(axis=1) & (snap.org.depth > 0)
+    return _above(snap, projects_with_placeable_work(snap))
+
+
+def _above(snap: Snapshot, leaf: np.ndarray) -> np.ndarray:
+    """(O,) bool: the org nodes (not the root) with one of the projects `leaf` in their
+    subtree."""
+    org = snap.org
+    return (org.membership() & leaf[None, :]).any(axis=1) & (org.depth > 0)
 
 
 def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> np.ndarray:

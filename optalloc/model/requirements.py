@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optalloc.shape import PIECES, SHAPE_NAMES, SMALL, WHOLE, fits_nodes, shapes
+from optalloc.shape import PIECES, SHAPE_NAMES, SMALL, WHOLE, fits_types, shapes
 from optalloc.snapshot import Snapshot
 from optalloc.types import ReasonCode
 
@@ -61,15 +61,10 @@ class Requirements:
 
 
 def _shapes(snap: Snapshot, max_node: np.ndarray, up_by_size) -> tuple[np.ndarray, ...]:
-    J, T = snap.job_allowed.shape
     shape, size, pieces, rem, valid = shapes(snap.job_gpus, snap.job_gpn, max_node)
     # the type's up nodes hold the shape at once: `pieces` nodes with >= `size` GPUs and, for a
     # remainder, one more with >= `rem` (the one rule, optalloc.shape.fits_nodes)
-    room = np.zeros((J, T), dtype=bool)
-    for t in range(T):
-        sizes, counts = up_by_size[t]
-        if len(sizes):
-            room[:, t] = fits_nodes(size[:, t], pieces[:, t], rem[:, t], np.repeat(sizes, counts))
+    room = fits_types(size, pieces, rem, [np.repeat(s, c) for s, c in up_by_size])
     fits = snap.job_allowed & valid & room
     return shape, size, pieces, rem, fits
 

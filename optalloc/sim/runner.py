@@ -121,7 +121,7 @@ class SimulatedRunner(Runner):
             if job is None:
                 errors[pl.job_id] = "not a known job"
                 continue
-            start = max([now] + [self._gpu_free_at.get(k, now) for k in pl.gpu_keys])
+            start = self._free_at(pl.gpu_keys, now)
             started.append(pl.job_id)
             if run is None:
                 self._start(job, pl, start)
@@ -236,13 +236,15 @@ class SimulatedRunner(Runner):
         restart = self._restarts.pop(jid, None)
         if restart is not None and kind is EventKind.REQUEUED:
             job, pl, start = restart
-            self._start(job, pl, max([t] + [self._gpu_free_at.get(k, t) for k in pl.gpu_keys]))
+            self._start(job, pl, self._free_at(pl.gpu_keys, t))
 
     def _release(self, keys, t: float) -> None:
         """GPUs `keys` of a run that ended at `t` are free, unless another stopping run
         still holds them; a run waiting for them starts as soon as all of its GPUs are free
         (a job that finishes inside its grace period releases them before its stop time)."""
         keys = set(keys)
+        if keys.isdisjoint(self._gpu_free_at):
+            return  # no run was given notice on them: nothing waits for them, none stops there
         for k in keys:
             self._gpu_free_at.pop(k, None)
         for jid, stop in self._stopping.items():
@@ -254,9 +256,13 @@ class SimulatedRunner(Runner):
             if any(self.nodes[n].state is NodeState.DOWN for n in run.placement.node_names
                    if n in self.nodes):
                 continue  # its node went down (set_node_state): it is killed, never started
-            start = max([t] + [self._gpu_free_at.get(k, t) for k in run.placement.gpu_keys])
+            start = self._free_at(run.placement.gpu_keys, t)
             if start < run.start:
                 self._move_start(run, start)
+
+    def _free_at(self, keys, t: float) -> float:
+        """When GPUs `keys` are all free, from `t` on (held by stopping runs until their stop)."""
+        return max([t] + [self._gpu_free_at.get(k, t) for k in keys])
 
     def _move_start(self, run: _Run, start: float) -> None:
         """An unbegun run starts earlier (its GPUs were released early): new heap entries,
