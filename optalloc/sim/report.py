@@ -124,7 +124,7 @@ def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapp
         "integral of min(capacity, demand) / integral of capacity.",
         "- waits: submit to first start; jobs never started count as waiting until the horizon "
         "(censored, so percentiles are lower bounds). debug: 0 < min_runtime <= 15 min; large: "
-        ">= 64 GPUs; unallocated: min_runtime 0.",
+        ">= 64 GPUs or >= 8 nodes; unallocated: min_runtime 0.",
         "- data: summary.json (all metrics), timeseries.csv (hourly series); report.html is "
         "this report with interactive charts.",
         "",

@@ -65,7 +65,11 @@ def read_table(path: Path, *, sep: str, header: int | None, expected: int | None
     except OSError as err:  # unreadable: permissions, I/O
         raise ConfigError([f"{path}: cannot read it ({err.strerror or err}); make it readable or "
                            "point the workload's file at another trace"]) from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+    except pd.errors.EmptyDataError as err:
+        if header is None and expected:  # no header to miss (Philly): an empty file has no jobs
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in (names or range(expected))})
+        df, parse_error = None, err
+    except (pd.errors.ParserError, UnicodeDecodeError) as err:
         df, parse_error = None, err
     check_field_counts(path, sep, has_header=header is not None, expected=expected, names=names)
     if parse_error is not None:
@@ -105,6 +109,9 @@ def check_field_counts(path: Path, sep: str, *, has_header: bool, expected: int 
 
 
 def numeric(col: pd.Series, path: Path, name: str) -> np.ndarray:
+    # a column of True/False only is read by pandas as booleans: words, not numbers (1.0/0.0)
+    if pd.api.types.is_bool_dtype(col):
+        col = pd.Series(np.nan, index=col.index)
     values = pd.to_numeric(col, errors="coerce").to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if len(bad):

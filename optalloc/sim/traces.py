@@ -249,7 +249,8 @@ def read_philly(
     throughputs: str | Path | None = None,
 ) -> RawJobs:
     """Read Philly virtual-cluster traces (`<team>.trace`) of `teams` (default: all) with
-    per-type speedups relative to `base_type`. Job ids are `<team>-<row>`."""
+    per-type speedups relative to `base_type`. Job ids are `<team>-<row>`. An empty team file
+    (no header to miss) is a team without jobs."""
     folder = Path(folder)
     gpu_types = tuple(gpu_types)
     if base_type not in gpu_types:
@@ -289,6 +290,11 @@ def read_philly(
         raise ConfigError([f"{folder}: no *.trace files; point the workload at a philly-vc folder"])
     df = pd.concat(frames, ignore_index=True)
     src = str(folder)
+    if df.empty:  # every team file is empty: no jobs (the scenario reports it)
+        none = np.zeros(0)
+        return RawJobs(job_id=none.astype(object), submit_time=none, duration_s=none,
+                       gpus=none.astype(np.int64), team=none.astype(object),
+                       speedup=frozen_map({t: none for t in gpu_types}), source=src)
     steps = df["total_steps"].to_numpy(dtype=np.float64)
     arrival = df["arrival_s"].to_numpy(dtype=np.float64)
     gpus = df["num_gpus"].to_numpy(dtype=np.float64)

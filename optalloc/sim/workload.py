@@ -17,12 +17,15 @@ same workload:
 * **checkpoint interval**: `checkpoint_interval` (default: the policy's).
 * **gang shape**: a job larger than the biggest node and not a multiple of it gets
   `gpus_per_node` = the largest divisor of its GPU count that fits a node (12 GPUs on 8-GPU
-  nodes -> 2 x 6), so every trace job has a placeable shape without changing its GPU-hours.
+  nodes -> 2 x 6) when the cluster has nodes for those pieces; else it keeps whole nodes plus
+  a remainder node (`optalloc.shape`: 9 GPUs on two 8-GPU nodes -> 8 + 1, not 3 x 3 on three
+  nodes). Neither changes its GPU-hours.
 * **per-type speed** (Philly): allowed gpu_types are the config's types the job runs on
   (speedup > 0); `Job.speedup` holds the relative speeds.
 
 Jobs that cannot run on this cluster at all (more GPUs than all nodes of their allowed types,
-or no allowed type present) are left out and counted in `WorkloadSummary.dropped`.
+no allowed type present, or no gang shape that the nodes of its types hold at once) are left
+out and counted in `WorkloadSummary.dropped`.
 
 Hashes: u(job, salt) = first 8 bytes of blake2b("{seed}/{salt}/{job_id}") / 2^64, uniform in [0, 1).
 """
@@ -37,6 +40,7 @@ import numpy as np
 
 from optalloc.config.problems import MISSING, Loc, Problems, show_list
 from optalloc.org import OrgTree
+from optalloc.shape import fits_up
 from optalloc.sim.traces import RawJobs
 from optalloc.types import Config, Job, frozen_map
 from optalloc.units import MAX_SHARE
@@ -290,9 +294,17 @@ def build_jobs(
     fits_somewhere = allowed & (raw.gpus[:, None] <= caps[None, :])
     no_type = ~allowed.any(axis=1)
     too_big = (~no_type) & (~fits_somewhere.any(axis=1))
-    keep = ~(no_type | too_big)
     # node size for gang shaping: the biggest node among the types the job may use
     node_size = np.where(allowed, maxes[None, :], 0).max(axis=1) if len(known) else np.zeros(n, dtype=np.int64)
+    gpn = _gang_pieces(raw.gpus, node_size)
+    sizes = [np.array([nd.gpus for nd in config.nodes if nd.gpu_type == t], dtype=np.int64) for t in known]
+    # the divisor shape only where its pieces fit the nodes (9 GPUs as 3 x 3 needs 3 nodes);
+    # else whole nodes + a remainder node (optalloc.shape: 9 = 8 + 1); neither fits: dropped
+    fits_pieces = fits_up(raw.gpus, gpn, allowed, sizes).any(axis=1)
+    fits_plain = fits_up(raw.gpus, np.zeros(n, dtype=np.int64), allowed, sizes).any(axis=1)
+    gpn = np.where(fits_pieces, gpn, 0)
+    no_shape = ~(no_type | too_big) & ~(fits_pieces | fits_plain)
+    keep = ~(no_type | too_big | no_shape)
 
     order = np.lexsort((np.arange(n), raw.submit_time))
     jobs: list[Job] = []
@@ -302,11 +314,7 @@ def build_jobs(
         if not keep[i]:
             continue
         g = int(raw.gpus[i])
-        gpn = None
-        ns = int(node_size[i])
-        if g > ns and g % ns != 0:
-            gpn = _largest_divisor_at_most(g, ns)
-            reshaped += 1
+        reshaped += int(gpn[i] > 0)
         ok = allowed[i]
         types = tuple(t for t, a in zip(known, ok) if a) if restrict and not ok.all() else ()
         sp = {t: float(s) for t, s, a in zip(known, speed[i], ok) if a and s != 1.0} if raw.speedup else {}
@@ -315,7 +323,7 @@ def build_jobs(
                 id=str(raw.job_id[i]),
                 project=str(project[i]),
                 gpus=g,
-                gpus_per_node=gpn,
+                gpus_per_node=int(gpn[i]) or None,
                 gpu_types=types,
                 speedup=frozen_map(sp),
                 min_runtime_s=float(min_runtime[i]),
@@ -330,6 +338,8 @@ def build_jobs(
         dropped["no allowed gpu_type in the cluster"] = int(no_type.sum())
     if too_big.any():
         dropped["more GPUs than the cluster has of its types"] = int(too_big.sum())
+    if no_shape.any():
+        dropped["no gang shape fits the nodes of its types"] = int(no_shape.sum())
     summary = WorkloadSummary(
         n_jobs=len(jobs),
         n_debug=int((debug & keep).sum()),
@@ -340,6 +350,16 @@ def build_jobs(
         reshaped=reshaped,
     )
     return tuple(jobs), summary
+
+
+def _gang_pieces(gpus: np.ndarray, node_size: np.ndarray) -> np.ndarray:
+    """(n,) gpus_per_node for jobs larger than their biggest node and not a multiple of it:
+    the largest divisor of the GPU count that fits the node (12 on 8 -> 6); 0 for the others."""
+    out = np.zeros(len(gpus), dtype=np.int64)
+    odd = (node_size > 0) & (gpus > node_size) & (gpus % np.maximum(node_size, 1) != 0)
+    for i in np.flatnonzero(odd):
+        out[i] = _largest_divisor_at_most(int(gpus[i]), int(node_size[i]))
+    return out
 
 
 def _largest_divisor_at_most(g: int, limit: int) -> int:

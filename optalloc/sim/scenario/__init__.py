@@ -7,6 +7,8 @@ workload:
   teams: [6214e9, ee9e8c]  # philly: teams to read (default: every team in the folder)
   base_gpu_type: v100      # philly: speedups are relative to it (duration = work on it)
   window: {start: 0, end: 60d}   # keep jobs submitted in [start, end); time 0 = start
+                           # (points on the trace's clock: 22d, or 1700000000 / an ISO time
+                           # for a trace in Unix seconds)
   load_scale: 1.0          # divide submit times (after the window) by this: offered load x it
   sample: 1.0              # keep this fraction of jobs (stable hash of the id)
   max_jobs: 5000           # keep only the first N (by submit time)
@@ -46,6 +48,7 @@ from optalloc.sim.scenario.sizing import (
 )
 from optalloc.sim.scenario.spec import NodeEvent, Scenario, with_horizon
 from optalloc.types import Config
+from optalloc.units import MAX_DURATION_S
 
 __all__ = ["ClusterSize", "NodeEvent", "Scenario", "load_scenario", "nodes_for_offered_load",
            "scale_cluster_to_demand_ratio", "scenario_from_parts", "with_horizon"]
@@ -88,6 +91,15 @@ def scenario_from_parts(
             duration = (w[1] - w[0]) / wl["load_scale"]
         else:
             duration = max(86400.0, math.ceil(last_submit / 86400.0) * 86400.0)
+        if duration > MAX_DURATION_S:  # the limit simulation.duration has (e.g. Unix-time submits)
+            until = "end" if w[1] is None else f"{w[1]:g}s"
+            problems.add(root.key("simulation").key("duration"),
+                         f"not given, and the workload implies {duration / 86400:.0f} days from time 0 "
+                         f"(last job submitted at {last_submit:g}s, window {w[0]:g}s..{until}, "
+                         f"load_scale {wl['load_scale']:g}), more than ten years",
+                         "set workload.window: start at the trace's first submit time (its times may "
+                         "be Unix seconds), end at start + the days to simulate")
+            problems.raise_if_any()
     return Scenario(
         name=name,
         config=config,

@@ -3,6 +3,7 @@ window, rescaled, sampled and mapped to Jobs, a synthetic workload, or the confi
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Mapping
@@ -12,6 +13,7 @@ import numpy as np
 from optalloc.config.problems import Loc, Problems, show_list
 from optalloc.errors import ConfigError
 from optalloc.sim import generate as gen
+from optalloc.sim.trace_checks import TRACES_ENV
 from optalloc.sim.traces import RawJobs, philly_teams, read_itp, read_philly, traces_available, traces_dir
 from optalloc.sim.workload import build_jobs, stable_uniform
 from optalloc.types import Config, Job
@@ -30,9 +32,21 @@ def build_workload(wl: dict, config: Config, sim: dict, source: str, base_dir: P
     if raw is None:
         return (), None, 0.0
     if src != "synthetic":
+        at = next((loc.key(k) for k in ("file", "cluster") if k in wl), loc)
+        if len(raw) == 0:
+            problems.add(at, f"{raw.source}: the trace has no jobs (no data rows)",
+                         "point the workload at a trace with jobs")
+            return (), None, 0.0
         keep = raw.submit_time >= start
         if end is not None:
             keep &= raw.submit_time < end
+        if not keep.any():
+            until = "end" if end is None else f"{end:g}s"
+            problems.add(loc.key("window"), f"no job of {raw.source} is submitted in [{start:g}s, "
+                         f"{until}) (its {len(raw)} jobs come from "
+                         f"{raw.submit_time.min():g}s to {raw.submit_time.max():g}s)",
+                         "move workload.window over the trace's submit times")
+            return (), None, 0.0
         raw = raw.take(keep).shifted(-start)
         if wl["load_scale"] != 1.0:
             raw = raw.rescaled_arrivals(wl["load_scale"])
@@ -85,11 +99,16 @@ def _read_raw(wl: dict, config: Config, sim: dict, base_dir: Path, env, problems
                 p = traces_dir(env) / "itp" / f"{wl['cluster']}.csv"
                 if not p.exists():
                     have = sorted(q.stem for q in p.parent.glob("*.csv"))
-                    problems.add(loc.key("cluster"), f"no trace {p}", f"ITP clusters there: {show_list(have)}")
+                    problems.add(loc.key("cluster"), f"no trace {p}", f"ITP clusters there: {show_list(have)}; "
+                                 + _traces_fix(env, f"itp/{wl['cluster']}.csv"))
                     return None
             return read_itp(p)
         if src == "philly":
             folder = _resolve(wl["file"], base_dir, env) if "file" in wl else traces_dir(env) / "philly-vc"
+            if "file" not in wl and not philly_teams(folder):
+                problems.add(loc.key("source"), f"no Philly traces in {folder} (no *.trace files)",
+                             _traces_fix(env, "philly-vc/"))
+                return None
             teams = wl.get("teams")
             if teams:
                 have = philly_teams(folder)
@@ -111,10 +130,20 @@ def _read_raw(wl: dict, config: Config, sim: dict, base_dir: Path, env, problems
     return None
 
 
+def _traces_fix(env, wanted: str) -> str:
+    """How to point the workload at the traces folder: where the folder came from."""
+    value = (os.environ if env is None else env).get(TRACES_ENV)
+    how = (f"the folder comes from {TRACES_ENV}={value}: point it at the folder that holds {wanted}"
+           if value else f"{TRACES_ENV} is not set: set it to the folder that holds {wanted}")
+    return f"{how}, or give the trace's path as `file:`"
+
+
 def _resolve(name: str, base_dir: Path, env) -> Path:
+    """`file:` relative to the scenario file, else to the traces folder when it is there; found
+    in neither, the scenario's own (documented) place is the one the reader reports missing."""
     p = Path(name).expanduser()
     if p.is_absolute():
         return p
-    if (base_dir / p).exists() or not traces_available(env):
+    if (base_dir / p).exists() or not traces_available(env) or not (traces_dir(env) / p).exists():
         return base_dir / p  # a missing file is reported by the reader
     return traces_dir(env) / p

@@ -13,7 +13,7 @@ from optalloc.sim import generate as gen
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.sim.workload import MappingRules, parse_mapping, project_names
 from optalloc.types import Config, NodeState
-from optalloc.units import MAX_JOB_GPUS, MAX_SEED, MIN_EPOCH_S, parse_duration, parse_time
+from optalloc.units import MAX_JOB_GPUS, MAX_SEED, MAX_TIME_S, MIN_EPOCH_S, parse_duration, parse_time
 
 SOURCES = ("itp", "philly", "synthetic", "jobs")
 WORKLOAD_KEYS = (
@@ -234,8 +234,8 @@ def _parse_window(value: Any, loc: Loc, problems: Problems) -> tuple[float, floa
     if d is MISSING:
         return (0.0, None)
     problems.known_keys(d, loc, ("start", "end"))
-    start = problems.duration(d["start"], loc.key("start")) if "start" in d else 0.0
-    end = problems.duration(d["end"], loc.key("end"), positive=True) if "end" in d else None
+    start = _window_point(d["start"], loc.key("start"), problems) if "start" in d else 0.0
+    end = _window_point(d["end"], loc.key("end"), problems) if "end" in d else None
     if start is MISSING:
         start = 0.0
     if end is MISSING:
@@ -244,6 +244,25 @@ def _parse_window(value: Any, loc: Loc, problems: Problems) -> tuple[float, floa
         problems.add(loc.key("end"), f"must be after start ({start:g}s), got {end:g}s", "make end later than start")
         end = None
     return (float(start), end)
+
+
+def _window_point(value: Any, loc: Loc, problems: Problems) -> float | Any:
+    """A point on the trace's clock: a duration after its time 0 (22d) or, as trace submit
+    times may be Unix seconds, seconds or an ISO time, 0 to 2100 (the range of submit times)."""
+    try:
+        v = parse_duration(value)
+    except (ValueError, TypeError):
+        try:
+            v = parse_time(value)
+        except (ValueError, TypeError, OverflowError):
+            problems.add(loc, f"expected a duration or a time, got {type_name(value)}",
+                         "write e.g. 22d, or 1700000000 / 2023-11-14T22:13:20Z for a trace in Unix seconds")
+            return MISSING
+    if not 0.0 <= v <= MAX_TIME_S:
+        problems.add(loc, f"{value!r} is out of range (the trace's submit times run from 0 to "
+                     f"{MAX_TIME_S:.0f} s, 2100)", "give a point of the trace's clock inside that range")
+        return MISSING
+    return v
 
 
 def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -> dict:
