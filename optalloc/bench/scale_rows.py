@@ -50,6 +50,14 @@ def current_rss_mb() -> float:
     return float("nan")
 
 
+def mip_ran(message: str) -> bool:
+    """Whether an epoch's report says its whole MIP ran (step 3d): only that step ends the
+    report with the solver's own word ("; solver: optimal (Optimal)", epoch_status.final). Its
+    first words name the plan chosen, not the path: a dive round or the greedy plan may end
+    an epoch without the MIP, and the LP's rounding may win after it."""
+    return "; solver: " in message
+
+
 def _med(values) -> float:
     return float(statistics.median(values))
 
@@ -67,10 +75,13 @@ def lp_row(snap_path: str, settings: SolverSettings, repeat: int = 1, progress=N
         lp = BACKENDS["lp"].solve(em.lm, replace(settings, backend="lp"))
         builds.append(t1 - t0)
         solves.append(time.perf_counter() - t1)
+    solved = lp.status == "optimal" and lp.bound is not None  # else no bound: no gap either
     return {"status": lp.status, "build_s": _med(builds), "solve_s": _med(solves), "place_s": 0.0,
             "total_s": _med(b + s for b, s in zip(builds, solves)), "vars": em.lm.n_vars,
-            "cons": em.lm.n_cons, "objective": lp.bound, "bound": lp.bound, "gap": 0.0,
-            "invariants": "", "note": "LP relaxation: the bound no plan beats"}
+            "cons": em.lm.n_cons, "objective": lp.bound if solved else None,
+            "bound": lp.bound if solved else None, "gap": 0.0 if solved else None,
+            "invariants": "", "note": ("LP relaxation: the bound no plan beats" if solved else
+                                       f"LP relaxation {lp.status}, no bound: {lp.message}"[:80])}
 
 
 def epoch_row(snap_path: str, settings: SolverSettings, repeat: int = 1, progress=None,
@@ -91,7 +102,7 @@ def epoch_row(snap_path: str, settings: SolverSettings, repeat: int = 1, progres
         plan = run_epoch(snap, settings)
         runs.append((time.perf_counter() - t0, plan.report))
     rep = runs[-1][1]
-    mip = not rep.message.startswith("LP relaxation")
+    mip = mip_ran(rep.message)
     return {"status": rep.status, "build_s": _med(r.build_s for _, r in runs),
             "solve_s": _med(r.solve_s for _, r in runs),
             "place_s": _med(r.place_s for _, r in runs), "total_s": _med(t for t, _ in runs),
@@ -139,7 +150,7 @@ def naive_row(snap_path: str, settings: SolverSettings, time_limit_s: float = 60
     em = build_model(snap)
     if progress:
         progress({"vars": count_binaries(em) + len(em.req.cand_job) + len(em.req.run_job)
-                  + len(em.m), "naive_binaries": count_binaries(em)})
+                  + len(em.m) + len(em.d) + len(em.f), "naive_binaries": count_binaries(em)})
     res = solve_naive(em, time_limit_s=time_limit_s, mip_gap=settings.mip_gap,
                       threads=settings.threads, progress=progress)
     plan = plan_of(snap, em.req.run_job[res.kept], res.placements)

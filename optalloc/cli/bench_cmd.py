@@ -19,6 +19,7 @@ import platform
 import time
 
 from optalloc.bench.table import markdown_table
+from optalloc.outdir import write_private
 from optalloc.units import MAX_WAIT_S
 
 SUITES = ("ledger", "epoch", "scale", "sim")
@@ -49,7 +50,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", type=int, default=0,
                    help="instance seed, 0 to 2**63 - 1 (default: %(default)s)")
     g.add_argument("--time-limit", type=float, default=60.0,
-                   help="MIP time limit per solve, seconds (default: %(default)s)")
+                   help="MIP time limit per solve of the mip/BACKEND rows, seconds (the LP "
+                        "and epoch rows keep production's; default: %(default)s)")
     g.add_argument("--naive-time-limit", type=float, default=600.0,
                    help="naive row: build + CBC, seconds (default: %(default)s)")
     g.add_argument("--rss-limit-mb", type=float, default=5000.0,
@@ -62,7 +64,7 @@ def _suites(args) -> tuple[str, ...]:
     from optalloc.errors import OptallocError
 
     if args.suite is None:
-        return ("scale",) if args.sizes else DEFAULT_SUITES
+        return ("scale",) if args.sizes is not None else DEFAULT_SUITES
     names = SUITES if args.suite == "all" else tuple(s.strip() for s in args.suite.split(",") if s.strip())
     unknown = [n for n in names if n not in SUITES]
     if unknown or not names:
@@ -90,8 +92,12 @@ def _scale_kwargs(args) -> dict:
     if [b for b in backends if b not in have]:
         raise OptallocError(f"--backends: {', '.join(b for b in backends if b not in have)} not "
                             f"installed here; available: {', '.join(b for b in MIP_BACKENDS if b in have)}")
+    sizes = parse_list(args.sizes, tuple(SCALES), "--sizes") if args.sizes is not None else None
+    if sizes == ():  # 'none', '' or ',': nothing to run, never the default sizes instead
+        raise OptallocError(f"--sizes: give at least one size among {', '.join(SCALES)} "
+                            "(or 'all')")
     return dict(
-        sizes=parse_list(args.sizes, tuple(SCALES), "--sizes") if args.sizes else None,
+        sizes=sizes,
         backends=backends,
         naive_sizes=parse_list(args.naive_sizes, tuple(SCALES), "--naive-sizes"),
         repeat=args.repeat, seed=args.seed, out=args.out, export=args.export,
@@ -106,7 +112,7 @@ def cmd_bench(args) -> int:
     names = _suites(args)
     check_seed(args.seed)
     check_out(args.out)
-    scale_kw = _scale_kwargs(args) if "scale" in names else {}  # bad flags fail before any run
+    scale_kw = _scale_kwargs(args)  # bad flags fail before any run, whichever suites run
     # the output folder is 0700 and every file in it 0600, whatever the umask
     with private_output(args.out):
         return _run_suites(args, names, scale_kw)
@@ -122,13 +128,12 @@ def _run_suites(args, names, scale_kw) -> int:
         mod = importlib.import_module(f"optalloc.bench.{name}_bench")
         print(f"== {name} ...", flush=True)
         rows = mod.run(quick=args.quick, **(scale_kw if name == "scale" else {}))
-        with open(os.path.join(args.out, f"{name}.json"), "w") as fh:
-            json.dump({"machine": header, "rows": rows}, fh, indent=1, default=str)
+        write_private(os.path.join(args.out, f"{name}.json"),
+                      json.dumps({"machine": header, "rows": rows}, indent=1, default=str))
         shown = mod.table_rows(rows) if hasattr(mod, "table_rows") else rows
         table = markdown_table(shown)
         print(table, flush=True)
         md.append(f"## {name}\n\n{table}")
-    with open(os.path.join(args.out, "bench.md"), "w") as fh:
-        fh.write("\n".join(md))
+    write_private(os.path.join(args.out, "bench.md"), "\n".join(md))
     print(f"wrote {args.out}/bench.md and one JSON per suite")
     return 0
