@@ -43,7 +43,19 @@ def arm(spec: str | None) -> None:
     name, _, nth = spec.partition(":")
     if name not in POINTS:
         raise ValueError(f"unknown fault point {name!r}; known: {', '.join(POINTS)}")
+    if nth and not (nth.isdigit() and int(nth) >= 1):
+        raise ValueError(f"{spec!r}: the hit after ':' must be a whole number from 1")
     _armed = (name, int(nth) if nth else 1)
+
+
+def check_env() -> None:
+    """OptallocError (exit status 2, no traceback) when OPTALLOC_FAULT named no fault point:
+    `optalloc epoch` refuses to run rather than run unarmed by a typo."""
+    if _bad_env is not None:
+        from optalloc.errors import OptallocError
+
+        raise OptallocError(f"OPTALLOC_FAULT={os.environ.get('OPTALLOC_FAULT')!r}: {_bad_env}; "
+                            "unset it for a normal epoch")
 
 
 def fault_point(name: str) -> None:
@@ -57,4 +69,8 @@ def fault_point(name: str) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-arm(os.environ.get("OPTALLOC_FAULT"))
+_bad_env: str | None = None
+try:
+    arm(os.environ.get("OPTALLOC_FAULT"))
+except ValueError as _err:  # every command would die importing this; `epoch` says why
+    _bad_env = str(_err)

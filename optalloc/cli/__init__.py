@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "ledger_cmd",  # optalloc ledger report|record|import
     "epoch_cmd",  # optalloc epoch, optalloc explain
     "jobs_cmd",  # optalloc submit, optalloc jobs
+    "cancel_cmd",  # optalloc cancel
     "sim_cmd",  # optalloc simulate, optalloc whatif
     "sweep_cmd",  # optalloc sweep
     "dashboard_cmd",  # optalloc dashboard, optalloc serve

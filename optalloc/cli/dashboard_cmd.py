@@ -71,9 +71,11 @@ def _history(value: int | None) -> int:
     return value
 
 
-def check_outputs(dashboard: str | None, metrics_file: str | None) -> None:
-    """Refuse output paths that cannot be written, before anything runs."""
-    for flag, path, what in (("--dashboard", dashboard, "directory"),
+def check_outputs(dashboard: str | None, metrics_file: str | None,
+                  dashboard_flag: str = "--dashboard") -> None:
+    """Refuse output paths that cannot be written, before anything runs (each named by the
+    flag that gave it: `optalloc dashboard` calls its folder --out)."""
+    for flag, path, what in ((dashboard_flag, dashboard, "directory"),
                              ("--metrics-file", metrics_file, "file")):
         if path is None:
             continue
@@ -100,7 +102,8 @@ def check_outputs(dashboard: str | None, metrics_file: str | None) -> None:
 
 
 def write_outputs(config, state: str, dashboard: str | None, metrics_file: str | None,
-                  history: int | None = None, *, after_epoch: bool = False) -> list[str]:
+                  history: int | None = None, *, after_epoch: bool = False,
+                  dashboard_flag: str = "--dashboard") -> list[str]:
     """Write the static site and/or the metrics textfile from the state DB (read only);
     returns a line per output written. `optalloc epoch` calls it after recording an epoch."""
     from pathlib import Path
@@ -111,7 +114,7 @@ def write_outputs(config, state: str, dashboard: str | None, metrics_file: str |
     from optalloc.dashboard.readonly import ReadOnlyStore
     from optalloc.dashboard.site import HISTORY_JSON, write_site
 
-    check_outputs(dashboard, metrics_file)
+    check_outputs(dashboard, metrics_file, dashboard_flag)
     history = _history(history)  # a bad --history is refused before the state DB is opened
     known = load_cache(Path(dashboard) / HISTORY_JSON) if dashboard else {}
     done = []
@@ -136,7 +139,8 @@ def cmd_dashboard(args) -> int:
     from optalloc.config import load_config
 
     config = load_config(args.config)
-    for line in write_outputs(config, args.state, args.out, args.metrics_file, args.history):
+    for line in write_outputs(config, args.state, args.out, args.metrics_file, args.history,
+                              dashboard_flag="--out"):
         print(line)
     return 0
 

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from optalloc.codec import plan_to_dict, job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
-from optalloc.faults import fault_point
+from optalloc.faults import check_env, fault_point
 from optalloc.types import Node, NodeState, Plan, ReasonCode
 from optalloc.units import MAX_WAIT_S, parse_time_in_range
 
@@ -126,6 +126,7 @@ def cmd_epoch(args) -> int:
     from optalloc.statefile import check_output_path, write_atomic
 
     # every input is checked before the lock is taken or anything is written
+    check_env()
     config = load_config(args.config)
     given_now = None if args.now is None else parse_now(args.now)
     settings = _settings(args, config)

@@ -34,7 +34,8 @@ def _expand_group(body: str, whole: str) -> list[str]:
                 f"range {lo_s}-{hi_s} in {whole!r} runs backwards; write it low to high"
             )
         if hi - lo + 1 > MAX_EXPANDED_NODES:
-            raise ValueError(f"range {lo_s}-{hi_s} in {whole!r} is too large")
+            raise ValueError(f"range {lo_s}-{hi_s} in {whole!r} is {hi - lo + 1} names, more "
+                             f"than {MAX_EXPANDED_NODES} (the most nodes of a cluster)")
         out.extend(str(i).zfill(width) for i in range(lo, hi + 1))
     return out
 

@@ -102,6 +102,13 @@ class Loc:
         return f"{self.source}: {self.path}" if self.path else self.source
 
 
+def _beside(v: float, limit: float) -> str:
+    """`v` as %g, or with every digit where %g would print it as the limit it broke
+    (1000000001 against 1e9: "got 1000000001", not "got 1e+09")."""
+    short = f"{v:g}"
+    return f"{v:.17g}" if short == f"{limit:g}" else short
+
+
 @dataclass
 class Problems:
     """An ordered list of located problem messages."""
@@ -225,10 +232,12 @@ class Problems:
             self.add(loc, f"must be > 0, got {value:g}", "use a positive number")
             return MISSING
         if minimum is not None and v < minimum:
-            self.add(loc, f"must be >= {minimum:g}, got {value:g}", f"use a value of at least {minimum:g}")
+            self.add(loc, f"must be >= {minimum:g}, got {_beside(v, minimum)}",
+                     f"use a value of at least {minimum:g}")
             return MISSING
         if maximum is not None and v > maximum:
-            self.add(loc, f"must be <= {maximum:g}, got {v:g}", f"use a value of at most {maximum:g}")
+            self.add(loc, f"must be <= {maximum:g}, got {_beside(v, maximum)}",
+                     f"use a value of at most {maximum:g}")
             return MISSING
         return v
 
