@@ -46,7 +46,8 @@ def nodes_for(pool: NodePool, em: EpochModel, c: int, prefer: list, slots: dict,
         # then the others: truly free before those evicting would free, each in its order
         rest = free[~np.isin(free, pref)] if pref else free
         clear = np.isin(rest, pool.whole_free(t, size, False, hold))
-        rest = rest[np.lexsort((pool.freed[rest], ~clear))]  # stable: ties keep their order
+        # (stable: ties keep their order); of those evicting, the fewest evicted GPUs first
+        rest = rest[np.lexsort((pool.ev[rest], pool.freed[rest], ~clear))]
         chosen = (pref + rest[:pieces].tolist())[:pieces]
         if len(chosen) < pieces:
             return None

@@ -99,7 +99,10 @@ class NodePool:
                  hold: float = -np.inf) -> int:
         """Up node of type t with the least room >= size (lowest index on ties), nodes where
         the plan preempts nothing before the others, reserved nodes the job may use first
-        (soonest deadline first) before all; -1."""
+        (soonest deadline first) before all; -1. With `evict`, of those the node where the
+        fewest GPUs of evictable work must go comes before tightness (README item 8: an
+        8-GPU start beside 1 unallocated GPU on one node and 4 on another evicted the 4,
+        the lower index, and lost four times the work)."""
         room = self.room(evict)
         ok = self.allowed(hold) & (self.snap.node_type == t) & (room >= size)
         if exclude:
@@ -109,7 +112,10 @@ class NodePool:
         cand = np.flatnonzero(ok)
         # a node where nothing is preempted first: GPUs a preemption frees are used last, so
         # the preempted job stays (restore) wherever a start fits elsewhere
-        keys = (cand, room[cand], self.freed[cand])
+        keys = (cand, room[cand])
+        if evict:
+            keys += (np.maximum(size - self.free[cand], 0),)
+        keys += (self.freed[cand],)
         if self.reserved:
             keys += (self.deadline[cand],)
         return int(cand[np.lexsort(keys)[0]])

@@ -44,12 +44,14 @@ from optalloc.uniq import unique_rows
 
 
 def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
-          by_hold: bool = False) -> Placed:
+          by_hold: bool = False, slots_first: bool = False) -> Placed:
     """Placements for solution `x` of em.lm (None: start nothing new, keep every running job
     that may stay). `by_hold`: whole-node gangs and single-node jobs go longest hold first,
     a due reservation's gang takes its turn among them instead of its reserved nodes before
     anything else, and single-node jobs take the model's slots before best fit (see
-    `optalloc.plan.due_gangs.hold_ordered`)."""
+    `optalloc.plan.due_gangs.hold_ordered`). `slots_first`: single-node jobs take the model's
+    slots before best fit (by_hold implies it; `optalloc.plan.outcome` places a solution so
+    again where best fit decreasing left a start of it unplaced)."""
     snap, req, imp = em.snap, em.req, em.imp
     J, C, K = len(snap.jobs), len(req.cand_job), len(req.run_job)
     _, k_ub = keep_bounds_of(em)
@@ -153,7 +155,7 @@ def place(em: EpochModel, x: np.ndarray | None, *, backfill: bool = True,
         # allocated work goes where the model put it even when running unallocated work that
         # the model preempted still sits there (the advisory keep yields to the model's plan)
         nodes = nodes_for(pool, em, c, reserved, slots, evict=bool(tier1[c]), pick=pick,
-                          slots_first=by_hold)
+                          slots_first=by_hold or slots_first)
         if nodes is None:
             late.append(c)
         else:
