@@ -13,7 +13,9 @@ Two measures, kept side by side:
   than every up node of its types together, or than their largest node allows, cannot run).
   A project's placeable GPUs are at most the up GPUs of the types its jobs fit there: its
   jobs cannot hold more at once (C's 1-GPU jobs confined to one 8-GPU a100 node want 8 of
-  32, not its third).
+  32, not its third), and projects confined to the same types at most those types' up GPUs
+  together, shared as the fair measure shares (optalloc.confined: C and D, both confined to
+  that node, 4 each).
   The fair measure reads it (`Ledger.shortfalls`' fair part, `OrgTree.fair_shares`, and so
   the lift of `targets.owed_nodes` / `lifted_floors`): DESIGN.md rule 2 gives capacity a
   subtree does not want to its siblings, and a project whose every job needs a type that is
@@ -38,6 +40,7 @@ from typing import Iterable
 
 import numpy as np
 
+from optalloc.confined import confined_caps
 from optalloc.shape import fits_up
 from optalloc.types import Job, Node, NodeState
 
@@ -59,6 +62,7 @@ class Demand:
         self.allocated: dict[str, int] = {}
         self.placeable: dict[str, int] = {}  # GPUs of jobs that fit, before the cap
         self.total = 0
+        self._org = org
         self._types = tuple(org.gpu_types)
         self._tidx = {t: k for k, t in enumerate(self._types)}
         ent = org.entitlement > 0
@@ -175,8 +179,13 @@ class Demand:
         """The ledger's demand sample: projects asking for any GPUs."""
         return {p: g for p, g in self.allocated.items() if g}
 
-    def placeable_by_project(self) -> dict[str, int]:
+    def placeable_by_project(self) -> dict[str, float]:
         """The ledger's placeable demand sample (the fair measure's): per project asking for
         any, the GPUs of its jobs that could run on the up nodes, at most the up GPUs of the
-        types they fit (see the module)."""
-        return {p: min(g, self._room[p]) for p, g in self.placeable.items() if g > 0}
+        types they fit, and the projects confined to the same types at most those types' up
+        GPUs together (optalloc.confined; see the module)."""
+        own = {p: min(g, self._room[p]) for p, g in self.placeable.items() if g > 0}
+        if len(self._types) < 2 or len(own) < 2:
+            return own
+        fits = {p: sum(1 << t for t, n in enumerate(self._on[p]) if n > 0) for p in own}
+        return confined_caps(self._org, own, fits, self._cap)

@@ -181,3 +181,22 @@ def test_a_lifted_programs_rows_weigh_its_projects_fair_debt(fair, lifted, gpus)
     assert _lifted(snap, em) == lifted
     assert gpus_by_project(snap, plan) == gpus
     assert plan.report.status == "optimal" and plan.report.gap == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_better_ranked_projects_long_running_job_past_protection_keeps_its_node_all_day():
+    # as above with A's one 6-GPU job running all day (30 h long, protected 1 h) where it was
+    # one a hour: A's work is all running, none waits. A's usage ratio (6 of 8) stays below
+    # B's (12 of 8), so A ranks first all day; its floor 6 is within its own share. B, lifted
+    # to 18 with C idle, is fair-owed from the first hour, but its claim on C's share is no
+    # claim on A's own (rule 1): B's lift must not outweigh A's floor once A's job is past
+    # its protection. A 6 and B 12 every hour: A 144, B 288 (greedy: exactly)
+    from optalloc.sim.engine import simulate
+    from optalloc.sim.policies import make_policy
+
+    a = endless("A", 1, gpus=6, hours=30.0)
+    sc = scenario(a + endless("B", 120, gpus=6), flat(A=1, B=1, C=1), nodes=(8, 8, 8))
+    for policy in ("ilp", "greedy"):
+        res = simulate(sc, make_policy(policy), check=True)
+        hours = [(_window(res, "A", h * H, (h + 1) * H), _window(res, "B", h * H, (h + 1) * H))
+                 for h in range(24)]
+        assert hours == [(6.0, 12.0)] * 24, policy

@@ -38,18 +38,34 @@ def projects_with_placeable_work(snap: Snapshot) -> np.ndarray:
     they are allocated work (shape.fits_up, the epoch's `Requirements.fits`): a project whose
     every job needs a type that is down holds no floor this epoch and claims no share of the
     capacity there is (optalloc.demand: the fair measure leaves it out too)."""
-    return snap.derived(_projects_with_placeable_work)
+    return placeable_types(snap).any(axis=1) & np.asarray(snap.org.is_leaf)
 
 
-def _projects_with_placeable_work(snap: Snapshot) -> np.ndarray:
+def placeable_types(snap: Snapshot) -> np.ndarray:
+    """(O, T) bool: the types on which each org node (not the root) has such work in its
+    subtree: a running job on the type it runs on (on every type where it is allocated work
+    where it runs as unallocated work), a waiting one on the types whose up nodes it fits."""
+    return snap.derived(_placeable_types)
+
+
+def _placeable_types(snap: Snapshot) -> np.ndarray:
     org = snap.org
+    T = len(snap.gpu_types)
     if not len(snap.jobs):
-        return np.zeros(org.n, dtype=bool)
+        return np.zeros((org.n, T), dtype=bool)
     usable = snap.job_tier1 & snap.job_allowed
-    up = [snap.node_gpus[snap.node_up & (snap.node_type == t)] for t in range(usable.shape[1])]
-    fits = fits_up(snap.job_gpus, snap.job_gpn, usable, up).any(axis=1)
-    ok = usable.any(axis=1) & (snap.job_running | fits)
-    return (np.bincount(snap.job_project[ok], minlength=org.n) > 0) & (org.depth > 0)
+    up = [snap.node_gpus[snap.node_up & (snap.node_type == t)] for t in range(T)]
+    on = fits_up(snap.job_gpus, snap.job_gpn, usable, up)
+    run = snap.job_running
+    here = np.zeros_like(usable)
+    k = np.flatnonzero(run & (snap.job_run_type >= 0))
+    here[k, snap.job_run_type[k]] = True
+    here &= usable
+    on = np.where(run[:, None], np.where(here.any(axis=1)[:, None], here, usable), on)
+    leaf = np.zeros((org.n, T), dtype=bool)
+    np.logical_or.at(leaf, snap.job_project, on)
+    out = (org.membership().astype(np.int64) @ leaf.astype(np.int64)) > 0
+    return out & (org.depth > 0)[:, None]
 
 
 def nodes_with_work(snap: Snapshot) -> np.ndarray:

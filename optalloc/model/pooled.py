@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from optalloc.confined import confined_caps
 from optalloc.model.debt import pooled_applies  # noqa: F401 (re-exported: tests, callers)
 from optalloc.model.requirements import Requirements
 from optalloc.model.targets import (
@@ -122,12 +123,35 @@ def _pooled(snap: Snapshot, req: Requirements) -> Targets:
     free = (_fit(snap, req, np.array([cap_up.sum()]), FP, np.zeros((O, 1)), D, dp, rho, kappa,
                  full, np.zeros_like(prot), cap_up, speed, stay)
             if lookahead_on(snap) else np.zeros((0, 0)))
-    lifted = lifted_floors(org, FP, target.sum(axis=1, keepdims=True), D, ent,
+    # what the projects could hold of the idle siblings' share: those confined to the same
+    # types at most those types' GPUs together (optalloc.confined), as the fair measure that
+    # marks them owed counts it (C and D confined to one 8-GPU a100 node want 8 of 32, not
+    # 16: an outside review, stop 52)
+    held = (M @ _confined(org, dp, full, cap_up))[:, None]
+    lifted = lifted_floors(org, FP, target.sum(axis=1, keepdims=True), held, ent,
                            owed_nodes(snap))
     return Targets(_split_floors(target, lifted[:, 0]), target, M @ demand, P, cap,
                    np.zeros(len(req.cand_job)), horizon, window, free, pooled=True,
                    pool_floor=lifted[:, 0],  # Targets.share_base caps lift_base as share_floor
                    lift_base=FP if lifted is not FP else np.zeros((0, 0)))
+
+
+def _confined(org, dp: np.ndarray, full: np.ndarray, cap_up: np.ndarray) -> np.ndarray:
+    """(O,) the pooled leaf demand `dp`, projects confined to the same types (`full` (O, T):
+    the GPUs of their jobs that may run on each) capped together at those types' up GPUs
+    `cap_up` (optalloc.confined.confined_caps)."""
+    live = np.flatnonzero(dp > 0)
+    if len(cap_up) < 2 or len(live) < 2:
+        return dp
+    bit = 1 << np.arange(len(cap_up))
+    on = ((full > 0) & (cap_up > 0)[None, :]).astype(np.int64) @ bit
+    names = org.names
+    got = confined_caps(org, {names[v]: float(dp[v]) for v in live},
+                        {names[v]: int(on[v]) for v in live}, cap_up)
+    out = dp.astype(float).copy()
+    for name, g in got.items():
+        out[org.index[name]] = g
+    return out
 
 
 def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None,

@@ -118,7 +118,7 @@ def holders_outside(ctx: ReasonContext, o: int, t: int) -> str:
         # what the floors' debt tilt reads (impact.debt_tilt), where it reads it
         owed = snap.owed_shortfall if debt_applies(snap) else np.zeros(snap.org.n)
         # and a lifted floor's, where its fair debt weighs it (impact.tier_weights: the
-        # larger debt, where no sibling ranks ahead)
+        # larger debt, capped at the tilt of a better-ranked sibling: impact._ahead_tilt)
         up = lifted_rows(em.tg)
         weighs = em.imp.lifted_weight[:, 0] > em.imp.floor_weight[:, 0] * (1.0 + 1e-9)
         fair = (np.where(up.any(axis=1) & weighs, snap.fair_owed_shortfall, 0.0)

@@ -55,7 +55,7 @@ from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exp
     debt_applies,
     debt_tilt,
     fair_debt_tilt,
-    nodes_with_placeable_work,
+    placeable_types,
     nodes_with_work,
     projects_with_placeable_work,
     projects_with_work,
@@ -189,14 +189,18 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # won every epoch, 384 / 192 GPU-hours a day where the turns give 288 / 288). The whole
     # floor, not only its lift: a lift weighed apart is worth more per GPU than the floor
     # below it, which a linear objective fills first (a non-concave tier)
-    # only where no sibling with work ranks ahead of the node (rule 1): B's claim on an
-    # idle sibling's share comes after a better-ranked sibling's own floor. A target (the
-    # lift's cap) counts GPUs, not places: 3 x 8, C idle, A first with one 6-GPU job, B's
-    # 6-GPU jobs, B lifted to 18 of which 12 fit beside A's job; weighed by its fair debt,
-    # B's 18 took A's node once B was owed over 1 h of its share (A 0 that hour)
-    fair = np.where(_first_among_siblings(snap, place),
-                    np.maximum(debt, fair_debt_tilt(snap)), debt)
-    lift = (1.0 + rank) * (1.0 + fair) - 1.0
+    # but never above the floor of a sibling with work that ranks ahead of the node (rule
+    # 1): B's claim on an idle sibling's share comes after a better-ranked sibling's own
+    # floor. A target (the lift's cap) counts GPUs, not places: 3 x 8, C idle, A first with
+    # one 6-GPU job, B's 6-GPU jobs, B lifted to 18 of which 12 fit beside A's job; weighed by
+    # its fair debt, B's 18 took A's node once B was owed over 1 h of its share (A 0 that
+    # hour). Capped, not dropped: where such a sibling holds a floor the lift does not
+    # contest (C first with two running 1-GPU jobs beside A's gangs against B's lifted 1-GPU
+    # jobs), dropping the fair debt gave the gang every epoch (ilp A 336, B 194 GPU-hours a
+    # day where 264 / 264 is owed: a review, stop 52); a better-ranked job kept only while
+    # it waited lost its node once it ran past its protection (this stop's own case)
+    lift = np.maximum(tilt, np.minimum((1.0 + rank) * (1.0 + np.maximum(
+        debt, fair_debt_tilt(snap))) - 1.0, _ahead_tilt(snap, place, tilt)))
 
     def weight(t):
         return omega[None, :] * (1.0 + t[:, None] + eps[:, None]) * share[:, None]
@@ -207,19 +211,25 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
 
 
-def _first_among_siblings(snap: Snapshot, pos: np.ndarray) -> np.ndarray:
-    """(O,) whether no sibling with allocated work that could run this epoch ranks ahead of
-    each org node (tilt_position `pos`; ties count as first). A sibling whose jobs fit no up
-    node has no floor this epoch for the lift to come after: counted, C (a100 jobs, the a100
-    node down, usage ratio 0: first) kept B's lifted floor from weighing its fair debt, and
-    A's gang beat B's lift every epoch (an outside judge's case: A 384, B 192 GPU-hours a
-    day where 288 / 288 is owed)."""
+def _ahead_tilt(snap: Snapshot, pos: np.ndarray, tilt: np.ndarray) -> np.ndarray:
+    """(O,) the least floor tilt among the siblings of each org node or of its ancestors that
+    rank ahead of it (tilt_position `pos`, strictly: ties count as first) and have work that
+    could run on a type where the node's (the ancestor's) could (debt.placeable_types: a
+    floor the node's lift contests); inf where none does. A sibling whose jobs fit no up node
+    has no floor this epoch to come before (stop 52: C, a100 jobs with the a100 node down,
+    usage ratio 0, ranked first)."""
     org = snap.org
-    work = nodes_with_placeable_work(snap)
-    parent = np.maximum(np.asarray(org.parent), 0)
-    best = np.full(org.n, -np.inf)
-    np.maximum.at(best, parent[work], pos[work])
-    return pos >= best[parent] - 1e-9
+    parent = np.asarray(org.parent)
+    on = placeable_types(snap).astype(np.int64)
+    ahead = ((parent[:, None] == parent[None, :]) & (pos[None, :] > pos[:, None] + 1e-9)
+             & ((on @ on.T) > 0))
+    own = np.where(ahead, tilt[None, :], np.inf).min(axis=1, initial=np.inf)
+    # and of every ancestor's such siblings (rule 1: a subtree's rank before anything inside
+    # it): a project alone in its program, lifted with it, has no sibling ahead, and its own
+    # row weighed the fair debt uncapped: PA {A} first, PB {B} lifted to 18 beside A's one
+    # 6-GPU job, B 18 / A 0 where the flat tree keeps A 6 / B 12 (a review, stop 53)
+    M = org.membership()  # M[u, v]: u is v or an ancestor of v
+    return np.where(M, own[:, None], np.inf).min(axis=0, initial=np.inf)
 
 
 def tilt_position(snap: Snapshot) -> np.ndarray:
