@@ -89,7 +89,10 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
         place_s += time.perf_counter() - t
         alt = scored(em, placed_s, source, place_s=place_s, **kw)
         out.place_s = place_s
-        if (best_plan([out, alt]) is alt
+        # and only where it keeps in place every running job the first placement kept: the
+        # model's slots may restart two running jobs past their protection to start their
+        # teammate, which the team's order ranks below them (tests/test_epoch_restart_stays)
+        if (best_plan([out, alt]) is alt and not (out.placed.kept & ~alt.placed.kept).any()
                 and (alt.score, alt.objective) > (out.score, out.objective)):
             alt.message = _also(alt.message, "placed in the model's packing")
             out, placed = alt, placed_s
