@@ -636,6 +636,9 @@ def test_the_readme_walkthrough_through_the_command_line_charges_each_run_to_the
     out = epoch(20)
     assert "preempt  b1: PreemptedForFairShare" in out and "waiting  a2" in out
     wait_until(lambda: "term" in lab.log("b1"))
+    # the wrapper writes the exit file after the job's trap has logged "term": on a loaded
+    # machine the file was not there yet (the stop-53 suite's run)
+    wait_until(lambda: lab.exit_file("b1").exists())
     os.utime(lab.exit_file("b1"), (T + 20, T + 20))
     assert "1 started" in epoch(30)
     epoch(40)

@@ -71,10 +71,12 @@ JOBS = (
 
 @pytest.mark.parametrize("a100, placeable", [
     # n4 down: C's a100-only jobs fit nowhere; B's 32-GPU gang needs 4 whole nodes of one
-    # type (h100 has 3): only B's 1 GPU counts. Owed demand: A 24, B 33, C 3 regardless
-    (NodeState.DOWN, {"A": 24, "B": 1}),
+    # type (h100 has 3): only B's 1 GPU counts. Owed demand: A 24, B 33, C 3 regardless. A
+    # and B, both confined to the 24 up h100 GPUs then, want 25 of them: B its 1, A the
+    # other 23 (optalloc.confined, stop 53)
+    (NodeState.DOWN, {"A": 23, "B": 1}),
     # draining takes no new work (rule 5): as down
-    (NodeState.DRAIN, {"A": 24, "B": 1}),
+    (NodeState.DRAIN, {"A": 23, "B": 1}),
     # n4 up: C's 3 GPUs count again; B's gang still cannot run (a gang runs on one type)
     (NodeState.UP, {"A": 24, "B": 1, "C": 3}),
 ])
@@ -90,17 +92,20 @@ def test_placeable_demand_follows_the_nodes_and_the_queue_kept_job_by_job():
     d = Demand(org3(), nodes(NodeState.DOWN))
     for j in JOBS:
         d.add(j)
-    assert d.placeable_by_project() == {"A": 24, "B": 1}
+    assert d.placeable_by_project() == {"A": 23, "B": 1}
     assert d.set_nodes(nodes(NodeState.UP)) is True  # C's jobs can run again
     assert d.placeable_by_project() == Demand.of(JOBS, org3(), nodes()).placeable_by_project()
     assert d.set_nodes(nodes(NodeState.UP)) is False  # nothing changed
     d.add(JOBS[2], -1)  # c-a100 ends
     assert d.placeable_by_project() == {"A": 24, "B": 1, "C": 2}
     assert d.set_nodes(nodes(NodeState.DOWN)) is True
-    assert d.placeable_by_project() == {"A": 24, "B": 1}
+    assert d.placeable_by_project() == {"A": 23, "B": 1}
     d.add(JOBS[3], -1)  # c-a100b ends while it cannot run: the owed demand drops, no error
     assert d.by_project() == {"A": 24, "B": 33}
-    assert d.set_nodes(nodes(NodeState.UP)) is False  # C asks nothing now
+    # C asks nothing now, but A's gang may use the a100 node again: A and B no longer share
+    # only the 24 h100 GPUs (optalloc.confined), A 24
+    assert d.set_nodes(nodes(NodeState.UP)) is True
+    assert d.placeable_by_project() == {"A": 24, "B": 1}
 
 
 def test_a_project_confined_to_one_type_can_want_no_more_than_its_up_gpus():
