@@ -23,6 +23,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
+from optalloc.outdir import write_private
 from optalloc.sim.compare import compare, lookup
 from optalloc.sim.metrics import HOUR, job_waits
 from optalloc.sim.timeseries import TimeSeries, time_series
@@ -163,10 +164,9 @@ def write_html_report(results: Mapping[str, SimResult], metrics: Mapping[str, Ma
         charts={"owed": chart_owed(series, MAX_PROJECT_PANELS),
                 "waits": chart_waits(results, PLOT_CLASSES),
                 "occupancy": chart_occupancy(series)})
-    path.write_text(page, encoding="utf-8")
-    js = path.parent / "plotly.min.js"
-    if not js.exists():
-        from plotly.offline import get_plotlyjs
+    write_private(path, page)
+    from plotly.offline import get_plotlyjs
 
-        js.write_text(get_plotlyjs(), encoding="utf-8")
+    # every run: one left by an earlier run into the same folder keeps no other mode
+    write_private(path.parent / "plotly.min.js", get_plotlyjs())
     return path

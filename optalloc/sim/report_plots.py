@@ -4,12 +4,14 @@ report's charts share with them (hours, or days past a week)."""
 
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
+from optalloc.outdir import write_private
 from optalloc.sim.metrics import HOUR, job_waits
 from optalloc.sim.timeseries import TimeSeries
 from optalloc.sim.report_tables import MAX_PROJECT_PANELS, PLOT_CLASSES
@@ -83,7 +85,7 @@ def plot_owed_delivered(series: Mapping[str, TimeSeries], path: Path) -> Path:
         fig.legend(handles, labels, loc="lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
     fig.suptitle("Owed vs delivered allocated GPUs per project", fontsize=11)
     fig.tight_layout(rect=(0, 0.06, 1, 0.96))
-    fig.savefig(path, dpi=90)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -115,7 +117,7 @@ def plot_wait_cdf(results: Mapping[str, SimResult], path: Path) -> Path:
             ax.text(0.5, 0.5, "no jobs", ha="center", va="center", transform=ax.transAxes)
     axes[0][0].set_ylabel("fraction of jobs")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -145,6 +147,13 @@ def plot_occupancy(series: Mapping[str, TimeSeries], path: Path) -> Path:
     axq.grid(alpha=0.3)
     axq.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    _save(fig, path)
     plt.close(fig)
     return path
+
+
+def _save(fig, path: Path) -> None:
+    """The figure as PNG, renamed over `path` as a new 0600 file (outdir.write_private)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90)
+    write_private(path, buf.getvalue())

@@ -5,6 +5,7 @@ optalloc.sim.compare; this module only formats."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from optalloc.outdir import write_private
 from optalloc.sim.compare import HEADLINE, compare, lookup
 from optalloc.sim.timeseries import TimeSeries
 from optalloc.units import format_duration
@@ -152,7 +154,7 @@ def write_summary(metrics: Mapping[str, Mapping[str, Any]], path: Path, *,
     doc = {"policies": list(metrics), "metrics": metrics, "comparison": compare(metrics)}
     if dropped is not None:
         doc["jobs_dropped"] = {"total": int(sum(dropped.values())), "by_reason": dict(dropped)}
-    path.write_text(json.dumps(_clean(doc), indent=2, sort_keys=False) + "\n")
+    write_private(path, json.dumps(_clean(doc), indent=2, sort_keys=False) + "\n")
     return path
 
 
@@ -178,18 +180,19 @@ def write_timeseries_csv(series: Mapping[str, TimeSeries], path: Path) -> Path:
     header = ["policy", "start_s", "hour", "occupancy_allocated", "occupancy_total", "demand_ratio",
               "capacity_gpus", "queue_length"]
     header += [f"delivered_gpu_h:{p}" for p in projects] + [f"owed_gpu_h:{p}" for p in projects]
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(header)
-        for policy, ts in series.items():
-            pos = {p: i for i, p in enumerate(ts.projects)}
-            for h in range(len(ts.edges) - 1):
-                row = [policy, f"{ts.edges[h]:.0f}", f"{ts.hours[h]:g}",
-                       _fmt(ts.occupancy_allocated[h]), _fmt(ts.occupancy_total[h]),
-                       _fmt(ts.demand_ratio[h]), _fmt(ts.capacity[h]), _fmt(ts.queue_length[h])]
-                row += [_fmt(ts.delivered_h[pos[p], h]) if p in pos else "" for p in projects]
-                row += [_fmt(ts.owed_h[pos[p], h]) if p in pos else "" for p in projects]
-                w.writerow(row)
+    f = io.StringIO(newline="")
+    w = csv.writer(f)
+    w.writerow(header)
+    for policy, ts in series.items():
+        pos = {p: i for i, p in enumerate(ts.projects)}
+        for h in range(len(ts.edges) - 1):
+            row = [policy, f"{ts.edges[h]:.0f}", f"{ts.hours[h]:g}",
+                   _fmt(ts.occupancy_allocated[h]), _fmt(ts.occupancy_total[h]),
+                   _fmt(ts.demand_ratio[h]), _fmt(ts.capacity[h]), _fmt(ts.queue_length[h])]
+            row += [_fmt(ts.delivered_h[pos[p], h]) if p in pos else "" for p in projects]
+            row += [_fmt(ts.owed_h[pos[p], h]) if p in pos else "" for p in projects]
+            w.writerow(row)
+    write_private(path, f.getvalue())  # one write, renamed over the path
     return path
 
 
