@@ -513,3 +513,18 @@ def test_the_naive_row_s_size_known_before_building_is_the_size_it_reports(tmp_p
     assert row["status"] == "optimal"
     built = next(d["naive_vars"] for d in said if "naive_vars" in d)  # counted once built
     assert first["vars"] == built == row["vars"]
+
+
+@pytest.mark.parametrize("flag", ["--sizes", "--naive-sizes", "--backends"])
+def test_a_name_given_twice_is_refused_and_nothing_is_written(tmp_path, capsys, flag):
+    # --sizes S,S ran S twice (its rows doubled, its MPS written over): exit 2 naming the flag
+    value = "highs,highs" if flag == "--backends" else "S,S"
+    out = tmp_path / "o"
+    args = ["bench", "--sizes", "S", "--backends", "none", "--naive-sizes", "none",
+            "--out", str(out)]
+    i = args.index(flag)
+    args[i + 1] = value
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"{flag}: " in err and "given twice" in err and "Traceback" not in err
+    assert not out.exists()

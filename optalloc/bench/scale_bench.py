@@ -57,6 +57,9 @@ def parse_list(text: str | None, allowed: Sequence[str], flag: str) -> tuple[str
     if bad:
         raise OptallocError(f"{flag}: unknown {', '.join(bad)}; choose among "
                             f"{', '.join(allowed)} (or 'all')")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # S,S ran S twice: its rows doubled in the table, its MPS written over
+        raise OptallocError(f"{flag}: {', '.join(twice)} given twice; name each once")
     return names
 
 
