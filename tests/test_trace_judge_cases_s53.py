@@ -557,3 +557,15 @@ def test_a_philly_folder_whose_team_files_are_all_empty_is_refused_as_having_no_
     (tmp_path / "sc.yaml").write_text(textwrap.dedent(PHILLY_TWO_TEAMS))
     refused(capsys, cli(tmp_path), f"workload.file: {tmp_path / 'pv'}: the trace has no jobs")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_terminal_counts_the_jobs_the_run_sees_as_the_summary_does(tmp_path, capsys):
+    # a 3 h run over a trace of 4 jobs, 2 of them submitted after 3 h: the terminal said
+    # "4 jobs" where summary.json counts the 2 submitted within the run; it names both now
+    scenario(tmp_path, ["a,0,600,1", "b,60,600,1", "c,20000,600,1", "d,30000,600,1"])
+    assert main(cli(tmp_path)) == 0
+    err = capsys.readouterr().err
+    assert "scenario " in err and ": 2 jobs (and 2 submitted after the 0.125 days, not " \
+           "simulated)," in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["metrics"]["greedy"]["jobs"]["submitted"] == 2
