@@ -105,20 +105,3 @@ def _try_out_dir(full: Path, text: str, flag: str) -> None:
         for d in reversed(made):
             with contextlib.suppress(OSError):
                 os.rmdir(d)
-
-
-def write_private(path: str | os.PathLike, text: str | bytes) -> None:
-    """Write `text` (or bytes) to `path` as a new 0600 file renamed over it: a file there
-    before, even one readable by other users, is replaced, never rewritten in place with its
-    old mode, and a link there is replaced, never written through."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w",
-                      **({} if isinstance(text, bytes) else {"encoding": "utf-8"})) as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

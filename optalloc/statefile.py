@@ -257,15 +257,17 @@ def check_output_path(path: str, what: str = "--out") -> None:
                             "another path") from None
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write a file so readers see the old or the new content, never a torn one. The new file
-    has mode 0600; its temporary comes from mkstemp in the same directory (a random name
-    created O_EXCL: a planted link at a predictable name cannot redirect the write), and the
-    rename replaces a symlink at `path` rather than writing through it."""
+def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
+    """Write a file (text, or bytes) so readers see the old or the new content, never a torn
+    one. The new file has mode 0600; its temporary comes from mkstemp in the same directory (a
+    random name created O_EXCL: a planted link at a predictable name cannot redirect the
+    write), and the rename replaces a symlink at `path` rather than writing through it, and a
+    file left there readable by others rather than rewriting it with its old mode."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    binary = isinstance(text, bytes)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
             os.fchmod(fh.fileno(), FILE_MODE)
             fh.write(text)
             fh.flush()

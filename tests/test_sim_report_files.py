@@ -1,5 +1,5 @@
-"""The simulator's report files are written as new 0600 files renamed into place (outdir.
-write_private), like the plan file and the bench's: a run into a folder that an earlier run (or
+"""The simulator's report files are written as new 0600 files renamed into place (statefile.
+write_atomic), like the plan file and the bench's: a run into a folder that an earlier run (or
 a person) left files in replaces them, never rewrites one in place with its old mode, and never
 writes through a link left at a report's name (an outside judge, stop 53: README's "atomic
 rename" was true of the bench and the plan file only)."""

@@ -160,12 +160,13 @@ def _export(snap, size: str, seed: int, out: str) -> str:
     from optalloc.model.build import build_model
     from optalloc.model.mps import to_mps
 
-    from optalloc.outdir import make_private_dirs, write_private
+    from optalloc.outdir import make_private_dirs
+    from optalloc.statefile import write_atomic
 
     d = os.path.join(out, "instances")
     make_private_dirs(d)  # 0700 whatever the umask
     path = os.path.join(d, f"{size}-seed{seed}.mps")
-    write_private(path, to_mps(build_model(snap).lm, f"optalloc_{size}_seed{seed}"))
+    write_atomic(path, to_mps(build_model(snap).lm, f"optalloc_{size}_seed{seed}"))
     return path
 
 

@@ -19,7 +19,7 @@ import platform
 import time
 
 from optalloc.bench.table import markdown_table
-from optalloc.outdir import write_private
+from optalloc.statefile import write_atomic
 from optalloc.units import MAX_WAIT_S
 
 SUITES = ("ledger", "epoch", "scale", "sim")
@@ -128,12 +128,12 @@ def _run_suites(args, names, scale_kw) -> int:
         mod = importlib.import_module(f"optalloc.bench.{name}_bench")
         print(f"== {name} ...", flush=True)
         rows = mod.run(quick=args.quick, **(scale_kw if name == "scale" else {}))
-        write_private(os.path.join(args.out, f"{name}.json"),
+        write_atomic(os.path.join(args.out, f"{name}.json"),
                       json.dumps({"machine": header, "rows": rows}, indent=1, default=str))
         shown = mod.table_rows(rows) if hasattr(mod, "table_rows") else rows
         table = markdown_table(shown)
         print(table, flush=True)
         md.append(f"## {name}\n\n{table}")
-    write_private(os.path.join(args.out, "bench.md"), "\n".join(md))
+    write_atomic(os.path.join(args.out, "bench.md"), "\n".join(md))
     print(f"wrote {args.out}/bench.md and one JSON per suite")
     return 0

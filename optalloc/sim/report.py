@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from optalloc.outdir import write_private
+from optalloc.statefile import write_atomic
 from optalloc.sim.compare import compare, lookup
 from optalloc.sim.timeseries import time_series
 from optalloc.sim.report_plots import plot_occupancy, plot_owed_delivered, plot_wait_cdf
@@ -130,5 +130,5 @@ def _write_markdown(results: Mapping[str, SimResult], metrics: Mapping[str, Mapp
         "this report with interactive charts.",
         "",
     ]
-    write_private(path, "\n".join(lines))
+    write_atomic(path, "\n".join(lines))
     return path

@@ -23,7 +23,7 @@ from jinja2 import Environment, PackageLoader
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from optalloc.outdir import write_private
+from optalloc.statefile import write_atomic
 from optalloc.sim.compare import compare, lookup
 from optalloc.sim.metrics import HOUR, job_waits
 from optalloc.sim.timeseries import TimeSeries, time_series
@@ -164,9 +164,9 @@ def write_html_report(results: Mapping[str, SimResult], metrics: Mapping[str, Ma
         charts={"owed": chart_owed(series, MAX_PROJECT_PANELS),
                 "waits": chart_waits(results, PLOT_CLASSES),
                 "occupancy": chart_occupancy(series)})
-    write_private(path, page)
+    write_atomic(path, page)
     from plotly.offline import get_plotlyjs
 
     # every run: one left by an earlier run into the same folder keeps no other mode
-    write_private(path.parent / "plotly.min.js", get_plotlyjs())
+    write_atomic(path.parent / "plotly.min.js", get_plotlyjs())
     return path

@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from optalloc.outdir import write_private
+from optalloc.statefile import write_atomic
 from optalloc.sim.metrics import HOUR, job_waits
 from optalloc.sim.timeseries import TimeSeries
 from optalloc.sim.report_tables import MAX_PROJECT_PANELS, PLOT_CLASSES
@@ -153,7 +153,7 @@ def plot_occupancy(series: Mapping[str, TimeSeries], path: Path) -> Path:
 
 
 def _save(fig, path: Path) -> None:
-    """The figure as PNG, renamed over `path` as a new 0600 file (outdir.write_private)."""
+    """The figure as PNG, renamed over `path` as a new 0600 file (statefile.write_atomic)."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=90)
-    write_private(path, buf.getvalue())
+    write_atomic(path, buf.getvalue())

@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from optalloc.outdir import write_private
+from optalloc.statefile import write_atomic
 from optalloc.sim.compare import HEADLINE, compare, lookup
 from optalloc.sim.timeseries import TimeSeries
 from optalloc.units import format_duration
@@ -154,7 +154,7 @@ def write_summary(metrics: Mapping[str, Mapping[str, Any]], path: Path, *,
     doc = {"policies": list(metrics), "metrics": metrics, "comparison": compare(metrics)}
     if dropped is not None:
         doc["jobs_dropped"] = {"total": int(sum(dropped.values())), "by_reason": dict(dropped)}
-    write_private(path, json.dumps(_clean(doc), indent=2, sort_keys=False) + "\n")
+    write_atomic(path, json.dumps(_clean(doc), indent=2, sort_keys=False) + "\n")
     return path
 
 
@@ -192,7 +192,7 @@ def write_timeseries_csv(series: Mapping[str, TimeSeries], path: Path) -> Path:
             row += [_fmt(ts.delivered_h[pos[p], h]) if p in pos else "" for p in projects]
             row += [_fmt(ts.owed_h[pos[p], h]) if p in pos else "" for p in projects]
             w.writerow(row)
-    write_private(path, f.getvalue())  # one write, renamed over the path
+    write_atomic(path, f.getvalue())  # one write, renamed over the path
     return path
 
 
