@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["confined_caps"]
+__all__ = ["confined_caps", "sample_gpus"]
 
 #: types beyond which only the projects' own sets are checked, not their unions (2**T sets)
 MAX_UNION_TYPES = 10
@@ -55,8 +55,14 @@ def confined_caps(org, want: Mapping[str, float], fits: Mapping[str, int],
             changed = True
         if not changed:
             break
-    return {p: (int(round(g)) if abs(g - round(g)) < 1e-9 else round(g, 6))
-            for p, g in out.items()}
+    return {p: sample_gpus(g) for p, g in out.items()}
+
+
+def sample_gpus(g) -> int | float:
+    """A placeable demand sample's GPUs: an integer where whole, else the part of a shared
+    type kept to 1e-6 (the ledger's and the state DB's samples alike)."""
+    f = float(g)
+    return int(round(f)) if abs(f - round(f)) < 1e-9 else round(f, 6)
 
 
 def _gpus(s: int, cap: np.ndarray) -> float:
@@ -98,7 +104,7 @@ def _split(org, member: np.ndarray, want: Mapping[str, float], inside: list[str]
         member @ leaf_in, np.maximum(fair - out, 0.0)))
     on = np.array([(s >> t & 1) * c for t, c in enumerate(cap)], dtype=float)
     weight = np.asarray(org.entitlement, dtype=float) @ on
-    top = weight[[v for v in range(n) if org.parent[v] == 0]].sum() if n > 1 else 0.0
+    top = weight[np.asarray(org.parent) == 0].sum()  # the root's children
     if top > 0:
         weight = weight * (room / top)  # the root shares `room`
     got = org.fair_shares(need[:, None], weight[:, None])[:, 0]

@@ -29,12 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.set_defaults(func=cmd_cancel)
 
 
-def _table_has(store, table: str, sql: str, job_id: str) -> bool:
+def _row(store, table: str, sql: str, job_id: str) -> tuple | None:
+    """The first row of `sql` for the job, None where it has none or the runner's table was
+    never made (a state DB no such runner has used)."""
     conn = store._conn
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
                     (table,)).fetchone() is None:
-        return False
-    return conn.execute(sql, (job_id,)).fetchone() is not None
+        return None
+    return conn.execute(sql, (job_id,)).fetchone()
 
 
 def _refusal(store, job_id: str) -> str | None:
@@ -45,17 +47,16 @@ def _refusal(store, job_id: str) -> str | None:
         return (f"{job_id}: it is {status}; only a queued job can be cancelled"
                 + (" (a running job is stopped only by a plan's preemption)"
                    if status == "running" else ""))
-    if (_table_has(store, "runner_local_runs", "SELECT 1 FROM runner_local_runs WHERE job_id = ? "
-                   "AND state != 'ended'", job_id)
-            or _table_has(store, "runner_local_events", "SELECT 1 FROM runner_local_events "
-                          "WHERE job_id = ? AND delivered = 0", job_id)):
+    if (_row(store, "runner_local_runs", "SELECT 1 FROM runner_local_runs WHERE job_id = ? "
+             "AND state != 'ended'", job_id)
+            or _row(store, "runner_local_events", "SELECT 1 FROM runner_local_events "
+                    "WHERE job_id = ? AND delivered = 0", job_id)):
         return (f"{job_id}: the local runner has a start or an end of it not yet recorded; "
                 "run `optalloc epoch` first")
-    if _table_has(store, "runner_slurm_jobs", "SELECT 1 FROM runner_slurm_jobs WHERE job_id = ?",
-                  job_id):
-        (slurm_id,) = store._conn.execute("SELECT slurm_id FROM runner_slurm_jobs WHERE job_id = ?",
-                                          (job_id,)).fetchone()
-        return (f"{job_id}: it was submitted to Slurm as job {slurm_id}; `scancel {slurm_id}` "
+    slurm = _row(store, "runner_slurm_jobs",
+                 "SELECT slurm_id FROM runner_slurm_jobs WHERE job_id = ?", job_id)
+    if slurm is not None:
+        return (f"{job_id}: it was submitted to Slurm as job {slurm[0]}; `scancel {slurm[0]}` "
                 "removes it there, and the next epoch ends it")
     return None
 

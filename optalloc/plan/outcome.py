@@ -123,8 +123,10 @@ def _unplaced(em: EpochModel, x, placed: Placed) -> bool:
     point that asks more than there is, placing again cannot start it)."""
     want = np.asarray(x)[em.x] > 1.0 - 1e-6
     c = np.flatnonzero(want & ~placed.started)
-    if not len(c) or placed.free is None:
-        return bool(len(c)) and placed.free is None
+    if not len(c):
+        return False
+    if placed.free is None:  # no free map to judge by: try again
+        return True
     snap, req = em.snap, em.req
     free = np.bincount(snap.node_type, weights=np.where(snap.node_up, placed.free, 0),
                        minlength=len(snap.gpu_types))

@@ -33,6 +33,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from optalloc.confined import sample_gpus
 from optalloc.errors import OptallocError, StateError
 from optalloc.ledger.memory import Ledger
 from optalloc.org import OrgTree
@@ -247,7 +248,7 @@ class StateStore(RecordsMixin):
         `placeable`: of those, the GPUs of jobs that could run on the up nodes (None: all)."""
         doc = json.dumps({str(k): int(v) for k, v in by_project.items()}, sort_keys=True)
         fit = (None if placeable is None else
-               json.dumps({str(k): _gpus(v) for k, v in placeable.items()}, sort_keys=True))
+               json.dumps({str(k): sample_gpus(v) for k, v in placeable.items()}, sort_keys=True))
         with self.transaction():
             self._conn.execute("INSERT OR REPLACE INTO demand (t, by_project, placeable) "
                                "VALUES (?, ?, ?)", (float(t), doc, fit))
@@ -338,9 +339,3 @@ class StateStore(RecordsMixin):
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
-
-def _gpus(v) -> int | float:
-    """A placeable demand sample's GPUs: an integer where whole (every sample before stop 53),
-    else the part of a shared type (optalloc.confined), kept to 1e-6."""
-    f = float(v)
-    return int(round(f)) if abs(f - round(f)) < 1e-9 else round(f, 6)
