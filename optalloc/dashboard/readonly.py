@@ -18,6 +18,7 @@ import urllib.parse
 
 from optalloc.errors import StateError
 from optalloc.state import SCHEMA_VERSION, StateStore
+from optalloc.state.check import schema_version_of
 
 
 class ReadOnlyStore(StateStore):
@@ -44,10 +45,11 @@ class ReadOnlyStore(StateStore):
                                      "writes")
                 row = self._conn.execute(
                     "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                version = None if row is None else schema_version_of(self.path, row[0])
         except StateError:
             self._conn.close()
             raise
-        if row is None or int(row[0]) > SCHEMA_VERSION:
+        if version is None or version > SCHEMA_VERSION:
             self._conn.close()
             raise StateError(
                 f"state DB {self.path} has schema version {None if row is None else row[0]}, "

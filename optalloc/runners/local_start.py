@@ -51,7 +51,7 @@ class StartsMixin:
             return f"{job.id} has no command (argv) to run; set `command:` in its job spec"
         exe = job.command[0]
         path = job_environment(self.base_env, self.job_env, {})["PATH"]
-        if ("/" in exe and not os.access(os.path.join(self.workdir, exe), os.X_OK)) or (
+        if ("/" in exe and not _executable_file(os.path.join(self.workdir, exe))) or (
                 "/" not in exe and shutil.which(exe, path=path) is None):
             return f"{job.id}: command {exe!r} is not an executable file or on PATH"
         return None
@@ -201,6 +201,12 @@ class StartsMixin:
             "OPTALLOC_REQUEUE_EXIT_CODE": str(REQUEUE_EXIT_CODE),
             "OPTALLOC_RESTART_COUNT": str(restarts),
         }
+
+
+def _executable_file(path: str) -> bool:
+    """A file the job's exec can run: a regular file (a directory has the execute bit too,
+    and `shutil.which` skips one likewise) with the execute bit for us."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
 def _start_ticks(pid: int) -> int | None:

@@ -9,7 +9,7 @@ from typing import Any
 from urllib.parse import quote
 
 from optalloc.errors import StateError
-from optalloc.statefile import APPLICATION_ID, check_state_path, refuse_foreign, sqlite_header
+from optalloc.statefile import check_state_path, refuse_foreign, sqlite_header
 
 SCHEMA_VERSION = 1
 
@@ -30,10 +30,10 @@ def check_state_file(path: str | os.PathLike) -> str:
             f"state DB {text} is not a usable SQLite database (it does not start with the "
             "SQLite header); point --state at an optalloc state file or a new path")
     refuse_foreign(text, app_id, ())
-    if app_id == APPLICATION_ID:
-        return full  # ours; its schema version is checked once opened
-    # an unmarked SQLite file: optalloc's from before the mark, or another program's. Look
-    # inside without writing a byte (immutable: no locks, no -wal/-shm files)
+    # ours (its schema version too: one from a newer optalloc is refused before the lock is
+    # taken, or its file created), or an unmarked SQLite file: optalloc's from before the
+    # mark, or another program's. Look inside without writing a byte (immutable: no locks, no
+    # -wal/-shm files; what only the -wal holds is checked again once opened)
     try:
         conn = sqlite3.connect(f"file:{quote(full)}?mode=ro&immutable=1", uri=True)
     except sqlite3.Error:

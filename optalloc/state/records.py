@@ -123,16 +123,15 @@ class RecordsMixin:
         (t,) = self._read("SELECT MAX(time) FROM epochs")[0]
         return None if t is None else float(t)
 
-    @staticmethod
-    def _epoch_dict(row: tuple) -> dict:
+    def _epoch_dict(self, row: tuple) -> dict:
         i, t, plan, report, degraded = row
-        return {
-            "id": i,
-            "time": t,
-            "plan": json.loads(plan),
-            "report": None if report is None else json.loads(report),
-            "degraded": degraded,
-        }
+        try:
+            plan, report = json.loads(plan), None if report is None else json.loads(report)
+        except (TypeError, ValueError) as err:
+            raise StateError(
+                f"state DB {self.path}: the record of epoch {i} is damaged ({err}); restore the "
+                "file from a backup or use another --state file; nothing was written") from None
+        return {"id": i, "time": t, "plan": plan, "report": report, "degraded": degraded}
 
     def last_epoch(self) -> dict | None:
         rows = self.epochs(limit=1)
