@@ -511,3 +511,30 @@ def test_a_job_preempted_in_the_turn_it_finished_by_itself_ends_finished_and_is_
     assert lab.charged(2.0) == {"a": 2.0, "b": 4.0}
     assert lab.starts() == {"a1": 1, "b1": 1}
     lab.check_conserved()
+
+
+# ======================================================================== an old runs/ folder
+
+
+def test_a_fresh_state_db_beside_an_old_runs_folder_starts_its_first_run_under_another_name(lab):
+    """A new state DB counts run ids from 1 again; an older DB's run left runs/a1.1.log and
+    runs/a1.1.exit (exit code 0). a1's first run starts at 0 all the same (before: its log,
+    opened O_EXCL, refused the start), under a1.1-2, and the old exit file is not read as its
+    end: at 0.5 it still runs, at 1.25 it exits, one interval 0-1.25 (5 GPU-h), one start."""
+    runs = lab.dir / "runs"
+    runs.mkdir(mode=0o700)
+    for ext, text in ((".log", "old run\n"), (".exit", "0\n")):
+        p = runs / f"a1.1{ext}"
+        p.write_text(text)
+        p.chmod(0o600)
+    lab.submit(lab.job("a1", "a", 4))
+    assert lab.turn(0).applied.started == ("a1",)
+    assert Path(lab.runs("a1")[-1][6]).name == "a1.1-2.exit"
+    assert lab.turn(0.5).applied.started == ()
+    assert lab.running() == [("a1", 0, 4)]
+    lab.finish("a1", 1.25)
+    lab.turn(1.5)
+    assert lab.intervals() == [("a1", 0, 1.25, 4, True)]
+    assert lab.starts() == {"a1": 1}
+    assert (runs / "a1.1.log").read_text() == "old run\n"  # the old run's log is kept
+    lab.check_conserved()
