@@ -500,13 +500,9 @@ def test_at_every_epoch_of_the_contract_case_ilp_scores_at_least_greedy():
 
 # ----------------------------------------------------------------------------- greedy's rule 4
 
-@pytest.mark.xfail(strict=True, reason=(
-    "optalloc/plan/ranked.py:114-126 (rank_pass, greedy_pass): an allocated job is placed in "
-    "the allocated pass on any allowed type, also one where its project has no share, so q "
-    "(ranked first every few hours) takes b200 as unallocated work while P's allocated jobs "
-    "wait for it: 160 GPU-h of q's unallocated work on b200 where 0 is owed (rule 4: "
-    "unallocated work yields to any allocated job at once; greedy's own docstring: "
-    "'unallocated jobs only fill GPUs nobody ranked above them wants')"))
+# fixed at stop 54 (optalloc/plan/ranked.py greedy_walk): an allocated job was placed in the
+# allocated pass on any allowed type, also one where its project has no share, so q took b200
+# as unallocated work while P's allocated jobs waited for it (160 GPU-h where 0 is owed)
 def test_greedy_never_runs_work_unallocated_on_a_type_allocated_jobs_want():
     # the per-type-budgets case: P's a, b, c want every b200 GPU every hour (endless queues,
     # any type), Q has no b200 share; q's jobs may run anywhere. Every hour all 16 b200 GPUs
