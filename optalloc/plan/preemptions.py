@@ -88,8 +88,10 @@ def preemptions(
             out.append(Preemption(job.id, ReasonCode.MOVED,
                                   f"{gone}; restarted on {', '.join(new.node_names)}", grace_s))
         else:
+            # a job that is not resumable ends when it is stopped (it is no candidate)
+            end = "requeued" if job.resumable else "not resumable, it ends"
             out.append(Preemption(job.id, ReasonCode.PREEMPTED_NODE_DRAIN,
-                                  f"{gone}; requeued", grace_s))
+                                  f"{gone}; {end}", grace_s))
     for i in np.flatnonzero(~placed.kept):
         j, t = int(req.run_job[i]), int(req.run_type[i])
         job = snap.jobs[j]
