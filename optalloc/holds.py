@@ -84,8 +84,8 @@ def hold_refused(holds: Holds, refused: Mapping[str, str], runner: str) -> Holds
     keep = tuple(j for j in holds.jobs if j.running or j.id not in refused)
     held = tuple(PendingReason(
         j.id, ReasonCode.RUNNER_REFUSED,
-        f"held: the {runner} runner cannot start it: {refused[j.id]}; it waits until that is "
-        "fixed, or cancel it", frozen_map({"runner": runner}))
+        f"held: the {runner} runner cannot start it: {refused[j.id]}; the runner is asked "
+        "again at every epoch (or cancel it)", frozen_map({"runner": runner}))
         for j in holds.jobs if not j.running and j.id in refused)
     return dataclasses.replace(holds, jobs=keep, held=holds.held + held)
 

@@ -161,8 +161,8 @@ def test_the_epoch_summary_counts_what_the_runner_started_and_names_what_it_refu
     assert (rows["ghost"]["state"], rows["real"]["state"]) == ("pending", "running")
     assert rows["ghost"]["reason"] == (
         "RunnerRefused: held: the local runner cannot start it: ghost: command "
-        "'no-such-program-xyz' is not an executable file or on PATH; it waits until that is "
-        "fixed, or cancel it")
+        "'no-such-program-xyz' is not an executable file or on PATH; the runner is asked "
+        "again at every epoch (or cancel it)")
 
 
 def test_explain_of_a_job_held_for_a_removed_project_says_why(env, capsys):

@@ -341,7 +341,7 @@ def test_a_refused_job_is_held_not_counted_and_asked_again_every_epoch(tmp_path,
     assert [p.job_id for p in r.plan.placements] == ["real"]
     assert [(p.job_id, p.code.value, p.message) for p in r.plan.pending] == [(
         "ghost", "RunnerRefused", "held: the simulated runner cannot start it: no program "
-        "'xyz' on its PATH; it waits until that is fixed, or cancel it")]
+        "'xyz' on its PATH; the runner is asked again at every epoch (or cancel it)")]
     runner.refused = {}
     clock.advance_to(300.0)
     r = run_cycle(cfg, store, runner, clock, scheduler=make_policy(policy))

@@ -119,8 +119,9 @@ class Runner:
     * `ack_events()`: the events handed out so far are recorded: do not hand them out again.
       Until then a runner that keeps its events repeats them (delivery at least once).
     * `sample_utilization(now)`: sample and store GPU utilization of running jobs.
-    * `refuses(jobs)`: queued jobs it could never start as they are ({job id: why}, e.g. a
-      program the local runner does not find); the turn holds them out of the decision.
+    * `refuses(jobs)`: queued jobs it will not start at this epoch ({job id: why}, e.g. a
+      program the local runner does not find, or a job sitting out failed starts); the turn
+      holds them out of the decision. Called after `observe`, at the same `now`.
     * `passive`: set for a dry run (`optalloc epoch --dry-run`): `observe` only looks, it sends
       no signal and runs no command that changes a job (a notice not yet sent, a SIGKILL or a
       Slurm requeue/cancel after the grace period, a hold of a job Slurm requeued on its own);

@@ -10,7 +10,8 @@ What it does each epoch (the loop calls `observe` then, after planning, `apply`)
   `OPTALLOC_CHECKPOINT_INTERVAL`, `OPTALLOC_RESUMABLE`, `OPTALLOC_PREEMPT_SIGNAL`,
   `OPTALLOC_GRACE`, `OPTALLOC_REQUEUE_EXIT_CODE` and `OPTALLOC_RESTART_COUNT`; stdout and
   stderr go to `<run_dir>/<job>.<run>.log` (created 0600, O_EXCL | O_NOFOLLOW; the directory
-  0700).
+  0700). A start whose spawn fails is dropped (nothing ran, nothing is charged) and the job
+  sits out 1, 2, 4, ... epochs before it is tried again (optalloc.runners.local_backoff).
 - **Preempt** with notice: the notice signal (SIGTERM unless configured) goes to the process
   group; SIGKILL follows only once the plan's grace period has passed, at the first
   `observe`/`apply` after the deadline. A preempted resumable job is reported REQUEUED, a
@@ -145,6 +146,7 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
         self.util = UtilizationStore(self.conn)
         self._children: dict[int, subprocess.Popen] = {}  # pid -> child we started
         self._observed_seq = 0  # events up to here were handed out by the last observe
+        self._observed_now: float | None = None  # the turn's clock, for refuses' backoff
 
     # ------------------------------------------------------------------ inventory
     def gpus(self) -> tuple[GpuInfo, ...]:
@@ -159,6 +161,7 @@ class LocalRunner(StartsMixin, StopsMixin, Runner):
         PREEMPTED with their interval), escalate overdue preemptions to SIGKILL, and report
         what runs, node health and GPU processes optalloc did not start. The events are those
         not yet acknowledged (`ack_events`)."""
+        self._observed_now = now  # the turn asks `refuses` next, at this same time
         self._reconcile(now)
         rows = self.conn.execute(
             "SELECT seq, job_id, kind, time, run_start, placement, exit_code, message "

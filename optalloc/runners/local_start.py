@@ -22,6 +22,7 @@ from optalloc.contract import protected_until, protection_s
 from optalloc.faults import fault_point
 from optalloc.runners.base import REQUEUE_EXIT_CODE, EventKind
 from optalloc.runners.base import safe_file_name as _safe_name
+from optalloc.runners.local_backoff import START_FAILED, start_backoffs
 from optalloc.runners.local_proc import find_wrapper, job_environment, spawn
 from optalloc.state.local_tables import Run, get_run, write_transaction
 from optalloc.statefile import open_private_new
@@ -41,10 +42,34 @@ class StartsMixin:
         return None
 
     def refuses(self, jobs) -> dict[str, str]:
-        """Jobs this runner could never start as they are (no command, or a program that is
-        not found): the turn holds them out of the decision, so no plan gives them GPUs that
-        would stay idle (Runner.refuses)."""
-        return {j.id: why for j in jobs if (why := self._command_problem(j))}
+        """Jobs this runner will not start at this epoch (Runner.refuses): the turn holds them
+        out of the decision, so no plan gives them GPUs that would stay idle. Every job while
+        the runner itself cannot start any (its working or log directory gone: the operator's
+        fault, not the jobs', so no backoff: they are asked about again every epoch and start
+        at the first one after it is fixed); a job with no command or a program that is not
+        found; a job sitting out failed starts (optalloc.runners.local_backoff)."""
+        jobs = list(jobs)
+        broken = self._runner_problem()
+        if broken:
+            if jobs:
+                log.error("local runner on %s cannot start any job: %s", self.node.name, broken)
+            return {j.id: f"{broken}; no job starts on {self.node.name} until that is fixed"
+                    for j in jobs}
+        out = {j.id: why for j in jobs if (why := self._command_problem(j))}
+        now = self._observed_now if self._observed_now is not None else self.clock()
+        out.update(start_backoffs(self.conn, [j.id for j in jobs if j.id not in out],
+                                  self.policy.epoch_s, now))
+        return out
+
+    def _runner_problem(self) -> str | None:
+        """Why no job at all could start here now, or None: a spawn into a working directory
+        that is gone fails for every job alike (and so does a log in a log directory gone)."""
+        if not (os.path.isdir(self.workdir) and os.access(self.workdir, os.X_OK)):
+            return (f"the runner's working directory {self.workdir} is missing or not a "
+                    "directory it can enter")
+        if not (os.path.isdir(self.run_dir) and os.access(self.run_dir, os.W_OK | os.X_OK)):
+            return f"the runner's job log directory {self.run_dir} is missing or not writable"
+        return None
 
     def _command_problem(self, job: Job) -> str | None:
         if not job.command:
@@ -101,14 +126,15 @@ class StartsMixin:
         try:
             fd = open_private_new(run.log_path)
         except OSError as exc:
-            self._abandon(run, f"could not create its log {run.log_path} ({exc.strerror})")
+            self._abandon(run, f"could not create its log {run.log_path} ({exc.strerror})",
+                          self._failure_kind())
             return f"could not start {job.id}: its log {run.log_path}: {exc.strerror}"
         try:
             os.write(fd, f"# optalloc: job {job.id} run {run.run_id} on {self.node.name} GPUs "
                          f"{gpu_idx} started at {now:.3f}\n".encode())
             proc = spawn(job.command, run.exit_path, fd, self.workdir, env)
         except OSError as exc:
-            self._abandon(run, f"could not start: {exc}")
+            self._abandon(run, f"could not start: {exc}", self._failure_kind())
             return f"could not start {job.id}: {exc}"
         finally:
             os.close(fd)
@@ -127,14 +153,22 @@ class StartsMixin:
         log.info("started %s on %s (pid %d)", job.id, describe(pl), proc.pid)
         return None
 
-    def _abandon(self, run: Run, why: str) -> None:
-        """A start intent that never became a process: ended, nothing ran, nothing to charge."""
+    def _failure_kind(self) -> str:
+        """The audit event of a start that failed: `start_failed` (the job sits out epochs,
+        optalloc.runners.local_backoff) unless the runner itself cannot start any job now,
+        which is not the job's doing (`abandoned`; refuses() then holds every job)."""
+        return "abandoned" if self._runner_problem() else START_FAILED
+
+    def _abandon(self, run: Run, why: str, kind: str = "abandoned") -> None:
+        """A start intent that never became a process: ended, nothing ran, nothing to charge.
+        `kind`: its audit event, `start_failed` when the spawn failed (it counts towards the
+        job's backoff), `abandoned` when nothing was tried or the runner was at fault."""
         with write_transaction(self.conn):
             cur = self.conn.execute(
                 "UPDATE runner_local_runs SET state = 'ended', end_time = start_time "
                 "WHERE run_id = ? AND state = 'starting'", (run.run_id,))
             if cur.rowcount:
-                self._event(run.job_id, "abandoned", run.start_time, run.start_time,
+                self._event(run.job_id, kind, run.start_time, run.start_time,
                             run.placement, None, f"run {run.run_id} never started: {why}",
                             delivered=True)
         log.warning("%s: run %d never started: %s", run.job_id, run.run_id, why)

@@ -57,6 +57,8 @@ CREATE TABLE IF NOT EXISTS runner_local_events (
     message TEXT NOT NULL,
     delivered INTEGER NOT NULL DEFAULT 0
 );
+-- a job's own events (the backoff after failed starts reads its streak every epoch)
+CREATE INDEX IF NOT EXISTS runner_local_events_job ON runner_local_events(job_id, kind);
 CREATE TABLE IF NOT EXISTS runner_local_utilization (
     time REAL NOT NULL,
     job_id TEXT NOT NULL,
