@@ -247,7 +247,7 @@ class DrainStatus:
     node: str
     staying: tuple[str, ...] = ()  # protected jobs still on it after this plan
     leaving: tuple[str, ...] = ()  # jobs preempted off it by this plan (gone after the grace)
-    empty_at: float | None = None  # when it will be empty (latest protection end, or now+grace)
+    empty_at: float | None = None  # when it will be empty (latest protection end or now, + grace)
     ready: bool = False  # empty now: ready for repair
 
 

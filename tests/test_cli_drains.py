@@ -41,7 +41,7 @@ def test_jobs_and_gpus_show_who_stays_on_a_drain_node_and_when_it_is_empty(tmp_p
     jobs = _out(capsys, ["jobs", "--state", db])
     (line,) = [x for x in jobs.splitlines() if x.startswith("drain ")]
     assert line.startswith("drain n2: 1 protected job(s) stay: ")
-    assert line.endswith("; empty by 2026-06-01 09:00 UTC")
+    assert line.endswith("; empty by 2026-06-01 09:01 UTC")  # protection end + 60 s grace
     gpus = _out(capsys, ["gpus", "--config", cfg, "--node", "n2", "--state", db])
     assert line in gpus.splitlines()
     other = _out(capsys, ["gpus", "--config", cfg, "--node", "n1", "--state", db])

@@ -241,7 +241,7 @@ def test_a_drain_node_reports_who_stays_who_leaves_and_when_it_is_empty():
     plan = run_epoch(case.snap)
     (d,) = plan.drains
     assert (d.node, d.staying, d.leaving, d.ready) == ("d00", ("P",), ("E", "U"), False)
-    assert d.empty_at == pytest.approx(NOW - 10 * M + H)  # P's protection ends
+    assert d.empty_at == pytest.approx(NOW - 10 * M + H + 60)  # P's protection ends, + grace
 
 
 def test_an_empty_drain_node_is_ready_for_repair():

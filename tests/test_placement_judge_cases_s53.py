@@ -469,7 +469,7 @@ def test_the_cli_plan_file_has_the_placements_of_run_epoch_and_explain_agrees(tm
     assert "B holds 8 h100 GPUs" in msg and "this 16-GPU job would exceed it" in msg
     assert doc["preemptions"] == []
     assert [(d["node"], d["staying"], d["leaving"], d["ready"], d["empty_at"])
-            for d in doc["drains"]] == [("d00", ["P"], [], False, NOW + 1.5 * H)]
+            for d in doc["drains"]] == [("d00", ["P"], [], False, NOW + 1.5 * H + 60)]  # protection end + grace
     capsys.readouterr()
     assert main(["explain", "BQ", "--config", str(cfg), "--state", str(db), "--json"]) == 0
     assert "OverShare" in capsys.readouterr().out

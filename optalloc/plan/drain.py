@@ -43,7 +43,8 @@ def _report(snap: Snapshot, runs) -> tuple[DrainStatus, ...]:
         for n in (a.node for a in job.placement.nodes if a.node in staying):
             if kept:
                 staying[n].append(job.id)
-                end = float(snap.job_protect_end[j])
+                # notice comes when its protection ends; it keeps its GPUs through the grace
+                end = float(snap.job_protect_end[j]) + snap.policy.grace_s
                 until[n] = max(until.get(n, snap.now), end if np.isfinite(end) else snap.now)
             else:
                 leaving[n].append(job.id)

@@ -70,7 +70,8 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
     if job_id in pre:
         x = pre[job_id]
         d.update(outcome="preempted", code=x.code.value, message=x.message,
-                 needed_by=list(x.needed_by), grace_s=x.grace_s)
+                 needed_by=list(x.needed_by), grace_s=x.grace_s,
+                 stops_by=snap.now + x.grace_s, resumable=job.resumable)
         if job_id in placed:
             d["placement"] = _placement(placed[job_id])
         return d
@@ -221,6 +222,10 @@ def format_explanation(d: dict) -> str:
         lines.append(f"  on {pl['gpu_type']}: {nodes}")
     if d.get("needed_by"):
         lines.append(f"  GPUs taken by: {', '.join(d['needed_by'])}")
+    if "stops_by" in d:  # the contract's notice: it keeps its GPUs through the grace period
+        then = "requeued" if d.get("resumable", True) else "ends (not resumable)"
+        lines.append(f"  notice now, {d['grace_s']:g} s grace: it stops by "
+                     f"{format_time(d['stops_by'])}, then {then}")
     if "protected_until" in d:
         lines.append(f"  protected (min_runtime) until {format_time(d['protected_until'])}")
     if "reservation" in d:

@@ -180,7 +180,10 @@ class _Simulation:
             self._record_demand(t)
             if want and not self.n_queued and not self.draining:
                 # nothing waits and no node is draining: no plan can start or stop anything
+                # (a decision put off to the end of a grace period is dropped too, else the
+                # loop would stop at that time for ever)
                 want = self.dirty = False
+                self.decision_wanted_at = math.inf
             if want:
                 quiet = self.runner.quiet_at()
                 if quiet > t:

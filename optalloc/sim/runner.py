@@ -11,7 +11,9 @@ It executes plans the way real nodes would and reports what happened:
 * A stopped resumable job loses the work done since its last checkpoint (checkpoints every
   `checkpoint_interval_s` of run time; the job's own interval wins) and is requeued
   (REQUEUED); a stopped non-resumable job loses its whole run and ends (PREEMPTED).
-* A node that goes down kills its jobs at once (no grace), with the same loss rules.
+* A node that goes down kills its jobs at once (no grace), with the same loss rules. A node
+  that starts draining takes no new work: a start there still waiting for GPUs in a grace
+  period goes back to the queue, unbegun.
 
 Time moves only when the engine says so: `observe(now)` reports every transition up to `now`,
 `next_event_time()` says when the next one happens, `quiet_at()` when the last grace period
@@ -152,7 +154,9 @@ class SimulatedRunner(Runner):
         return max(self._stopping.values(), default=-math.inf)
 
     def set_node_state(self, name: str, state: NodeState, now: float) -> list[str]:
-        """Change a node's state; a node going down kills its jobs at once. Returns them."""
+        """Change a node's state; a node going down kills its jobs at once, a draining one
+        sends back to the queue the starts not yet begun there (rule 5); a job moving onto
+        either is requeued at its stop. Returns the jobs ended now."""
         node = self.nodes[name]
         self.nodes[name] = Node(node.name, node.gpu_type, node.gpus, state)
         killed = []
@@ -162,6 +166,18 @@ class SimulatedRunner(Runner):
                     killed.append(jid)
                     self._restarts.pop(jid, None)
                     self._end(jid, now, completed=False, message=f"node {name} went down")
+        elif state is NodeState.DRAIN:
+            # a drain node takes no new work: a start still waiting there for GPUs in a grace
+            # period (or released at this very instant) has done nothing; it goes back to the
+            # queue (a later plan places it)
+            for jid, run in list(self.runs.items()):
+                if run.start >= now and name in run.placement.node_names:
+                    killed.append(jid)
+                    self._end(jid, now, completed=False, message=f"node {name} is draining")
+        if state is not NodeState.UP:
+            for jid, (_, pl, _) in list(self._restarts.items()):
+                if name in pl.node_names:  # a move onto it, waiting for its own stop: the
+                    del self._restarts[jid]  # stop requeues it instead
         return killed
 
     def work_left(self, job_id: str) -> float:
