@@ -174,7 +174,7 @@ def test_the_history_cache_round_trips_and_a_broken_one_is_ignored(demo, tmp_pat
 )
 def test_plan_drains_are_read_tolerantly(case, plan, expected):
     got = plan_drains(plan, {"n1": "drain", "n2": "down"})
-    assert {k: (d.jobs_left, d.n_left, d.protected_until, d.ready) for k, d in got.items()} == expected
+    assert {k: (d.jobs_left, d.n_left, d.empty_at, d.ready) for k, d in got.items()} == expected
     if "n5" in got:
         assert got["n5"].leaving == ("l1", "l2")
     assert all(d.source == "plan" for d in got.values())
@@ -251,3 +251,20 @@ def test_org_pages_have_file_safe_names(name, expected):
     s = slug(name)
     assert s.startswith(expected) and all(c.isalnum() or c in "_-" for c in s)
     assert slug("a b") != slug("a_b")
+
+
+def test_a_drain_without_a_plan_entry_empties_at_the_last_protection_end_plus_the_grace():
+    # n1 drains with no drains entry in the plan; a (allocated, min_runtime 1 h) started at
+    # 1000 stays until its protection ends at 4600, then its notice runs 60 s: empty at 4660
+    # (the plan's own drains count the grace the same way: optalloc.plan.drain)
+    from optalloc.dashboard.cluster import node_views
+    from optalloc.types import Job, JobState, Node, NodeAlloc, NodeState, Placement, Policy
+
+    pl = Placement("a", "h100", (NodeAlloc("n1", (0, 1)),), allocated=True)
+    a = Job("a", "p", 2, min_runtime_s=3600.0, state=JobState.RUNNING, start_time=1000.0,
+            placement=pl)
+    _, drains, _ = node_views([Node("n1", "h100", 8, NodeState.DRAIN)], [a], None,
+                              Policy(grace_s=60.0))
+    (d,) = drains if isinstance(drains, list) else drains.values()
+    assert (d.node, d.jobs_left, d.empty_at, d.ready, d.source) == ("n1", ("a",), 4660.0,
+                                                                     False, "derived")

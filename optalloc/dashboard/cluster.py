@@ -32,7 +32,7 @@ class Drain:
     state: str  # drain | down
     jobs_left: tuple[str, ...]
     n_left: int  # jobs still on the node (a plan may give only the count)
-    protected_until: float | None  # the last protection end of the jobs left
+    empty_at: float | None  # when it empties: the last protection end of the jobs left + grace
     ready: bool  # empty: ready for repair
     source: str  # "plan" (the optimizer's drains) or "derived" (from what runs)
     leaving: tuple[str, ...] = ()  # of jobs_left: preempted off it by the plan (gone after grace)
@@ -123,7 +123,7 @@ def plan_drains(plan: Mapping[str, Any] | None, states: Mapping[str, str]) -> di
             state=states.get(node, "drain"),
             jobs_left=jobs,
             n_left=n_left,
-            protected_until=_time(_first(d, "empty_at", "protected_until", "until")),
+            empty_at=_time(_first(d, "empty_at", "protected_until", "until")),
             ready=bool(ready) if ready is not None else n_left == 0,
             source="plan",
             leaving=leaving,
@@ -178,7 +178,10 @@ def node_views(
         jobs = on_node.get(n.name, [])
         ends = [e for e in (_protection_end(j, policy) for j in jobs) if e is not None]
         drains[n.name] = Drain(n.name, n.state.value, tuple(j.id for j in jobs), len(jobs),
-                               max(ends) if ends else None, not jobs, "derived")
+                               # a staying job gets notice at its protection end and keeps its
+                               # GPUs through the grace period (as the plan's drains count it)
+                               max(ends) + policy.grace_s if ends else None, not jobs,
+                               "derived")
     views = []
     for n in nodes:
         cells = []
