@@ -27,6 +27,7 @@ from optalloc.org import OrgTree
 from optalloc.plan.explain import explain, format_explanation
 from optalloc.sim.scenario.spec import NodeEvent
 from optalloc.types import Job, NodeState, Policy
+from optalloc.units import format_time
 from tests.test_epoch_toy import flat_org, nodes_of, running
 from tests.test_scheme_judge_cases_s51 import decide, pend, pre, snap, where
 from tests.test_sim_judge_cases_s51 import H, _ivs, _run, _sc
@@ -144,6 +145,11 @@ def test_a_drain_waits_for_a_protected_job_and_reports_when_the_node_will_be_emp
     assert d.empty_at == pytest.approx(10.5 * H + 60.0)
     e = explain(s, plan, "D1")
     assert e["outcome"] == "running" and e["protected_until"] == pytest.approx(10.5 * H)
+    # its explanation names the drain and when it leaves (before: only "keeps its GPUs")
+    assert e["draining"] == ["d00"]
+    assert e["message"] == (f"keeps its GPUs for now: node d00 is draining; it leaves with "
+                            f"notice when its protection ends ({format_time(10.5 * H)}), 60 s "
+                            "grace")
 
 
 # ============================================================ simulations over several epochs

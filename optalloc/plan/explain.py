@@ -83,6 +83,14 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
         prot = snap.protected_until(job)
         if prot is not None and snap.job_protected[j]:
             d["protected_until"] = prot
+        if job.running and snap.job_on_drain[j]:  # it stays only for its protection (rule 5)
+            drains = [a.node for a in job.placement.nodes if a.node in snap.node_index
+                      and snap.node_drain[snap.node_index[a.node]]]
+            leaves = (f"it leaves with notice when its protection ends ({format_time(prot)}), "
+                      f"{snap.policy.grace_s:g} s grace" if prot is not None
+                      and snap.job_protected[j] else "this plan keeps it there")
+            d["message"] = f"keeps its GPUs for now: node {', '.join(drains)} is draining; {leaves}"
+            d["draining"] = drains
         return d
     if job_id not in pend:
         d.update(outcome="unknown", code=None, message="not in the plan (plan from another queue?)")
