@@ -231,7 +231,9 @@ def format_explanation(d: dict) -> str:
     if d.get("needed_by"):
         lines.append(f"  GPUs taken by: {', '.join(d['needed_by'])}")
     if "stops_by" in d:  # the contract's notice: it keeps its GPUs through the grace period
-        then = "requeued" if d.get("resumable", True) else "ends (not resumable)"
+        # a Moved job restarts where the plan places it (not requeued)
+        then = (f"restarts on {', '.join(d['placement']['nodes'])}" if d.get("placement")
+                else "requeued" if d.get("resumable", True) else "ends (not resumable)")
         lines.append(f"  notice now, {d['grace_s']:g} s grace: it stops by "
                      f"{format_time(d['stops_by'])}, then {then}")
     if "protected_until" in d:

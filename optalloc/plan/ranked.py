@@ -170,6 +170,10 @@ def rank_pass(
             out.pending.append(j)
 
     out.placements = [placed[j] for j in sorted(placed, key=lambda j: rank[j])]
+    # pending in rank order (each job's first entry): a job walked twice is appended at its
+    # last entry, after jobs ranked below it, and greedy's explain names the first pending
+    # job of a project as the one its teammates wait behind
+    out.pending.sort(key=lambda j: rank[j])
     return out
 
 

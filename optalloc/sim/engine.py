@@ -277,8 +277,10 @@ class _Simulation:
             if o.interval is not None:
                 self.intervals.append(o.interval)
                 self.ledger.record_interval(o.interval)
-            elif rec.first_start == o.run.start_time and self.runner.stats[jid].runs == 1:
-                rec.first_start = None  # stopped before it ever ran
+            elif rec.first_start == o.run.start_time:
+                # stopped before it ever ran: an earlier run that ran would have started
+                # earlier (before, `runs == 1` kept the start of a second unbegun run)
+                rec.first_start = None
             if o.status is not None:  # finished, failed, or preempted without resume: gone
                 rec.end_time = o.event.time
                 rec.completed = o.status == "finished"

@@ -231,7 +231,8 @@ class SimulatedRunner(Runner):
             st.completed = True
             kind = EventKind.FINISHED
         else:
-            st.preemptions += 1
+            if t > run.start:  # a start sent back unbegun (its node went down or drained
+                st.preemptions += 1  # during the grace it waited out) was never preempted
             # a run killed before it began (its node went down during a grace period it
             # waited out) did no work: it goes back to the queue, resumable or not
             if job.resumable or t <= run.start:

@@ -127,6 +127,11 @@ class RecordsMixin:
         i, t, plan, report, degraded = row
         try:
             plan, report = json.loads(plan), None if report is None else json.loads(report)
+            # a record that parses but is no object (a list, a string, a number) is damaged
+            # too: every reader takes the plan and report for mappings
+            for name, v in (("plan", plan), ("report", report)):
+                if not isinstance(v, dict) and (name == "plan" or v is not None):
+                    raise ValueError(f"its {name} is a JSON {type(v).__name__}, not an object")
         except (TypeError, ValueError) as err:
             raise StateError(
                 f"state DB {self.path}: the record of epoch {i} is damaged ({err}); restore the "

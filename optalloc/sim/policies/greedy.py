@@ -75,6 +75,19 @@ class GreedyScheduler:
                     f"{who} used {ratio:.2f}x its entitlement in the lookback window; "
                     "projects below their share rank first",
                 )
+            # rule 4: on a type without its project's share it takes only idle GPUs, so a
+            # lower-ranked job there is no room it could make (before, such a job waiting
+            # behind allocated work there was told no lower-ranked job could make room)
+            noshare = allowed & ~snap.job_tier1[j]
+            if noshare.any():
+                names = ", ".join(snap.type_names[t] for t in np.flatnonzero(noshare))
+                own = ", ".join(snap.type_names[t] for t in np.flatnonzero(allowed & ~noshare))
+                return (
+                    ReasonCode.WAITING_FOR_CAPACITY,
+                    f"it needs {snap.jobs[j].gpus} GPUs of one type ({free}); no lower-ranked "
+                    f"job can make room on {own}, and its project has no share of {names}, "
+                    "where it takes only GPUs nobody ranked above it wants",
+                )
             return (
                 ReasonCode.WAITING_FOR_CAPACITY,
                 f"it needs {snap.jobs[j].gpus} GPUs of one type ({free}) and no lower-ranked "
