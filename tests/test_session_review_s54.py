@@ -178,3 +178,37 @@ def test_a_stored_plan_that_is_json_but_not_an_object_is_a_clear_error_with_exit
     code, out, err = _epoch("--now", T0 + 60)
     assert (code, "Traceback" in err, "st.db" in err, "damaged" in err) == (2, False, True, True)
     assert [r[0] for r in _runs("st.db")] == ["j1"]
+
+
+def test_a_job_stopped_without_grace_is_told_it_is_stopped_now_not_given_notice():
+    # a node that went down kills its jobs at once: greedy stops A's g (4 GPUs, resumable,
+    # on the down x00) with no grace (plan.ranked.rank_pass, step 1); "notice now, 0 s
+    # grace" was no notice at all. It is stopped now and requeued
+    from optalloc.plan.explain import explain, format_explanation
+    from optalloc.sim.policies import make_policy
+    from optalloc.types import Node, NodeState
+    from tests.test_epoch_toy import flat_org, nodes_of, running
+    from tests.test_scheme_judge_cases_s51 import snap
+
+    nodes = (Node("x00", "h100", 8, NodeState.DOWN),) + tuple(nodes_of(1, 8))
+    g = running("g", "A", "h100", [("x00", range(4))], start=9.5 * H)
+    s = snap(nodes, flat_org({"A": 1, "B": 1}), [g], usage={"A": 0.5, "B": 0.5})
+    plan = make_policy("greedy").decide(s)
+    assert [(p.job_id, p.code.value, p.grace_s) for p in plan.preemptions] == [
+        ("g", "PreemptedNodeDrain", 0.0)]
+    lines = format_explanation(explain(s, plan, "g")).splitlines()
+    assert "  stopped now, no grace period; then requeued" in lines
+    assert not any("notice now" in line for line in lines)
+
+
+def test_a_fractional_schema_version_is_damaged_not_read_as_its_integer_part():
+    # schema_version stored as the REAL 1.9: int() read it as 1, this optalloc's own
+    import pytest as _pytest
+
+    from optalloc.errors import StateError
+    from optalloc.state.check import schema_version_of
+
+    assert schema_version_of("st.db", 1) == 1 and schema_version_of("st.db", "1") == 1
+    assert schema_version_of("st.db", 1.0) == 1
+    with _pytest.raises(StateError, match=r"schema_version '1\.9', which is not an integer"):
+        schema_version_of("st.db", 1.9)

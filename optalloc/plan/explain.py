@@ -234,8 +234,11 @@ def format_explanation(d: dict) -> str:
         # a Moved job restarts where the plan places it (not requeued)
         then = (f"restarts on {', '.join(d['placement']['nodes'])}" if d.get("placement")
                 else "requeued" if d.get("resumable", True) else "ends (not resumable)")
-        lines.append(f"  notice now, {d['grace_s']:g} s grace: it stops by "
-                     f"{format_time(d['stops_by'])}, then {then}")
+        if d["grace_s"] > 0:
+            lines.append(f"  notice now, {d['grace_s']:g} s grace: it stops by "
+                         f"{format_time(d['stops_by'])}, then {then}")
+        else:  # no grace (its node is down, or a policy without one): it is stopped now
+            lines.append(f"  stopped now, no grace period; then {then}")
     if "protected_until" in d:
         lines.append(f"  protected (min_runtime) until {format_time(d['protected_until'])}")
     if "reservation" in d:

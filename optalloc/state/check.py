@@ -55,6 +55,8 @@ def check_state_file(path: str | os.PathLike) -> str:
 def schema_version_of(path: str, value: Any) -> int:
     try:
         version = int(value)
+        if isinstance(value, float) and value != version:
+            raise ValueError  # 1.9 is no schema version (int() would read it as 1)
     except (TypeError, ValueError):
         raise StateError(
             f"state DB {path} has schema_version {str(value)[:40]!r}, which is not an integer: "
