@@ -57,8 +57,10 @@ CREATE TABLE IF NOT EXISTS runner_local_events (
     message TEXT NOT NULL,
     delivered INTEGER NOT NULL DEFAULT 0
 );
--- a job's own events (the backoff after failed starts reads its streak every epoch)
-CREATE INDEX IF NOT EXISTS runner_local_events_job ON runner_local_events(job_id, kind);
+-- events of one kind, per job: the backoff after failed starts reads every job's streak
+-- each epoch (its `start_failed` events, since the job's last `started` one) without a scan
+-- of the whole audit table, which grows with every start and stop
+CREATE INDEX IF NOT EXISTS runner_local_events_kind ON runner_local_events(kind, job_id);
 CREATE TABLE IF NOT EXISTS runner_local_utilization (
     time REAL NOT NULL,
     job_id TEXT NOT NULL,
