@@ -133,13 +133,19 @@ class Snapshot:
 
 
 def _allowed_code(snap: Snapshot) -> np.ndarray:
-    """Snapshot.allowed_code: bit t set where type t is allowed, or, past 62 types (an int64
-    holds no more bits), the row's place among the distinct rows."""
-    allowed = np.asarray(snap.job_allowed, dtype=bool)
-    T = allowed.shape[1]
+    """Snapshot.allowed_code: type_set_codes of the jobs' allowed types."""
+    return type_set_codes(snap.job_allowed)
+
+
+def type_set_codes(rows: np.ndarray) -> np.ndarray:
+    """(R,) one non-negative integer per (R, T) bool row, rows alike getting one: bit t set where
+    type t is in the row's set, or, past 62 types (an int64 holds no more bits), the row's
+    place among the distinct rows (codes then compare only within one call)."""
+    rows = np.asarray(rows, dtype=bool)
+    T = rows.shape[1]
     if T <= 62:
-        return allowed.astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
-    return np.unique(allowed, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
+        return rows.astype(np.int64) @ (1 << np.arange(T, dtype=np.int64))
+    return np.unique(rows, axis=0, return_inverse=True)[1].reshape(-1).astype(np.int64)
 
 
 def _relative_speed(snap: Snapshot) -> np.ndarray:

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from optalloc.plan.freemap import FitCounter, FreeMap, static_fit
-from optalloc.snapshot import Snapshot
+from optalloc.snapshot import Snapshot, type_set_codes
 from optalloc.types import PendingReason, Placement, Plan, Preemption, ReasonCode, SolveReport
 
 
@@ -180,22 +180,15 @@ def rank_pass(
 def _type_masks(snap: Snapshot, shared: bool) -> tuple[tuple[np.ndarray, np.ndarray], dict]:
     """Per job a code of its allowed types and one of those where its project has a share
     (the same where `shared` is False), and per code its (T,) bool mask: the pass reads them
-    for every entry, where numpy's per-call cost dominated (few distinct rows)."""
+    for every entry, where numpy's per-call cost dominated (few distinct rows). One call of
+    type_set_codes over both, so that their codes compare past 62 types too."""
     allowed = np.asarray(snap.job_allowed, dtype=bool)
-    J, T = allowed.shape
-    if T <= 62:  # one integer per row, its bits the types (as Snapshot.allowed_code)
-        rows = [allowed, allowed & snap.job_tier1] if shared else [allowed]
-        bits = 1 << np.arange(T, dtype=np.int64)
-        codes = [r.astype(np.int64) @ bits for r in rows]
-        masks = {}
-        for r, c in zip(rows, codes):
-            u, i = np.unique(c, return_index=True)
-            masks.update({int(x): r[k] for x, k in zip(u.tolist(), i.tolist())})
-        return (codes[0], codes[-1]), masks
+    J = len(allowed)
     rows = np.concatenate([allowed, allowed & snap.job_tier1]) if shared else allowed
-    uniq, inv = np.unique(rows, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    return (inv[:J], inv[J:] if shared else inv[:J]), {c: uniq[c] for c in range(len(uniq))}
+    code = type_set_codes(rows)
+    uniq, first = np.unique(code, return_index=True)
+    masks = {int(c): rows[k] for c, k in zip(uniq.tolist(), first.tolist())}
+    return (code[:J], code[J:] if shared else code), masks
 
 
 class _Victims:
@@ -341,15 +334,8 @@ def greedy_order(snap: Snapshot) -> np.ndarray:
     project's own order (priority, running before queued, submit, id). A running job is
     allocated work where its project has a share of the type it runs on, a queued one where
     its project has a share of a type it may use (models/greedy.md section 1)."""
-    walk = greedy_walk(snap)[0]
-    return walk[_first_entry(walk)]
-
-
-def _first_entry(walk: np.ndarray) -> np.ndarray:
-    """(S,) bool: the entries that are their job's first."""
-    first = np.full(int(walk.max(initial=-1)) + 1, len(walk), dtype=np.int64)
-    np.minimum.at(first, walk, np.arange(len(walk)))
-    return first[walk] == np.arange(len(walk))
+    walk, _, once = _greedy_entries(snap)
+    return walk[once]
 
 
 def greedy_walk(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
@@ -359,11 +345,17 @@ def greedy_walk(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     takes it only as unallocated work, on GPUs nobody ranked above wants (before, it was
     placed there at its allocated rank, and a job of a project without b200 share took b200
     GPUs that allocated jobs ranked below it waited for: an outside judge, stop 53)."""
+    return _greedy_entries(snap)[:2]
+
+
+def _greedy_entries(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """greedy_walk's (order, shared), and per entry whether it is its job's first (a job's
+    second entry, among the unallocated work, always sorts after its first)."""
     from optalloc.model.order import fair_tree_rank, project_order
 
     J = len(snap.jobs)
     if not J:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool), np.zeros(0, dtype=bool)
     prank = fair_tree_rank(snap)[snap.job_project]
     tier1 = np.asarray(snap.job_tier1, dtype=bool)
     allowed = np.asarray(snap.job_allowed, dtype=bool)
@@ -377,7 +369,7 @@ def greedy_walk(snap: Snapshot) -> tuple[np.ndarray, np.ndarray]:
     first = np.concatenate([alloc, np.zeros(len(twice), bool)])
     porder = project_order(snap)
     order = np.lexsort((porder[jobs], prank[jobs], ~first))
-    return jobs[order], first[order]
+    return jobs[order], first[order], order < J
 
 
 def greedy_pass(snap: Snapshot) -> PassResult:
