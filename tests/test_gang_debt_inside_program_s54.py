@@ -25,6 +25,7 @@ floor, which needs another program's floor repaid.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import pytest
@@ -183,9 +184,7 @@ def test_a_large_debt_inside_a_program_takes_no_gpu_of_the_other_programs_floor(
     snap = snap_of(org, nodes(2), jobs, {n: 1.0 for n in ("P", "g", "s", "Q", "q")},
                    {"s": 400.0})
     got, _ = decide(snap)
-    ran = {}
-    for j in got["runs"]:
-        ran[j[0]] = ran.get(j[0], 0) + 1
+    ran = Counter(j[0] for j in got["runs"])  # jobs started per project (ids: project + n)
     assert ran == {"g": 1, "s": 7, "q": 8} and got["preempted"] == {}
     assert {j for j in got["pending"]} == {f"s{i:02d}" for i in range(7, 12)}
 
@@ -204,8 +203,6 @@ def test_a_project_owed_inside_its_program_still_lets_the_program_take_spare_gpu
     snap = snap_of(org, nodes(2), jobs, {n: 1.0 for n in ("P", "g", "s", "Q", "q")},
                    {"s": 100.0})
     got, _ = decide(snap)
-    ran = {}
-    for j in got["runs"]:
-        ran[j[0]] = ran.get(j[0], 0) + 1
+    ran = Counter(j[0] for j in got["runs"])  # jobs started per project (ids: project + n)
     assert ran == {"g": 1, "s": 13, "q": 2} and got["preempted"] == {} and got["pending"] == {}
     assert run_epoch(snap).report.status == "optimal"
