@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
+from optalloc.contract import protected_until
 from optalloc.types import Job, Node, NodeState, Policy
 
 
@@ -147,9 +148,10 @@ def plan_reservations(plan: Mapping[str, Any] | None) -> list[Reservation]:
 
 def _protection_end(job: Job, policy: Policy) -> float | None:
     pl = job.placement
-    if pl is None or not pl.allocated or job.min_runtime_s <= 0 or job.start_time is None:
+    if pl is None:
         return None
-    return job.start_time + min(job.min_runtime_s, policy.min_runtime_cap_s)
+    return protected_until(job.start_time, job.min_runtime_s, policy.min_runtime_cap_s,
+                           pl.allocated)
 
 
 def node_views(
