@@ -67,6 +67,7 @@ from optalloc.plan.reasons import pending_reasons
 from optalloc.plan.held_reasons import reservation_reasons
 from optalloc.plan.reservations import plan_reservations
 from optalloc.snapshot import Snapshot
+from optalloc.epoch_eligible import certify_eligible
 from optalloc.epoch_kept import resolve_with_keeps, team_order_steps
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
     CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
@@ -127,6 +128,9 @@ def _run_epoch(snapshot: Snapshot, settings: SolverSettings | None) -> Plan:
     out = team_order_steps(em, out, dives[0] if dives else None, settings, g,
                            (keep_team_order, resolve_with_keeps, repack_team_order))
     out = several_note(em, out, settings)  # a wide gap from the team's order over several
+    # 4d. a plan outside the model only by `keep_order` rows its jobs gave way on, measured
+    # against the LP without them (optalloc.epoch_eligible)
+    out = certify_eligible(em, out, dives[0] if dives else None, settings)
     degraded = None
     if out.status in ("infeasible", "timeout", "error") and out.source in ("fallback", "empty"):
         degraded = f"{out.backend}: {out.status} ({out.message}); running jobs kept, nothing new"

@@ -232,21 +232,23 @@ def test_a_start_given_back_for_a_higher_priority_teammate_is_told_who_took_its_
         ["hi"])}
 
 
-D0_HOLDS = ("D0 holds 203 h100 GPUs, its fair-share target this epoch is 201 (floor 201, "
-            "entitled 201.6, usage ratio 0.35); starting this {g}-GPU job would exceed it; the "
-            "rest goes to D1 (usage ratio 0.33, holds 301 of target 303)")
+D1_HOLDS = ("D1 holds 183 b200 GPUs, its fair-share target this epoch is 183 (floor 182, "
+            "entitled 182.4, usage ratio 0.33); starting this {g}-GPU job would exceed it; the "
+            "rest goes to D0 (usage ratio 0.35, holds 121 of target 121)")
 
 
-@pytest.mark.parametrize("job, gpus", [("j01839", 1), ("j01371", 1), ("j01781", 2)])
-def test_on_the_1024_gpu_bench_epoch_seed_0_p2_4s_jobs_given_back_name_j01081(job, gpus):
-    """The bench's seed 0: P2-4's priority-2 4-GPU j01081 takes the h100 places of its
-    priority-1 j01839, j01371 and j01781 (1 + 1 + 2 GPUs); each is told so before D0's
-    target, which it was told alone."""
+@pytest.mark.parametrize("job, gpus, prio", [("j00133", 4, 1), ("j01175", 1, 0)])
+def test_on_the_1024_gpu_bench_epoch_seed_0_p1_5s_jobs_given_back_name_j00112(job, gpus, prio):
+    """The bench's seed 0: P1-5's priority-2 8-GPU j00112 takes the b200 places of its
+    lower-priority j00133 (4 GPUs, priority 1) and j01175 (1, priority 0), among others; each
+    is told so before D1's b200 target, which it was told alone. (Until stop 54 the case was
+    P2-4's j01081 on h100: a non-resumable job whose node is down is no restart candidate
+    since, and the plan moved.)"""
     plan = _bench_seed_0()
     r = next(r for r in plan.pending if r.job_id == job)
     assert (r.code, r.message, dict(r.details)["taken_by"]) == (
-        R.OVER_SHARE, "j01081 " + TOOK.format(p="P2-4", prio=1, t="h100")
-        + D0_HOLDS.format(g=gpus), ["j01081"])
+        R.OVER_SHARE, "j00112 " + TOOK.format(p="P1-5", prio=prio, t="b200")
+        + D1_HOLDS.format(g=gpus), ["j00112"])
 
 
 def test_on_the_1024_gpu_bench_epoch_seed_0_every_start_given_back_names_who_took_it():

@@ -548,21 +548,7 @@ CASES = {
 }
 
 
-DOWN_NON_RESUMABLE = (
-    "optalloc/model/requirements.py (startable): a displaced running job is a restart "
-    "candidate whether or not it is resumable, so ilp 'Moves' the non-resumable g to n00 "
-    "(the runner ends it there: n00 idles an epoch) and q waits. The fix (only resumable "
-    "displaced jobs are candidates) passed this case, but moved the bench's 1,024-GPU epoch "
-    "seed 0 (whose down nodes hold non-resumable jobs) to a plan outside the model (a team "
-    "order break the model does not allow: status feasible, where CI's bench requires "
-    "optimal); not landed at stop 54 until that plan's fault is found")
-XFAILS = {"a non-resumable job whose node went down ends and does not restart":
-          DOWN_NON_RESUMABLE}
-
-
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.xfail(strict=True, reason=XFAILS[n])] if n in XFAILS
-                 else []) for n in CASES])
+@pytest.mark.parametrize("name", list(CASES))
 def test_the_optimizers_whole_plan_in_hand_worked_cases(name):
     (cfg, snap), expect = CASES[name]
     plan = run_epoch(snap)
@@ -626,7 +612,6 @@ def test_idle_gpus_go_to_tied_programs_unallocated_work_in_each_teams_order():
     assert (pre, pend) == ({}, {"a8": "UnallocatedYields", "a9": "UnallocatedYields"})
 
 
-@pytest.mark.xfail(strict=True, reason=DOWN_NON_RESUMABLE)
 def test_a_non_resumable_job_on_a_down_node_is_told_it_ends_not_that_it_is_requeued():
     # rule 7: the reason is true; a non-resumable job is not requeued (DESIGN section 1)
     (cfg, snap), _ = CASES["a non-resumable job whose node went down ends and does not restart"]

@@ -106,17 +106,16 @@ def compute_requirements(snap: Snapshot) -> Requirements:
             pair_gpus.append(len(a.gpus))
     run_job_a = np.asarray(run_job, dtype=np.int64)
 
-    # candidates for a new placement: queued jobs, displaced running jobs (also one that is
-    # not resumable, which the runner ends when its node goes: the right rule, only resumable
-    # ones, moved the bench's 1,024-GPU seed 0 to a plan outside the model, status feasible:
-    # a strict xfail, tests/test_scheme_vs_greedy_judge_s54.py) and resumable jobs
+    # candidates for a new placement: queued jobs, resumable displaced running jobs (one that
+    # is not resumable ends when its node goes, as off a drain node: it restarts nowhere;
+    # until stop 55 the model "moved" it and the GPUs it got idled an epoch) and resumable jobs
     # that leave a drain node (past their protection: they cannot stay), which may restart on
     # any up node at once as a queued job would (rule 5 empties the node; it gives their
     # project's place to no one: before, a project below its floor was requeued while the
     # only free node went, in the same plan, to a lower-ranked project's new job)
     resumable = np.fromiter((j.resumable for j in snap.jobs), bool, len(snap.jobs))
     leaving = snap.job_running & snap.job_on_drain & ~snap.job_protected & resumable
-    startable = ~snap.job_running | displaced | leaving
+    startable = ~snap.job_running | (displaced & resumable) | leaving
     cj, ct = np.nonzero(fits & startable[:, None])
     # moves: allocated running jobs past their protection, on their other allocated types
     run_type_a = np.asarray(run_type, dtype=np.int64)

@@ -357,6 +357,22 @@ class Dive:
             return None
         return self._from_first([(np.asarray(ones), 1.0)])
 
+    def without_rows(self, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray | None:
+        """The first LP with the rows `rows` (their bounds `lo`, `hi`) left out, re-solved warm
+        from its basis (the rows' bounds freed: the basis stays primal feasible); then the rows,
+        the dive's bounds and basis as they were. The point, or None when the LP failed."""
+        import highspy
+
+        if self.first_basis is None or not len(rows):
+            return None
+        r, inf = np.asarray(rows, dtype=np.int32), highspy.kHighsInf
+        self.h.changeRowsBounds(len(r), r, np.full(len(r), -inf), np.full(len(r), inf))
+        try:
+            return self._from_first([])
+        finally:
+            self.h.changeRowsBounds(len(r), r, np.where(np.isfinite(lo), lo, -inf).astype(float),
+                                    np.where(np.isfinite(hi), hi, inf).astype(float))
+
     def _from_first(self, changes: list) -> np.ndarray | None:
         """The first LP with `changes` ((columns, value) pairs) on the model's bounds,
         re-solved warm from the first LP's basis; then every column back as the dive had it
