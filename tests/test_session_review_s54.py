@@ -190,7 +190,9 @@ def test_a_job_stopped_without_grace_is_told_it_is_stopped_now_not_given_notice(
     from tests.test_epoch_toy import flat_org, nodes_of, running
     from tests.test_scheme_judge_cases_s51 import snap
 
-    nodes = (Node("x00", "h100", 8, NodeState.DOWN),) + tuple(nodes_of(1, 8))
+    # (the up node holds 2 GPUs: since stop 55 greedy restarts such a job at once where it
+    # fits, tests/test_down_node_no_grace_s55.py)
+    nodes = (Node("x00", "h100", 8, NodeState.DOWN), Node("n00", "h100", 2))
     g = running("g", "A", "h100", [("x00", range(4))], start=9.5 * H)
     s = snap(nodes, flat_org({"A": 1, "B": 1}), [g], usage={"A": 0.5, "B": 0.5})
     plan = make_policy("greedy").decide(s)

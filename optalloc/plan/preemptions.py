@@ -76,6 +76,8 @@ def preemptions(
                         low_of.setdefault(k, []).append(jj)
         return low_of
 
+    # a job whose node is down or gone has nothing to keep through a notice: grace 0 (as
+    # greedy's), else a restart elsewhere waited the grace for GPUs that no longer exist
     for j in np.flatnonzero(req.displaced):
         job = snap.jobs[j]
         gone = "its placement is missing" if job.placement is None else (
@@ -86,12 +88,12 @@ def preemptions(
         if j in placed.placements:
             new = placed.placements[j]
             out.append(Preemption(job.id, ReasonCode.MOVED,
-                                  f"{gone}; restarted on {', '.join(new.node_names)}", grace_s))
+                                  f"{gone}; restarted on {', '.join(new.node_names)}", 0.0))
         else:
             # a job that is not resumable ends when it is stopped (it is no candidate)
             end = "requeued" if job.resumable else "not resumable, it ends"
             out.append(Preemption(job.id, ReasonCode.PREEMPTED_NODE_DRAIN,
-                                  f"{gone}; {end}", grace_s))
+                                  f"{gone}; {end}", 0.0))
     for i in np.flatnonzero(~placed.kept):
         j, t = int(req.run_job[i]), int(req.run_type[i])
         job = snap.jobs[j]

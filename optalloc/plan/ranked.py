@@ -3,8 +3,11 @@ incumbent the epoch optimizer must never lose to.
 
 The ranked pass (`rank_pass`) is the whole of a list scheduler:
 
-1. Running jobs on down nodes are preempted (their node is gone). Running jobs that are not
-   `fixed` and sit on a drained node are preempted (PreemptedNodeDrain) so the node empties.
+1. Running jobs on down nodes are preempted (their node is gone, no grace); a resumable one is
+   walked as a queued job at its rank and restarts at once where it fits (Moved), as a queued
+   job would (DESIGN rule 6; before stop 55 it waited an epoch, and a job ranked below it
+   took the GPUs it fitted). Running jobs that are not `fixed` and sit on a drained node are
+   preempted (PreemptedNodeDrain) so the node empties.
 2. Every other running job holds its GPUs. `fixed` ones can never be touched; the rest are
    *tentative*: possible victims.
 3. Jobs are walked in rank order. A tentative running job that is reached is kept (everything
@@ -66,14 +69,21 @@ def rank_pass(
     last = np.full(len(jobs), -1, dtype=np.int64)  # and its last
     np.maximum.at(last, walk, np.arange(S))
 
+    down: dict[int, str] = {}  # resumable jobs of down nodes, walked as queued: what is gone
     for j in np.flatnonzero(snap.job_running):
         job = jobs[j]
         pl = job.placement
         nodes = [fm.node_index.get(a.node) for a in pl.nodes] if pl else [None]
         if pl is None or any(n is None or not fm.present[n] for n in nodes):
-            out.preemptions.append(
-                Preemption(job.id, ReasonCode.PREEMPTED_NODE_DRAIN, "its node is down", 0.0)
-            )
+            gone = "its placement is missing" if pl is None else "node " + ", ".join(
+                a.node for a, n in zip(pl.nodes, nodes) if n is None or not fm.present[n]
+            ) + " is down"
+            if job.resumable:
+                down[int(j)] = gone
+            else:
+                out.preemptions.append(Preemption(
+                    job.id, ReasonCode.PREEMPTED_NODE_DRAIN, f"{gone}; not resumable, it ends",
+                    0.0))
             continue
         if not fixed[j] and not all(fm.accepts[n] for n in nodes):
             # the node that drains, not the job's first (a gang on an up node and a draining
@@ -111,6 +121,8 @@ def rank_pass(
     code, masks = _type_masks(snap, shared is not None)
     types_of = {c: tuple(np.flatnonzero(m).tolist()) for c, m in masks.items()}
     running, gpus = snap.job_running.tolist(), snap.job_gpus.tolist()
+    for j in down:
+        running[j] = False
     code_all, code_shared = code[0].tolist(), code[1].tolist()
     at_share = shared.tolist() if shared is not None else [False] * S
     preempts = may_preempt.tolist()
@@ -166,8 +178,15 @@ def rank_pass(
                 pl = fm.place(job, *fit)
                 placed[j] = pl
                 continue
-        if last[j] == e:
+        if last[j] == e and j not in down:
             out.pending.append(j)
+
+    for j, gone in down.items():  # restarted (Moved) or requeued, with no grace either way
+        new = placed.get(j)
+        out.preemptions.append(Preemption(
+            jobs[j].id, ReasonCode.PREEMPTED_NODE_DRAIN if new is None else ReasonCode.MOVED,
+            f"{gone}; requeued" if new is None else f"{gone}; restarted on "
+            + ", ".join(new.node_names), 0.0))
 
     out.placements = [placed[j] for j in sorted(placed, key=lambda j: rank[j])]
     # pending in rank order (each job's first entry): a job walked twice is appended at its
@@ -360,7 +379,7 @@ def _greedy_entries(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     tier1 = np.asarray(snap.job_tier1, dtype=bool)
     allowed = np.asarray(snap.job_allowed, dtype=bool)
     run_t = snap.job_run_type
-    running = run_t >= 0
+    running = (run_t >= 0) & ~down_resumable(snap)  # one of a down node walks as queued
     on_run = tier1[np.arange(J), np.maximum(run_t, 0)]
     alloc = np.where(running, on_run, tier1.any(axis=1))
     # queued allocated jobs that may also use a type without a share: a second entry
@@ -370,6 +389,19 @@ def _greedy_entries(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     porder = project_order(snap)
     order = np.lexsort((porder[jobs], prank[jobs], ~first))
     return jobs[order], first[order], order < J
+
+
+def down_resumable(snap: Snapshot) -> np.ndarray:
+    """(J,) bool: running, resumable, and a node of its placement down or gone (rank_pass
+    walks it as a queued job)."""
+    out = np.zeros(len(snap.jobs), dtype=bool)
+    for j in np.flatnonzero(snap.job_running).tolist():
+        job = snap.jobs[j]
+        pl = job.placement
+        out[j] = job.resumable and (pl is None or any(
+            snap.node_index.get(a.node) is None or not snap.node_present[snap.node_index[a.node]]
+            for a in pl.nodes))
+    return out
 
 
 def greedy_pass(snap: Snapshot) -> PassResult:
@@ -383,7 +415,8 @@ def greedy_pass(snap: Snapshot) -> PassResult:
         snap,
         walk,
         fixed=snap.job_protected,
-        may_preempt=snap.job_tier1.any(axis=1) & ~snap.job_running,
+        may_preempt=snap.job_tier1.any(axis=1),  # a running job never reaches it, but one
+        # whose node is down is walked as a queued job (rank_pass, step 1)
         victim_code=lambda v: (
             ReasonCode.PREEMPTED_FAIR_SHARE if run_tier1[v] else ReasonCode.PREEMPTED_UNALLOCATED
         ),

@@ -39,7 +39,7 @@ class PriorityScheduler:
             snap,
             order,
             fixed=fixed,
-            may_preempt=snap.job_allocated & ~snap.job_running,
+            may_preempt=snap.job_allocated,  # running jobs are kept, bar a down node's
             victim_code=lambda v: ReasonCode.PREEMPTED_UNALLOCATED,
         )
 
