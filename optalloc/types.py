@@ -254,11 +254,12 @@ class DrainStatus:
 @dataclass(frozen=True)
 class Reservation:
     """Nodes held for a waiting gang (the lookahead, models/formulation.md "Reservations"):
-    no new job whose protection (or expected end, if sooner) outlasts `expected_start` is placed
-    on `nodes`; the gang starts there once the protections of the jobs on them have ended.
-    `expected_start` is the latest of the nodes' free times (protection ends of what runs there
-    now). `since`: the epoch the reservation was first made; `idle_gpus`: GPUs of its nodes
-    nobody uses after this plan (held idle for the gang)."""
+    the gang starts there once the protections of the jobs on them have ended (`details`'
+    clear_at, the latest of the nodes' free times: no new job whose protection, or expected
+    end if sooner, outlasts it is placed on `nodes`). `expected_start` adds the notice of the
+    jobs still there then: they keep their GPUs through `policy.grace_s` unless they end
+    sooner on their own. `since`: the epoch the reservation was first made; `idle_gpus`: GPUs
+    of its nodes nobody uses after this plan (held idle for the gang)."""
 
     job_id: str
     gpu_type: str

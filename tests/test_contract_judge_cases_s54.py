@@ -528,10 +528,6 @@ def test_a_gang_taking_two_jobs_gpus_starts_when_the_last_of_them_has_left(polic
     assert _charged(m, "B") == pytest.approx(16.0)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "optalloc/model/free_times.py:72 running_holds — a protected job's hold on a reserved "
-    "node ends at its protection end, but the contract stops it only after its notice "
-    "(protection end + grace), so the named expected_start is early by policy.grace_s"))
 def test_a_reservations_expected_start_counts_the_notice_of_the_job_it_waits_for():
     # 2 x 8, lookahead on (max_reservations 1), grace 60. n00 free; A's a2 on n01 protected
     # to 10.5 h. B's 16-GPU gang g (ranks first) reserves n00 + n01. a2 gets notice at

@@ -8,7 +8,8 @@ DB with a few `optalloc epoch` turns and checks the whole outcome, worked out by
 * a drain and a fair-share preemption (t=7200, three alpha jobs since t=0, one on draining n3
   protected to 8 h): alpha used 3 x 4 GPU x 2 h = 24 GPU-h, a1 is preempted for beta's b1;
 * a lookahead reservation (four nodes, B's 8-GPU gang G waits for n2 + n3 until C's job on n3
-  loses its protection at t=63000 = 17:30 UTC).
+  loses its protection at t=63000 = 17:30 UTC and has had its 60 s notice: t=63060 = 17:31
+  UTC, stop 55).
 """
 
 from __future__ import annotations
@@ -337,10 +338,10 @@ def test_a_lookahead_reservation_shows_its_nodes_start_and_held_gpus_everywhere(
                                   str(tmp_path / "site"), "--metrics-file",
                                   str(tmp_path / "o.prom"))
     (res,) = plan["reservations"]
-    assert (res["job_id"], res["nodes"], res["expected_start"]) == ("G", ["n2", "n3"], 63000.0)
+    assert (res["job_id"], res["nodes"], res["expected_start"]) == ("G", ["n2", "n3"], 63060.0)
     mp = (tmp_path / "site" / "map.html").read_text()
     table = re.search(r'<table id="reservations">.*?</table>', mp, re.S).group(0)
-    assert re.findall(r"<td[^>]*>(.*?)</td>", table) == ["G", "n[2-3]", "1970-01-01 17:30 UTC"]
+    assert re.findall(r"<td[^>]*>(.*?)</td>", table) == ["G", "n[2-3]", "1970-01-01 17:31 UTC"]
     n2 = re.search(r'data-node="n2">.*?</div>', mp, re.S).group(0)
     assert n2.count('class="g reserved" title="GPU') == 4 and n2.count("reserved for G") == 4
     rows = queue_rows((tmp_path / "site" / "queue.html").read_text())

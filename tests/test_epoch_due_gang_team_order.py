@@ -72,6 +72,9 @@ class Case:
 
 
 B_KEPT = {"b4": 8, "b5": 8, "b6": 8, "b7": 8}
+# BG's nodes are clear at NOW + 5 h (b4, b5's protection end); they get notice then and keep
+# their GPUs through the grace (Policy's default, 60 s): BG's expected start (stop 55)
+NOTICE = Policy().grace_s
 
 CASES = [
     Case("a due gang starts on its own reserved nodes, its teammate submitted after it moves to "
@@ -81,7 +84,7 @@ CASES = [
          placed={**B_KEPT, "a_early": 8, "a_late": 8, "G": 16},
          on={"G": ("n00", "n01"), "a_late": ("n03",)},
          pending={"BG": "Reserved"},
-         reserved={"BG": (("n03", "n04", "n05"), NOW + 5 * H, 0)},
+         reserved={"BG": (("n03", "n04", "n05"), NOW + 5 * H + NOTICE, 0)},
          preempted={"a_late": ("Moved", ("G",))},
          ended={"G": "started"}),
     Case("a due gang never starts on a node reserved for another gang past that gang's start: "
@@ -91,7 +94,7 @@ CASES = [
          placed={"b4": 8, "b5": 8, "b6": 8, "a_early": 8, "G": 16, "a2": 2},
          on={"G": ("n00", "n01"), "a2": ("n03",)},
          pending={"BG": "Reserved"},
-         reserved={"BG": (("n03", "n04", "n05"), NOW + 5 * H, 6)},
+         reserved={"BG": (("n03", "n04", "n05"), NOW + 5 * H + NOTICE, 6)},
          preempted={"a_late": ("PreemptedForFairShare", ("G",))},
          ended={"G": "started"}),
 ]

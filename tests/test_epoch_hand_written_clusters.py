@@ -313,8 +313,10 @@ def cases() -> list[Case]:
             q("Bd", "B", 1, 2, mr=600.0, duration_s=600.0)], now=NOW,
             usage={"A": 0.1, "B": 0.5}, policy=Policy(max_reservations=1)),
         {"B0": (("n00", 2),), "B1": (("n01", 2),), "Bq": (("n01", 2),), "Bd": (("n00", 1),)},
-        pending={"AG": "Reserved"}, says={"AG": ["expected start t=37800"]},
-        reserved={"AG": ({"n00", "n02"}, NOW + H / 2)}))
+        # n00 is clear at NOW + 30 min (B0's protection end); B0 then gets its notice and
+        # keeps its GPUs through the policy's 60 s grace (stop 55: the start was the clear time)
+        pending={"AG": "Reserved"}, says={"AG": ["expected start t=37860"]},
+        reserved={"AG": ({"n00", "n02"}, NOW + H / 2 + 60.0)}))
     return out
 
 

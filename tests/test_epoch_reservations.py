@@ -20,6 +20,10 @@ from test_epoch_toy import H, flat_org, nodes_of, running
 
 M = 60.0
 NOW = 10 * H
+# the jobs still on a gang's reserved nodes when they are clear (nothing protected left) get
+# notice then and keep their GPUs through the grace (Policy's default, 60 s): the expected
+# start is that much later than the clear time (stop 55; the plans are unchanged)
+NOTICE = Policy().grace_s
 
 
 def _b(jid: str, node: str, ends_in: float, project: str = "B", **kw) -> Job:
@@ -68,14 +72,14 @@ def cases() -> list[Case]:
             Job("E", "B", 4, min_runtime_s=8 * H, duration_s=30 * M, submit_time=3.0)]),
         placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "S": 4, "E": 4},
         pending={"G": "Reserved", "L": "HeldForReservation"},
-        reserved={"G": (("n00", "n01", "n02"), NOW + H, 8)}))
+        reserved={"G": (("n00", "n01", "n02"), NOW + H + NOTICE, 8)}))
     out.append(Case(
         "unallocated work backfills reserved nodes too: it is preemptible at any time",
         _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered() + [
             gang, Job("U", "B", 8, min_runtime_s=0.0, submit_time=1.0)]),
         placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8, "U": 8},
         pending={"G": "Reserved"},
-        reserved={"G": (("n00", "n01", "n02"), NOW + H, 8)}))
+        reserved={"G": (("n00", "n01", "n02"), NOW + H + NOTICE, 8)}))
     due = [_b("b0", "n00", -H), _b("b1", "n01", -2 * H), _b("b2", "n02", -10 * M),
            _b("b3", "n03", 3 * H), _b("b4", "n04", 4 * H), _b("b5", "n05", 5 * H)]
     out.append(Case(
@@ -98,7 +102,7 @@ def cases() -> list[Case]:
                   prev=[_prev("G", ("n00", "n01", "n02"), NOW - 10 * M)]),
             placed={"a0": 8, "b1": 8, "b2": 8, "b3": 8, "b4": 8, "b5": 8},
             pending={"G": "Reserved"},
-            reserved={"G": (("n01", "n02", "n03"), NOW + 3 * H, 0)}))
+            reserved={"G": (("n01", "n02", "n03"), NOW + 3 * H + NOTICE, 0)}))
     out.append(Case(
         "a due gang starts on its reserved nodes, not on the node of its team's higher-priority "
         "job past its protection: the model keeps that job and stops the other project's",
@@ -130,7 +134,7 @@ def cases() -> list[Case]:
               prev=[_prev("G", ("n00", "n01", "n02"), NOW + 10 * M)]),
         placed={"b0": 8, "b1": 8, "b2": 8, "b3": 8, "b4": 8, "b5": 8},
         pending={"G": "Reserved"},
-        reserved={"G": (("n00", "n01", "n02"), NOW + 10 * M, 0)}))
+        reserved={"G": (("n00", "n01", "n02"), NOW + 10 * M + NOTICE, 0)}))
     big = Job("G", "A", 40, min_runtime_s=8 * H, submit_time=0.0)
     out.append(Case(
         "a gang larger than its project's share now holds no reservation when its project "
@@ -149,7 +153,7 @@ def cases() -> list[Case]:
             usage={"A": 0.2, "B": 2.0}),
         placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8},
         pending={"G": "Reserved", "L": "HeldForReservation"},
-        reserved={"G": (("n00", "n01", "n02", "n03", "n04"), NOW + 3 * H, 16)}))
+        reserved={"G": (("n00", "n01", "n02", "n03", "n04"), NOW + 3 * H + NOTICE, 16)}))
     out.append(Case(
         "a reservation is dropped when its job leaves the queue (cancelled), and says so",
         _snap(nodes_of(7, 8), {"A": 1, "B": 1}, _staggered(),
@@ -189,7 +193,7 @@ def cases() -> list[Case]:
             prev=[_prev("G", ("n00", "n01", "n02"), NOW + H)]),
         placed={"b2": 8, "b3": 8, "b4": 8, "b5": 8, "b6": 8},
         pending={"G": "Reserved", "again": "HeldForReservation"},
-        reserved={"G": (("n00", "n01", "n02"), NOW + H, 16)}))
+        reserved={"G": (("n00", "n01", "n02"), NOW + H + NOTICE, 16)}))
     three = [Job(f"G{p}", p, 16, min_runtime_s=8 * H, submit_time=float(i))
              for i, p in enumerate("ABC")] + [Job("A2", "A", 16, min_runtime_s=8 * H,
                                                    submit_time=9.0)]
@@ -201,8 +205,8 @@ def cases() -> list[Case]:
         placed={f"d{i}": 8 for i in range(8)},
         pending={"GA": "WaitingForCapacity", "GB": "Reserved", "GC": "Reserved",
                  "A2": "WaitingForCapacity"},
-        reserved={"GB": (("n00", "n01"), NOW + 2 * H, 0),
-                  "GC": (("n02", "n03"), NOW + 4 * H, 0)}))
+        reserved={"GB": (("n00", "n01"), NOW + 2 * H + NOTICE, 0),
+                  "GC": (("n02", "n03"), NOW + 4 * H + NOTICE, 0)}))
     out.append(Case(
         "a due gang that ends before another reservation starts may take that reservation's "
         "free node, and long work then fits on the due gang's own: longest hold placed first",
@@ -216,7 +220,7 @@ def cases() -> list[Case]:
                   _prev("G2", ("n02", "n03"), NOW + 2 * H)]),
         placed={"c1": 8, "D": 16, "L": 8},
         pending={"G2": "Reserved"},
-        reserved={"G2": (("n02", "n03"), NOW + 2 * H, 0)},
+        reserved={"G2": (("n02", "n03"), NOW + 2 * H + NOTICE, 0)},
         ended={"D": "started"}))
     out.append(Case(
         "a short job takes the reserved node's GPU (evicting unallocated work there) and "
@@ -234,7 +238,7 @@ def cases() -> list[Case]:
             prev=[_prev("G", ("n00", "n02"), NOW + H)]),
         placed={"P0": 7, "P2": 8, "Q": 7, "S": 1, "L": 1},
         pending={"G": "Reserved"},
-        reserved={"G": (("n00", "n02"), NOW + H, 0)},
+        reserved={"G": (("n00", "n02"), NOW + H + NOTICE, 0)},
         preempted={"U": ("PreemptedUnallocated", ("S",))}))
     out.append(Case(
         "max_reservations 0 turns the lookahead off: long work takes the free nodes",
@@ -270,16 +274,17 @@ def test_the_reserved_gang_and_the_job_kept_off_its_nodes_say_why_with_the_numbe
     snap = cases()[0].snap
     plan = run_epoch(snap)
     why = {r.job_id: r.message for r in plan.pending}
+    # b2's protection ends at t=39600, then its 60 s notice
     assert why["G"] == ("reserved nodes n[00-02] for job G (24 h100 GPUs of project A), "
-                        "expected start t=39600 (in 1h); 1 job there ends or loses protection "
-                        "by then")
+                        "expected start t=39660 (in 1.02h); 1 job there ends or loses "
+                        "protection by then")
     # S and E backfill one of the two free reserved nodes (which one is the LP's vertex), L
     # is kept off both: S and E, behind L in B's order, take the one they use only because
     # they end by the start (stop 46: L was told of the other node alone)
     (used,) = {a.node for p in plan.placements if p.job_id in ("S", "E") for a in p.nodes}
     assert used in ("n00", "n01")
     assert why["L"] == ("the 16 h100 GPUs on n[00-01] (8 free, 8 running S, E until then) are "
-                        "held for job G's reservation (expected start t=39600 (in 1h)); this "
+                        "held for job G's reservation (expected start t=39660 (in 1.02h)); this "
                         "job would hold its GPUs until t=64800 (in 8h) (its protection, or its "
                         "expected end if sooner), past that start; S, E of project B rank below "
                         "it in its team's order but end by that start, so they may backfill "
@@ -309,8 +314,8 @@ def test_the_message_counts_only_the_jobs_that_end_by_the_start_and_names_those_
     plan = run_epoch(_snap(nodes_of(4, 8), {"A": 1, "B": 1}, jobs,
                            policy=Policy(max_reservations=1)))
     (r,) = plan.reservations
-    assert r.nodes == ("n00", "n01", "n03") and r.expected_start == NOW + 2 * H
-    assert r.message.endswith("expected start t=43200 (in 2h); 2 jobs there end or lose "
+    assert r.nodes == ("n00", "n01", "n03") and r.expected_start == NOW + 2 * H + NOTICE
+    assert r.message.endswith("expected start t=43260 (in 2.02h); 2 jobs there end or lose "
                               "protection by then; 1 protected job stays beside it on a node "
                               "it needs only part of")
 
@@ -350,8 +355,8 @@ def test_a_busy_projects_gang_reserves_within_its_share_counting_what_it_holds_a
     plan = run_epoch(_snap(nodes_of(10, 8), {"A": 1, "B": 1}, jobs, usage=usage,
                            policy=Policy(max_reservations=1)))
     (r,) = plan.reservations
-    assert (r.job_id, r.expected_start, dict(r.details)["rank_test"]) == ("G", NOW + 3 * H,
-                                                                          "share")
+    assert (r.job_id, r.expected_start, dict(r.details)["rank_test"]) == (
+        "G", NOW + 3 * H + NOTICE, "share")
     assert sorted(r.nodes) == ["n00", "n01", "n02", "n03", "n04"]
     # with A's jobs protected for 7 h more, the gang cannot fit A's share before they end: it
     # reserves nodes that free by then, where A's own jobs run among them
@@ -360,7 +365,7 @@ def test_a_busy_projects_gang_reserves_within_its_share_counting_what_it_holds_a
     plan2 = run_epoch(_snap(nodes_of(10, 8), {"A": 1, "B": 1}, jobs2, usage=usage,
                             policy=Policy(max_reservations=1)))
     (r2,) = plan2.reservations
-    assert (r2.expected_start, dict(r2.details)["rank_test"]) == (NOW + 7 * H, "share")
+    assert (r2.expected_start, dict(r2.details)["rank_test"]) == (NOW + 7 * H + NOTICE, "share")
     assert {"n03", "n04"} <= set(r2.nodes)
 
 
@@ -470,7 +475,8 @@ def test_a_teammate_ranked_above_the_gang_holds_its_node_until_its_expected_end_
     jobs += [Job("G", "A", 24, min_runtime_s=8 * H, submit_time=1.0)]
     snap = _snap(nodes_of(6, 8), {"A": 1, "B": 1}, jobs, usage={"A": 0.2, "B": 1.0})
     plan = run_epoch(snap)
-    assert _outcome(plan)[2] == {"G": (("n00", "n01", "n02"), NOW + 3 * H, 0)}
+    # a0 ends on its own (no notice); b2, stopped at its protection end, has its notice
+    assert _outcome(plan)[2] == {"G": (("n00", "n01", "n02"), NOW + 3 * H + NOTICE, 0)}
     assert plan.preemptions == ()
     (r,) = plan.reservations
     assert dict(r.details)["blockers"] == [
@@ -499,7 +505,7 @@ def test_a_teammate_on_a_draining_node_leaves_at_its_protection_end_so_the_gang_
     jobs += [Job("G", "A", 16, min_runtime_s=8 * H, submit_time=1.0)]
     plan = run_epoch(_snap(nodes, {"A": 1, "B": 1}, jobs, usage={"A": 1.5, "B": 1.0},
                            prev=[_prev("G", ("n00", "n01"), NOW + 2 * H)]))
-    assert _outcome(plan)[2] == {"G": (("n00", "n01"), NOW + 2 * H, 0)}
+    assert _outcome(plan)[2] == {"G": (("n00", "n01"), NOW + 2 * H + NOTICE, 0)}
     assert {p.job_id: p.code.value for p in plan.preemptions} == {"a0": "PreemptedNodeDrain"}
 
 
@@ -515,7 +521,7 @@ def test_a_teammate_started_at_time_zero_has_started_not_started_now():
                 Job("G", "A", 16, min_runtime_s=8 * H, submit_time=1.0)]
         plan = run_epoch(_snap(nodes_of(3, 8), {"A": 1, "B": 1}, jobs,
                                usage={"A": 0.1, "B": 1.0}))
-        assert _outcome(plan)[2] == {"G": (("n01", "n02"), NOW + 7 * H, 0)}, start
+        assert _outcome(plan)[2] == {"G": (("n01", "n02"), NOW + 7 * H + NOTICE, 0)}, start
 
 
 def _proxy_gang_case():

@@ -393,7 +393,8 @@ def test_a_gang_reserves_the_two_soonest_free_nodes_and_their_free_gpus_take_onl
         c_protection_h, c_starts):
     # max_reservations 1. B's protected jobs: 8 on n00 (protection ends in 1 h), 8 on n01
     # (3 h), 4 on n02 (2 h; 4 free). A (usage 0) ranks first and queues a 16-GPU gang: the two
-    # nodes that free first are n00 (1 h) and n02 (2 h): reserved, expected start NOW + 2 h.
+    # nodes that free first are n00 (1 h) and n02 (2 h): reserved, clear at NOW + 2 h, when
+    # B2 (and C1, there past its protection) get notice: expected start NOW + 2 h + 60 s.
     # C's 4-GPU job fits n02's free 4: protected 1 h it is preemptible before the gang's
     # start and backfills; protected 3 h it would outlast it: HeldForReservation.
     snap = snapshot(nodes_of(3, 8), ABC, [
@@ -410,8 +411,8 @@ def test_a_gang_reserves_the_two_soonest_free_nodes_and_their_free_gpus_take_onl
     assert pending_codes(plan) == ({"G": "Reserved"} if c_starts else
                                    {"G": "Reserved", "C1": "HeldForReservation"})
     assert {r.job_id: (set(r.nodes), r.expected_start) for r in plan.reservations} == \
-        {"G": ({"n00", "n02"}, NOW + 2 * H)}
-    assert "expected start t=43200" in messages(plan)["G"]
+        {"G": ({"n00", "n02"}, NOW + 2 * H + 60.0)}
+    assert "expected start t=43260" in messages(plan)["G"]
     if not c_starts:
         assert "held for job G's reservation" in messages(plan)["C1"]
 

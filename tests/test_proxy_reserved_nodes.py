@@ -82,8 +82,9 @@ def test_the_epoch_stops_r_for_s_and_starts_m_on_the_reserved_node():
     assert where["S"] == [("n00", (0,))] and where["M"] == [("n02", (0,))]
     assert [(p.job_id, p.code.value, p.needed_by) for p in plan.preemptions] == [
         ("R", "PreemptedForFairShare", ("S",))]
+    # clear at NOW + 1 h (P1, P2's protection end), then their 60 s notice (the policy's)
     assert [(r.job_id, r.nodes, r.expected_start) for r in plan.reservations] == [
-        ("G", ("n01", "n02"), NOW + H)]
+        ("G", ("n01", "n02"), NOW + H + 60.0)]
     assert team_order_breaks(snap, plan) == []
     assert proxy_order_breaks(snap, plan) == []  # before: [("R", ("S",))]
 

@@ -368,7 +368,8 @@ def test_a_lower_priority_job_is_told_of_the_protected_teammate_holding_its_targ
 def test_one_reservation_names_the_nodes_and_start_the_plan_holds_and_no_other_gang_claims_one():
     # 3 x 8, max_reservations 1. B's protected jobs on n00 (until 11 h = t=39600) and n01
     # (12 h). A (ratio 0) and C (0.5) each queue a 16-GPU gang; A's is reserved n00 + n02
-    # (n00 frees first). A's 4-h 4-GPU job would outlast that start; C's 10-minute job
+    # (n00 frees first; B0 gets its notice then: expected start 11 h + the policy's 60 s
+    # grace, t=39660). A's 4-h 4-GPU job would outlast that start; C's 10-minute job
     # backfills n02. C's gang holds no reservation and is told capacity.
     jobs = [running("B0", "B", "h100", [("n00", range(8))], start=9 * H, min_runtime_s=2 * H),
             running("B1", "B", "h100", [("n01", range(8))], start=9 * H, min_runtime_s=3 * H),
@@ -381,13 +382,14 @@ def test_one_reservation_names_the_nodes_and_start_the_plan_holds_and_no_other_g
     plan = run_epoch(s)
     assert starts(s, plan) == {"CS": ("h100", ("n02",))}
     (r,) = plan.reservations
-    assert (r.job_id, sorted(r.nodes), r.expected_start) == ("GA", ["n00", "n02"], 39600.0)
+    assert (r.job_id, sorted(r.nodes), r.expected_start) == ("GA", ["n00", "n02"], 39660.0)
     assert why(plan) == {
         "GA": (R.RESERVED, "reserved nodes n[00,02] for job GA (16 h100 GPUs of project A), "
-               "expected start t=39600 (in 1h); 1 job there ends or loses protection by then"),
+               "expected start t=39660 (in 1.02h); 1 job there ends or loses protection by "
+               "then"),
         "AS": (R.HELD_FOR_RESERVATION, (
             "the 6 free h100 GPUs on n02 are held for job GA's reservation (expected start "
-            "t=39600 (in 1h)); this job would hold its GPUs until t=50400 (in 4h) (its "
+            "t=39660 (in 1.02h)); this job would hold its GPUs until t=50400 (in 4h) (its "
             "protection, or its expected end if sooner), past that start")),
         "GC": (R.WAITING_FOR_CAPACITY, (
             "C is below its h100 floor (2 of 8 GPUs; its target 2, cut below the floor this "

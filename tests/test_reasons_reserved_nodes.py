@@ -8,7 +8,8 @@ job `a` of 8 hours and two priority-0 2-GPU jobs of 10 minutes, which backfill n
 before G's start, `a` would not. `a` was told only "OverShare ... target this epoch is 1
 (floor 2)": its target below its floor with no word of why, and no word of the reservation,
 which alone keeps it off n2 (without the lookahead it starts there, A past its target or not:
-nobody else can use the node this epoch)."""
+nobody else can use the node this epoch). Since stop 55 G's expected start counts the 60 s
+notice (the policy's grace) that C's job gets when its protection ends: t=63060."""
 
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ NOW = 10 * H
 R = ReasonCode
 LOOKAHEAD = Policy(max_reservations=2)
 G_RESERVED = ("reserved nodes n[2-3] for job G (8 h100 GPUs of project B), expected start "
-              "t=63000 (in 7.5h); 1 job there ends or loses protection by then")
+              "t=63060 (in 7.52h); 1 job there ends or loses protection by then")
 KEPT_OFF_N2 = ("the 4 h100 GPUs on n2 (4 running c1, c2 until then) are held for job G's "
-               "reservation (expected start t=63000 (in 7.5h)); this job would hold its GPUs "
+               "reservation (expected start t=63060 (in 7.52h)); this job would hold its GPUs "
                "until t=64800 (in 8h) (its protection, or its expected end if sooner), past "
                "that start; c1, c2 of project A rank below it in its team's order but end by "
                "that start, so they may backfill there and this job may not")
@@ -84,7 +85,7 @@ CASES = [
          "told so, and that its project is past its target besides",
          _nodes(4), SHARES, _running() + [_gang(), _long()] + _shorts(), USAGE,
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_RESERVED),
                   "a": (R.HELD_FOR_RESERVATION,
                         KEPT_OFF_N2 + A_PAST + "4-GPU job would exceed "
@@ -102,14 +103,14 @@ CASES = [
          _nodes(4), {"A": 3, "B": 4, "C": 1}, _running() + [_gang(), _long()] + _shorts(),
          {"A": 0.0, "B": 0.0, "C": 1.0},
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_RESERVED),
                   "a": (R.HELD_FOR_RESERVATION, KEPT_OFF_N2)}),
     Case("a job short enough to end before the reservation's start goes first in its team's "
          "order, and its lower-priority teammates wait behind it",
          _nodes(4), SHARES, _running() + [_gang(), _long(min_runtime_s=H)] + _shorts(), USAGE,
          started={"a": ("n2",)},
-         reserved={"G": (("n2", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_RESERVED)} | {
              c: (R.LOWER_PRIORITY_IN_PROJECT,
                  "project A's h100 target this epoch is 1 GPUs and it holds 4, 4 of them in 1 of "
@@ -120,7 +121,7 @@ CASES = [
          "tests/test_reasons_reserved_nodes_more.py)",
          _nodes(4), SHARES, _running() + [_gang(), _long()] + _shorts("C"), USAGE,
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_RESERVED),
                   "a": (R.HELD_FOR_RESERVATION,
                         KEPT_OFF_N2.replace("of project A rank below it in its team's order but "
@@ -131,7 +132,7 @@ CASES = [
              _gang(), Job("b4", "B", 4, min_runtime_s=8 * H, submit_time=3.0), _long()]
          + _shorts(), USAGE,
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_RESERVED),
                   "b4": (R.OVER_SHARE,
                          "B holds 16 h100 GPUs (8 of them for its reserved gangs), its "
@@ -156,17 +157,17 @@ CASES = [
              _long(gpus=8)] + _shorts(),
          {"A": 1.0, "B": 0.0, "C": 1.0, "D": 0.0, "E": 1.0},
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n6", "n7"), 46800.0), "GD": (("n0", "n1", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n6", "n7"), 46860.0), "GD": (("n0", "n1", "n3"), 63060.0)},
          pending={
              "G": (R.RESERVED, "reserved nodes n[2,6-7] for job G (12 h100 GPUs of project B), "
-                   "expected start t=46800 (in 3h); 1 job there ends or loses protection by "
+                   "expected start t=46860 (in 3.02h); 1 job there ends or loses protection by "
                    "then"),
              "GD": (R.RESERVED, "reserved nodes n[0-1,3] for job GD (12 h100 GPUs of project "
-                    "D), expected start t=63000 (in 7.5h); 3 jobs there end or lose protection "
+                    "D), expected start t=63060 (in 7.52h); 3 jobs there end or lose protection "
                     "by then"),
              "a": (R.HELD_FOR_RESERVATION,
                    "the 8 h100 GPUs on n[2,6] (4 free, 4 running c1, c2 until then) are held "
-                   "for job G's reservation (expected start t=46800 (in 3h)); this job would "
+                   "for job G's reservation (expected start t=46860 (in 3.02h)); this job would "
                    "hold its GPUs until t=64800 (in 8h) (its protection, or its expected end if "
                    "sooner), past that start; c1, c2 of project A rank below it in its team's order but end by that "
                    "start, so they may backfill there and this job may not" + A_PAST

@@ -6,7 +6,9 @@ written out as a whole expected outcome: starts, reservations and every pending 
 
 The base case is that of tests/test_reasons_reserved_nodes.py: four 4-GPU h100 nodes; B runs
 n0 and n1, C a protected job on n3 until t=63000; B's 8-GPU gang G reserves n2 + n3; A queues
-a priority-1 8-hour job `a`, which would hold n2 past G's start."""
+a priority-1 8-hour job `a`, which would hold n2 past G's start. The expected starts count the
+60 s notice (the policy's grace) of the jobs still on the nodes when they are clear (stop 55):
+t=63060, not 63000."""
 
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ USAGE = {"A": 1.0, "B": 0.0, "C": 1.0}
 SHARES5 = {"A": 1, "B": 6, "C": 1, "D": 6, "E": 2}
 USAGE5 = {"A": 1.0, "B": 0.0, "C": 1.0, "D": 0.0, "E": 1.0}
 HOLD = "this job would hold its GPUs until t=64800 (in 8h) (its protection, or its expected end "
-G_AT_63000 = "job G's reservation (expected start t=63000 (in 7.5h))"
-G_AT_46800 = "job G's reservation (expected start t=46800 (in 3h))"
+G_AT_63000 = "job G's reservation (expected start t=63060 (in 7.52h))"
+G_AT_46800 = "job G's reservation (expected start t=46860 (in 3.02h))"
 
 
 def _b_c_running() -> list[Job]:
@@ -62,11 +64,11 @@ def _shorts(project: str = "A", n: int = 2) -> list[Job]:
 
 
 G_RESERVED = ("reserved nodes n[2-3] for job G (8 h100 GPUs of project B), expected start "
-              "t=63000 (in 7.5h); 1 job there ends or loses protection by then")
-G_N27 = ("reserved nodes n[2,7] for job G (8 h100 GPUs of project B), expected start t=46800 "
-         "(in 3h); 1 job there ends or loses protection by then")
+              "t=63060 (in 7.52h); 1 job there ends or loses protection by then")
+G_N27 = ("reserved nodes n[2,7] for job G (8 h100 GPUs of project B), expected start t=46860 "
+         "(in 3.02h); 1 job there ends or loses protection by then")
 GD_N013 = ("reserved nodes n[0-1,3] for job GD (12 h100 GPUs of project D), expected start "
-           "t=63000 (in 7.5h); 3 jobs there end or lose protection by then")
+           "t=63060 (in 7.52h); 3 jobs there end or lose protection by then")
 SHARE_LINE_8 = (
     "its fair-share target this epoch is 1 (entitled 2.0, usage ratio 1.00; its floor of 2 is "
     "cut to the target this epoch: protected jobs hold more GPUs than their projects' floors "
@@ -83,7 +85,7 @@ CASES = [
          "the node were they not there, and their backfill is allowed",
          _nodes(4), SHARES, _b_c_running() + [_gangs()[0], _long()] + _shorts("C"), USAGE,
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_RESERVED),
                   "a": (R.HELD_FOR_RESERVATION,
                         f"the 4 h100 GPUs on n2 (4 running c1, c2 until then) are held for "
@@ -103,7 +105,7 @@ CASES = [
          "GPUs beside it that its shape also needs, not of the reserved 4 alone",
          _nodes(8), SHARES5, _eight_nodes_running() + _gangs() + [_long(6)] + _shorts(), USAGE5,
          started={"c1": ("n2",), "c2": ("n2",)},
-         reserved={"G": (("n2", "n7"), 46800.0), "GD": (("n0", "n1", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n7"), 46860.0), "GD": (("n0", "n1", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_N27), "GD": (R.RESERVED, GD_N013),
                   "a": (R.HELD_FOR_RESERVATION,
                         f"the 4 h100 GPUs on n2 (4 running c1, c2 until then) are held for "
@@ -124,7 +126,7 @@ CASES = [
          "and the free 2 it may use, which together would hold it",
          _nodes(8), SHARES5, _eight_nodes_running() + _gangs() + [_long(6)], USAGE5,
          started={},
-         reserved={"G": (("n2", "n7"), 46800.0), "GD": (("n0", "n1", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n7"), 46860.0), "GD": (("n0", "n1", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_N27), "GD": (R.RESERVED, GD_N013),
                   "a": (R.HELD_FOR_RESERVATION,
                         f"the 4 free h100 GPUs on n2 are held for {G_AT_46800}; {HOLD}if "
@@ -137,7 +139,7 @@ CASES = [
          _nodes(8), SHARES5, _eight_nodes_running() + _gangs() + [
              _long(6), Job("c1", "A", 2, min_runtime_s=4 * H, submit_time=1.0)], USAGE5,
          started={"c1": ("n6",)},
-         reserved={"G": (("n2", "n7"), 46800.0), "GD": (("n0", "n1", "n3"), 63000.0)},
+         reserved={"G": (("n2", "n7"), 46860.0), "GD": (("n0", "n1", "n3"), 63060.0)},
          pending={"G": (R.RESERVED, G_N27), "GD": (R.RESERVED, GD_N013),
                   "a": (R.HELD_FOR_RESERVATION,
                         f"the 4 free h100 GPUs on n2 are held for {G_AT_46800}; {HOLD}if "
@@ -163,17 +165,17 @@ CASES = [
              running("rf", "E", "h100", [("n5", range(4))], NOW - 5 * H, 8 * H)]
          + _gangs(8) + [_long(4, gpus_per_node=2)], USAGE5,
          started={},
-         reserved={"GD": (("n2", "n5"), 46800.0), "G": (("n3", "n4"), 63000.0)},
+         reserved={"GD": (("n2", "n5"), 46860.0), "G": (("n3", "n4"), 63060.0)},
          pending={"G": (R.RESERVED, "reserved nodes n[3-4] for job G (8 h100 GPUs of project B), "
-                        "expected start t=63000 (in 7.5h); 2 jobs there end or lose protection "
+                        "expected start t=63060 (in 7.52h); 2 jobs there end or lose protection "
                         "by then"),
                   "GD": (R.RESERVED, "reserved nodes n[2,5] for job GD (8 h100 GPUs of project "
-                         "D), expected start t=46800 (in 3h); 2 jobs there end or lose "
+                         "D), expected start t=46860 (in 3.02h); 2 jobs there end or lose "
                          "protection by then"),
                   "a": (R.HELD_FOR_RESERVATION,
                         "the 2 free h100 GPUs on n2 are held for job GD's reservation (expected "
-                        "start t=46800 (in 3h)), and the 2 free h100 GPUs on n4 for job G's "
-                        f"(expected start t=63000 (in 7.5h)); {HOLD}if sooner), past those "
+                        "start t=46860 (in 3.02h)), and the 2 free h100 GPUs on n4 for job G's "
+                        f"(expected start t=63060 (in 7.52h)); {HOLD}if sooner), past those "
                         "starts")}),
 ]
 

@@ -12,7 +12,10 @@ expected outcome: starts, reservations and every pending reason.
 3. A job whose start the plan gave back so that a waiting teammate of a higher priority took
    its place (optalloc.plan.several_places; step 4c, optalloc.plan.repack_order) was told only
    of a share (the bench's 1,024-GPU epoch, seed 0: j01839, j01371 and j01781 of P2-4, told D0
-   held its h100 target, while P2-4's priority-2 j01081 took their places)."""
+   held its h100 target, while P2-4's priority-2 j01081 took their places).
+
+The expected starts count the 60 s notice (the policy's grace) of the jobs still on the
+reserved nodes when their protections end (stop 55): t=63060, not 63000."""
 
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ from test_reasons_reserved_nodes import Case, check_case
 
 NOW = 10 * H
 R = ReasonCode
-G_AT_63000 = "job G's reservation (expected start t=63000 (in 7.5h))"
+G_AT_63000 = "job G's reservation (expected start t=63060 (in 7.52h))"
 HOLD = "this job would hold its GPUs until t=64800 (in 8h)"
 PAST = "past a target with whole jobs, which cannot shrink to it"
 
@@ -61,9 +64,9 @@ def _a(gpus: int, gpus_per_node: int | None = None, priority: int = 1) -> Job:
 
 SHARES, USAGE = {"A": 3, "B": 4, "C": 1}, {"A": 0.0, "B": 0.0, "C": 1.0}
 G_N2_4 = ("reserved nodes n[2-4] for job G (12 h100 GPUs of project B), expected start "
-          "t=63000 (in 7.5h); 1 job there ends or loses protection by then")
+          "t=63060 (in 7.52h); 1 job there ends or loses protection by then")
 G_N3_5 = ("reserved nodes n[3-5] for job G (12 h100 GPUs of project B), expected start "
-          "t=63000 (in 7.5h); 2 jobs there end or lose protection by then")
+          "t=63060 (in 7.52h); 2 jobs there end or lose protection by then")
 
 
 def _held(gpus: str, nodes: str) -> str:
@@ -75,7 +78,7 @@ RESERVED_CASES = [
     Case("a whole-node gang whose two free nodes are reserved for a gang it would outlast is "
          "told the reservation keeps it off them, not that its shape fits no free nodes",
          _nodes(5), SHARES, _b_c() + [_a(8)], USAGE,
-         started={}, reserved={"G": (("n2", "n3", "n4"), 63000.0)},
+         started={}, reserved={"G": (("n2", "n3", "n4"), 63060.0)},
          pending={"G": (R.RESERVED, G_N2_4),
                   "a": (R.HELD_FOR_RESERVATION, _held("8", "n[2-3]"))},
          underlying={"a": (R.GANG_DOES_NOT_FIT, (
@@ -88,7 +91,7 @@ RESERVED_CASES = [
          _nodes(6), SHARES, _b_c("n4", _rz()) + [
              Job("a0", "A", 4, min_runtime_s=8 * H, priority=2, submit_time=4.0), _a(4)],
          USAGE,
-         started={"a0": ("n2",)}, reserved={"G": (("n3", "n4", "n5"), 63000.0)},
+         started={"a0": ("n2",)}, reserved={"G": (("n3", "n4", "n5"), 63060.0)},
          pending={"G": (R.RESERVED, G_N3_5),
                   "a": (R.HELD_FOR_RESERVATION, _held("6", "n[3,5]"))},
          underlying={"a": (R.GANG_DOES_NOT_FIT, (
@@ -101,7 +104,7 @@ RESERVED_CASES = [
     Case("a per-node gang that fits the free GPUs only with those of reserved nodes is told "
          "what fits it off them",
          _nodes(6), SHARES, _b_c("n4", _rz()) + [_a(4, gpus_per_node=2)], USAGE,
-         started={}, reserved={"G": (("n3", "n4", "n5"), 63000.0)},
+         started={}, reserved={"G": (("n3", "n4", "n5"), 63060.0)},
          pending={"G": (R.RESERVED, G_N3_5),
                   "a": (R.HELD_FOR_RESERVATION, _held("6", "n[3,5]"))},
          underlying={"a": (R.GANG_DOES_NOT_FIT, (

@@ -1,7 +1,9 @@
 """Reservations outside the epoch: the plan file keeps them (and reads a plan written before
 they existed), the cron turn hands the previous plan's to the next epoch, `explain` and the
 jobs table show them, `whatif --set policy.max_reservations=0` turns the lookahead off, and the
-simulator's metrics count them (kept, dropped by reason, GPU-hours held idle)."""
+simulator's metrics count them (kept, dropped by reason, GPU-hours held idle). An expected
+start counts the 60 s notice (the policy's grace) of the jobs still on the reserved nodes when
+their protections end (stop 55): t=39660 where b2's protection ends at t=39600."""
 
 from __future__ import annotations
 
@@ -74,7 +76,7 @@ def test_explain_shows_the_reservation_of_a_reserved_gang():
     assert d["reservation"]["nodes"] == "n[00-02]"
     text = format_explanation(d)
     assert "reason: Reserved: reserved nodes n[00-02] for job G" in text
-    assert "  reservation: 3 h100 nodes n[00-02], expected start t=39600, held since t=36000; " \
+    assert "  reservation: 3 h100 nodes n[00-02], expected start t=39660, held since t=36000; " \
            "8 of its GPUs idle after this plan" in text
     assert "    - b2 ends or loses protection at t=39600" in text
     assert d["changes"] == ["the 1 protected jobs on its reserved nodes must end or lose "
@@ -148,6 +150,6 @@ def test_optalloc_jobs_shows_the_reserved_gang_with_its_nodes_and_start(tmp_path
     line = next(x for x in jobs_table(list(rows.values()), None).splitlines()
                 if x.startswith("G "))
     assert line.endswith("Reserved: reserved nodes n[00-02] for job G (24 h100 GPUs of project "
-                         "A), expected start t=39600 (in 1h); 1 job there ends or loses "
+                         "A), expected start t=39660 (in 1.02h); 1 job there ends or loses "
                          "protection by then")
     assert rows["L"]["code"] == "HeldForReservation"

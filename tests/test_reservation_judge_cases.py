@@ -37,6 +37,10 @@ NOW = 10 * H
 AB = flat_org({"A": 1, "B": 1})
 ABC = flat_org({"A": 1, "B": 1, "C": 1})
 RES1 = Policy(max_reservations=1)
+# the jobs still on a gang's reserved nodes when they are clear get notice then and keep their
+# GPUs through the grace (Policy's default, 60 s): the expected start is that much later
+# (stop 55; until then it was the clear time). The plans themselves are unchanged
+NOTICE = RES1.grace_s
 
 
 def snap_of(nodes, org: OrgNode, jobs, now=NOW, usage=None, policy=RES1, prev=()):
@@ -94,31 +98,39 @@ class Case:
 
 
 # n00 free, n01 frees in 2 h, n02 in 5 h: A's 16-GPU gang (A ranked first) reserves n00 and
-# n01, expected start NOW + 2 h; what may start on n00 meanwhile is the question
+# n01, clear at NOW + 2 h (b1's notice then: expected start NOW + 2 h + 60 s); what may
+# start on n00 meanwhile is the question
 BACKFILL = [full("b1", "n01", 2 * H), full("b2", "n02", 5 * H), gang()]
 BASE_PLACED = {"b1": (("n01", 8),), "b2": (("n02", 8),)}
-RESERVED = {"G": (("n00", "n01"), NOW + 2 * H)}
+RESERVED = {"G": (("n00", "n01"), NOW + 2 * H + NOTICE)}
 
 
-def _backfill(name: str, job: Job, runs: bool, until: float | None = None) -> Case:
+def _backfill(name: str, job: Job, runs: bool, until: float | None = None,
+              past: str = "past that start") -> Case:
     return Case(
         f"a job that {name} {'backfills' if runs else 'is kept off'} the reserved free node",
         snap_of(nodes_of(3, 8), AB, BACKFILL + [job], usage={"A": 0.2, "B": 1.0}),
         {**BASE_PLACED, **({"X": (("n00", 8),)} if runs else {})},
         {"G": "Reserved", **({} if runs else {"X": "HeldForReservation"})}, RESERVED,
         says={"G": ["reserved nodes n[00-01] for job G (16 h100 GPUs of project A), expected "
-                    "start t=43200 (in 2h); 1 job there ends or loses protection by then"],
+                    "start t=43260 (in 2.02h); 1 job there ends or loses protection by then"],
               **({} if runs else {"X": [
                   "the 8 free h100 GPUs on n00 are held for job G's reservation (expected "
-                  f"start t=43200 (in 2h)); this job would hold its GPUs until t={until:.0f}"]})})
+                  f"start t=43260 (in 2.02h)); this job would hold its GPUs until t={until:.0f}",
+                  past]})})
 
 
 def cases() -> list[Case]:
     out = [
         _backfill("is protected 1 h (no expected duration)", x(H), True),
         _backfill("is protected exactly until the gang's start", x(2 * H), True),
-        _backfill("is protected one minute past the gang's start", x(2 * H + 60), False,
-                  NOW + 2 * H + 60),
+        # protected to the expected start itself, one minute past the time the gang's nodes
+        # are clear (NOW + 2 h): it would still be protected when b1 gets its notice, so the
+        # gang could not be due then (it would start a notice after that epoch instead)
+        _backfill("is protected one minute past the time the gang's nodes are clear",
+                  x(2 * H + 60), False, NOW + 2 * H + 60,
+                  "past the time that gang's nodes are clear of protected work, t=43200 (in "
+                  "2h) (the jobs still there get notice then)"),
         _backfill("is protected 3 h but expected to end in 1 h", x(3 * H, H), True),
         _backfill("is protected 3 h and expected to run 3 h", x(3 * H, 3 * H), False,
                   NOW + 3 * H),
@@ -142,11 +154,11 @@ def cases() -> list[Case]:
         "backfills the reserved free node and the better-ranked project's own short job waits",
         snap_of(nodes_of(4, 8), ABC, cjobs, usage=usage3),
         {**cplaced, "bq": (("n03", 8),)}, {"G": "Reserved", "a1": "OverShare"},
-        {"G": (("n03", "n00", "n01"), NOW + 2 * H)},
+        {"G": (("n03", "n00", "n01"), NOW + 2 * H + NOTICE)},
         says={"a1": ["A holds 24 h100 GPUs (24 of them for its reserved gangs), its fair-share "
                      "target this epoch is 4"],
-              "G": ["expected start t=43200 (in 2h); 2 jobs there end or lose protection by "
-                    "then"]}))
+              "G": ["expected start t=43260 (in 2.02h); 2 jobs there end or lose protection "
+                    "by then"]}))
     out.append(Case(
         "without the lookahead the better-ranked project's short job takes the free node",
         snap_of(nodes_of(4, 8), ABC, cjobs, usage=usage3, policy=Policy(max_reservations=0)),
@@ -163,7 +175,7 @@ def cases() -> list[Case]:
         snap_of(nodes_of(6, 8), AB, flood, usage={"A": 0.0, "B": 1.0},
                 policy=Policy(max_reservations=3)),
         fplaced, {"G0": "Reserved", "G1": "OverShare", "G2": "OverShare"},
-        {"G0": (("n00", "n01", "n02", "n03", "n04"), NOW + 5 * H)},
+        {"G0": (("n00", "n01", "n02", "n03", "n04"), NOW + 5 * H + NOTICE)},
         says={"G1": ["A holds 40 h100 GPUs (40 of them for its reserved gangs)"]}))
     out.append(Case(
         "a project that used its share over the window reserves nothing for its huge gangs: "
@@ -220,15 +232,15 @@ def cases() -> list[Case]:
                     duration_s=2 * H), full("b1", "n01", 2 * H), full("b2", "n02", 4 * H),
             gang()]
     p_over = run_epoch(snap_of(nodes_of(3, 8), AB, over, usage={"A": 0.2, "B": 1.0}))
-    assert reserved_of(p_over) == {"G": (("n00", "n01"), NOW + 2 * H)}
+    assert reserved_of(p_over) == {"G": (("n00", "n01"), NOW + 2 * H + NOTICE)}
     out.append(Case(
         "a protected job that outruns its expected end keeps its node: the reservation moves "
         "to the nodes that free next and breaks no protection",
         snap_of(nodes_of(3, 8), AB, over, now=NOW + 1.5 * H, usage={"A": 0.2, "B": 1.0},
                 prev=p_over.reservations),
         {"b0": (("n00", 8),), "b1": (("n01", 8),), "b2": (("n02", 8),)}, {"G": "Reserved"},
-        {"G": (("n01", "n02"), NOW + 4 * H)},
-        says={"G": ["reserved nodes n[01-02]", "expected start t=50400 (in 2.5h); 2 jobs "
+        {"G": (("n01", "n02"), NOW + 4 * H + NOTICE)},
+        says={"G": ["reserved nodes n[01-02]", "expected start t=50460 (in 2.52h); 2 jobs "
                     "there end or lose protection by then"]}))
     return out
 
@@ -296,7 +308,8 @@ def test_greedy_starves_the_gang_for_twelve_hours_and_the_lookahead_starts_it_in
 def test_the_lookahead_epochs_hold_the_first_freed_node_and_start_the_gang_with_no_preemption():
     log = dict(_drive(RES1, False, hours=2.5))
     q = [f"q{i:02d}" for i in range(12)]
-    # NOW: every node busy, G reserves n00 (free in 1 h) and n01 (2 h)
+    # NOW: every node busy, G reserves n00 (free in 1 h) and n01 (2 h); b0 and b1 end on
+    # their own then (their expected end is their protection's): no notice, no grace
     p = log[NOW]
     assert reserved_of(p) == {"G": (("n00", "n01"), NOW + 2 * H)}
     assert pending_codes(p) == {"G": "Reserved", **{j: "WaitingForCapacity" for j in q}}
@@ -362,9 +375,11 @@ def test_a_job_that_backfilled_by_its_expected_end_and_overruns_keeps_its_protec
     assert placed_on(plan) == {"b2": (("n02", 8),), "X": (("n00", 8),)}
     assert preempted(plan) == {} and pending_codes(plan) == {"G": "Reserved"}
     (r,) = plan.reservations
-    assert (set(r.nodes), r.expected_start, r.idle_gpus) == ({"n00", "n01"}, NOW + 3 * H, 8)
+    # X's protection ends at NOW + 3 h, then its notice
+    assert (set(r.nodes), r.expected_start, r.idle_gpus) == ({"n00", "n01"},
+                                                             NOW + 3 * H + NOTICE, 8)
     assert r.message == ("reserved nodes n[00-01] for job G (16 h100 GPUs of project A), "
-                         "expected start t=46800 (in 1h); 1 job there ends or loses "
+                         "expected start t=46860 (in 1.02h); 1 job there ends or loses "
                          "protection by then")
     rules_hold(snap, plan)
 
@@ -387,7 +402,8 @@ CLI_CONFIG = textwrap.dedent("""
 
 def test_explain_and_jobs_state_the_reservation_with_true_numbers(tmp_path, capsys):
     """B's jobs start at t=0 on n1-n3 (protected 1, 2, 3 h); A's 16-GPU gang G, submitted at
-    t=300, reserves n1 and n2 at t=600 (expected start t=7200, b2's protection end); at
+    t=300, reserves n1 and n2 at t=600 (expected start t=7260, b2's protection end and the
+    60 s notice b1 and b2 get then); at
     t=3700 b1 is past its protection, at t=7300 the gang starts and b1, b2 leave."""
     from optalloc.cli import main
 
@@ -402,14 +418,14 @@ def test_explain_and_jobs_state_the_reservation_with_true_numbers(tmp_path, caps
     assert main(["epoch", *base, "--now", "600"]) == 0
     capsys.readouterr()
     reason = ("reserved nodes n[1-2] for job G (16 h100 GPUs of project A), expected start "
-              "t=7200 (in 1.83h); 2 jobs there end or lose protection by then")
+              "t=7260 (in 1.85h); 2 jobs there end or lose protection by then")
     assert main(["jobs", "--state", db, "--wide"]) == 0
     rows = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
     assert rows["G"].rstrip().endswith("Reserved: " + reason)
     assert main(["explain", "G", *base]) == 0
     text = capsys.readouterr().out
     assert f"  reason: Reserved: {reason}\n" in text
-    assert ("  reservation: 2 h100 nodes n[1-2], expected start t=7200, held since t=600; 0 of "
+    assert ("  reservation: 2 h100 nodes n[1-2], expected start t=7260, held since t=600; 0 of "
             "its GPUs idle after this plan\n"
             "    - b1 ends or loses protection at t=3600\n"
             "    - b2 ends or loses protection at t=7200\n") in text
@@ -423,7 +439,7 @@ def test_explain_and_jobs_state_the_reservation_with_true_numbers(tmp_path, caps
     capsys.readouterr()
     assert main(["explain", "G", *base]) == 0
     text = capsys.readouterr().out
-    assert ("expected start t=7200 (in 58.3m); 1 job there ends or loses protection by then, "
+    assert ("expected start t=7260 (in 59.3m); 1 job there ends or loses protection by then, "
             "1 more are preemptible now") in text
     assert "    - b1 preemptible now\n    - b2 ends or loses protection at t=7200\n" in text
     assert main(["epoch", *base, "--now", "7300"]) == 0

@@ -1,7 +1,8 @@
 """When the GPUs of the cluster come free, for the lookahead (optalloc.model.reservations):
 each candidate start's hold (until when it would keep its GPUs if it started now), each
 protected running job's hold on each of its nodes, every node's free time for s GPUs, and the
-nodes a waiting gang would reserve (the ones that free together). The rules are in
+nodes a waiting gang would reserve (the ones that free together), and when the gang starts
+once they are clear: a job stopped for it keeps its GPUs through its notice. The rules are in
 models/formulation.md, "Reservations"."""
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ def _expected_ends(snap: Snapshot, jobs: np.ndarray) -> np.ndarray:
 
 def running_holds(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, ...]:
     """(node, end, gpus, job) per (protected job, node) hold: until when each protected running
-    job holds its GPUs on each node (its protection end, or its expected end if sooner and
-    still ahead)."""
+    job keeps a start off its GPUs on each node (its protection end, or its expected end if
+    sooner and still ahead). Past that end it may be stopped: given notice, it keeps its GPUs
+    through the grace (`expected_start`)."""
     pk = req.run_pair_k
     if not len(pk):
         z = np.zeros(0, np.int64)
@@ -107,6 +109,35 @@ def team_holds(snap: Snapshot, req: Requirements, holds: tuple[np.ndarray, ...],
     end = np.where(np.isfinite(exp) & (exp > snap.now), exp, np.inf)
     return (np.r_[hn[keep], req.run_pair_node[sel]], np.r_[he[keep], end],
             np.r_[hg[keep], req.run_pair_gpus[sel]], np.r_[hj[keep], j])
+
+
+def own_ends(snap: Snapshot, req: Requirements) -> "FreeTimes":
+    """Free time of every node for s GPUs were nobody stopped: each running job there holds
+    its GPUs until its expected end when known and still ahead, else for good; but one on a
+    draining node leaves at its protection end (now when past it or unprotected) plus the
+    grace at the latest (rule 5 stops it then, as optalloc.plan.drain reports)."""
+    rj = req.run_job[req.run_pair_k]
+    exp = _expected_ends(snap, rj) if len(rj) else np.zeros(0)
+    end = np.where(np.isfinite(exp) & (exp > snap.now), exp, np.inf)
+    drained = np.fmax(snap.job_protect_end[rj], snap.now) + snap.policy.grace_s
+    end = np.where(snap.job_on_drain[rj], np.minimum(end, drained), end)
+    return FreeTimes(snap, (req.run_pair_node, end, req.run_pair_gpus, rj))
+
+
+def expected_start(snap: Snapshot, own: "FreeTimes", nodes: np.ndarray, sizes: np.ndarray,
+                   clear: float) -> float:
+    """When a gang starts whose `nodes` (each for `sizes` GPUs) are clear of protected work
+    (and of its teammates ranked above it) at `clear`, their latest free time, when it is due
+    (optalloc.model.reservations): then, where the jobs still there by then (`own`:
+    own_ends) leave it room; else those get notice at `clear` and keep their GPUs through
+    `policy.grace_s`, or leave sooner where they end on their own. The notice cannot come
+    sooner: a protected job is stopped at its protection end at the earliest, and one past it
+    only when the gang is due (the epoch's plan that starts it gives the notice)."""
+    out = float(clear)
+    lim = out + float(snap.policy.grace_s)
+    for s in np.unique(sizes).tolist():
+        out = max(out, float(np.minimum(own(int(s))[nodes[sizes == s]], lim).max()))
+    return out
 
 
 class FreeTimes:
@@ -155,10 +186,10 @@ def _window(ft: np.ndarray, gpus: np.ndarray, count: int, g: float) -> int:
 
 
 def choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
-    """(nodes, their free times) for job j on type t, or None when its shape fits no up nodes
-    that are not reserved yet. Per chunk kind, the nodes of the best window in free-time order
-    (`_window`: the ones that free together, the soonest on a tie; ties in free time: the
-    previous reservation's nodes, then node order)."""
+    """(nodes, their free times, the GPUs it takes on each) for job j on type t, or None when
+    its shape fits no up nodes that are not reserved yet. Per chunk kind, the nodes of the
+    best window in free-time order (`_window`: the ones that free together, the soonest on a
+    tie; ties in free time: the previous reservation's nodes, then node order)."""
     shape, size = int(req.shape[j, t]), int(req.size[j, t])
     pieces, rem = int(req.pieces[j, t]), int(req.rem[j, t])
     up_t = snap.node_up & (snap.node_type == t) & ~taken
@@ -166,7 +197,7 @@ def choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
     chunks = [(mask, size, pieces)]
     if shape == WHOLE and rem:
         chunks.append((up_t & (snap.node_gpus >= rem), rem, 1))
-    nodes, times = [], []
+    nodes, times, sizes = [], [], []
     g = float(snap.job_gpus[j])
     for m, s, count in chunks:
         ft = free(s)
@@ -185,7 +216,8 @@ def choose_nodes(snap, req, j, t, free: FreeTimes, taken, prev_nodes):
         pick = order[a:a + count]
         nodes += pick.tolist()
         times += ft[pick].tolist()
-    return np.asarray(nodes, np.int64), np.asarray(times, float)
+        sizes += [s] * len(pick)
+    return np.asarray(nodes, np.int64), np.asarray(times, float), np.asarray(sizes, np.int64)
 
 
 class TeamFree:

@@ -14,15 +14,15 @@ nothing protected is left there.
   still hold protected work), with no job of their own project ahead of them in line waiting
   (the `order` rows would forbid the start; that job goes first).
 * **Rank**: at every level of the project's path, either (share) the fair share has room for
-  the gang on the type at its expected start S: max(target, floor) - held(S) - GPUs already
-  reserved there >= its GPUs, where the target is the water-filling's once today's
-  protections have ended (`Targets.unprotected`: protected GPUs are not lower bounds, a
-  reservation is about the moment they end) and held(S) the GPUs the subtree's protected jobs,
-  and the gang's teammates ranked above it (Nodes, below), still hold at S (its other running
-  work has ended or lost protection by then, and the gang is ahead of its queued work in
-  line; counting everything it runs now let a busy project's later small jobs keep its
-  head-of-line gang out for good); or (budget) its unused share
-  over the lookback window pays for it: usage ratio + (the gang's protected run, GPUs x
+  the gang on the type when its nodes are clear, S (Start, below): max(target, floor) -
+  held(S) - GPUs already reserved there >= its GPUs, where the target is the water-filling's
+  once today's protections have ended (`Targets.unprotected`: protected GPUs are not lower
+  bounds, a reservation is about the moment they end) and held(S) the GPUs the subtree's
+  protected jobs, and the gang's teammates ranked above it (Nodes, below), still hold at S
+  (its other running work has ended or lost protection by then, and the gang is ahead of its
+  queued work in line; counting everything it runs now let a busy project's later small jobs
+  keep its head-of-line gang out for good); or (budget) its unused share over the lookback
+  window pays for it: usage ratio + (the gang's protected run, GPUs x
   protection x billing weight, + the idle GPU-hours its reservation has held so far + what
   reservations chosen before it commit there, + the idle GPU-hours the subtree's ended
   reservations held, within the window: optalloc.model.reservation_idle) / entitled
@@ -54,15 +54,17 @@ nothing protected is left there.
   work is preemptible now. The gang's own team's running jobs ranked above it (a higher
   priority, or its own submitted earlier) are never stopped for it: they hold until their
   expected end, or for good (`free_times.team_holds`).
-* **Start**: the latest of the chosen nodes' free times. A reservation whose start has come
-  (nothing protected is left on its nodes) is *due*: its gang starts this epoch (the model's
-  `x` gets lower bound 1; the jobs on its nodes are past their protection, so the start is
-  always feasible and never breaks a protection).
+* **Start**: the chosen nodes are *clear* (nothing protected left) at their latest free time;
+  then the reservation is *due*: its gang starts that epoch (the model's `x` gets lower bound
+  1; the jobs on its nodes are past their protection: always feasible, no protection broken),
+  the jobs still there get notice and keep their GPUs through `policy.grace_s` (or end sooner
+  on their own): the expected start (`free_times.expected_start`; until stop 55 the clear
+  time, early by the grace). The clear time is the nodes' deadline (below).
 
-A new job's *hold* is when it would stop holding its GPUs if it started now: now + its
-protection (min(min_runtime, cap)), or its expected run (duration / speed) when known and
-shorter; unallocated work holds nothing (preemptible at once). On a node reserved until S only
-jobs with hold <= S may start (optalloc.model.constraints.lookahead, and the placement).
+A new job's *hold*, if it started now: now + its protection (min(min_runtime, cap)), or its
+expected run (duration / speed) when known and shorter; now for unallocated work. On a node
+clear at S only holds <= S start (optalloc.model.constraints.lookahead, the placement): one
+ends by then or leaves with the gang's notice; a later one would put the due epoch off.
 """
 
 from __future__ import annotations
@@ -76,7 +78,8 @@ from optalloc.contract import protection_s
 from optalloc.model.job_groups import precedence_pairs
 from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SMALL, Requirements
-from optalloc.model.free_times import TeamFree, candidate_hold, choose_nodes, running_holds
+from optalloc.model.free_times import (TeamFree, candidate_hold, choose_nodes,
+                                       expected_start, own_ends, running_holds)
 from optalloc.model.reservation_idle import charged_by_org, committed, idle_so_far
 from optalloc.model.targets import Targets, horizons
 from optalloc.snapshot import Snapshot
@@ -93,8 +96,9 @@ class Held:
     job: int
     type: int
     nodes: np.ndarray  # node indices, in the order of the shape's chunks
-    start: float  # expected start: the latest free time of its nodes
-    due: bool  # start <= now: the gang starts this epoch
+    start: float  # expected start: clear, plus the notice of the jobs still there then
+    due: bool  # clear <= now: the gang starts this epoch (start: now)
+    clear: float  # the latest free time of its nodes: its due time, the nodes' deadline
     since: float  # the epoch it was first made
     free: np.ndarray  # free time of each node (same order)
     blockers: tuple  # ((job index, hold end, protected), ...) running on its nodes now
@@ -205,6 +209,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     why: dict[str, tuple[str, str]] = {}
 
     free_for = TeamFree(snap, req, holds)
+    own = own_ends(snap, req)
 
     def path(p: int) -> np.ndarray:
         return np.flatnonzero(M[1:, p]) + 1
@@ -246,9 +251,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                               f"above it hold the {snap.type_names[t]} nodes it needs with no "
                               "known end (they are never stopped for it)")
                 continue
-            nodes, times = got
+            nodes, times, sizes = got
             start = float(times.max())
-            at = max(start, snap.now)
+            at = max(start, snap.now)  # held: still protected when its nodes are clear
             short = (entitled[lv, t] - held_at(hj, lv, t, at) - _reserved(held, snap, M, lv, t)
                      - g)
             cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
@@ -280,7 +285,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 reason = ("outranked", "it can start now without a reservation")
                 continue
             since = snap.now if prev_r is None or prev_r.since is None else float(prev_r.since)
-            return Held(j, t, nodes, max(start, snap.now), start <= snap.now, since, times,
+            due = start <= snap.now  # a due gang starts now; else once the notice is over
+            return Held(j, t, nodes, snap.now if due else expected_start(
+                snap, own, nodes, sizes, start), due, at, since, times,
                         _blockers(snap, req, nodes, hj), idle, test), ("", "")
         return None, reason
 
@@ -338,7 +345,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
         if h.due:
             forced[(cj == h.job) & (ct == h.type)] = True
         else:
-            deadline[h.nodes] = h.start
+            deadline[h.nodes] = h.clear
     # the held gangs' place in line (above): no order row behind equal-priority jobs
     mine = np.isin(prec[1], [h.job for h in held]) & (prio[prec[0]] <= prio[prec[1]])
     # a job ahead that may not use a reserved node its follower may (it holds its GPUs past

@@ -21,7 +21,7 @@ from optalloc.model.order import project_order
 from optalloc.model.requirements import PIECES, SHAPE_NAMES, SMALL
 from optalloc.plan.holder_lines import reserved_by_org, reserved_note
 from optalloc.plan.holdings import Placed
-from optalloc.plan.reservations import describe, when
+from optalloc.plan.reservations import describe, past, when
 from optalloc.types import PendingReason, ReasonCode, frozen_map
 
 
@@ -274,7 +274,8 @@ def _held_message(em: EpochModel, j: int, t: int, hold: float, free: np.ndarray,
         heads.append(f"{what} are held for {whose}" if not heads else f"{what} for {whose}")
     starts = "that start" if len(order) == 1 else "those starts"
     msg = (", and ".join(heads) + f"; this job would hold its GPUs until {when(hold, snap.now)}"
-           f" (its protection, or its expected end if sooner), past {starts}")
+           f" (its protection, or its expected end if sooner), past "
+           f"{past(order, hold, snap.now)}")
     if not _fits(em.req, j, t, f, kept, snap):  # its shape needs GPUs beside them too
         rest = np.flatnonzero(on_t & ~kept).tolist()
         mates = on(rest)  # its teammates ranked below it: the team's order gives it theirs

@@ -39,6 +39,20 @@ def when(t: float, now: float) -> str:
     return at if t <= now else f"{at} (in {format_duration(t - now)})"
 
 
+def past(gangs, hold: float, now: float) -> str:
+    """What a start kept off the nodes reserved for `gangs` (Held, or None for a reservation
+    not named) would hold its GPUs past: 'that start' ('those starts'); or, where its hold
+    comes no later than the expected start but after the nodes are clear (a protection
+    ending inside the notice the jobs there get then, which would put the gang's due epoch
+    off), that time."""
+    late = [h for h in gangs if h is not None and h.clear < hold <= h.start]
+    if late:
+        return (f"the time {'that' if len(gangs) == 1 else 'a'} gang's nodes are clear "
+                f"of protected work, {when(min(h.clear for h in late), now)} (the jobs still "
+                "there get notice then)")
+    return "that start" if len(gangs) <= 1 else "those starts"
+
+
 def _names(snap, nodes) -> tuple[str, ...]:
     return tuple(snap.nodes[int(n)].name for n in nodes)
 
@@ -48,11 +62,11 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
     snap = em.snap
     job = snap.jobs[h.job]
     names = _names(snap, h.nodes)
-    prot = [(j, e) for j, e, p in h.blockers if p and snap.now < e <= h.start]
+    prot = [(j, e) for j, e, p in h.blockers if p and snap.now < e <= h.clear]
     loose = [j for j, e, p in h.blockers if not p or e <= snap.now]
-    # protected past the start: they share a node the gang needs only part of (a remainder or
-    # per-node pieces), and stay
-    stay = [j for j, e, p in h.blockers if p and e > max(h.start, snap.now)]
+    # protected past the time its nodes are clear: they share a node the gang needs only part
+    # of (a remainder or per-node pieces), and stay
+    stay = [j for j, e, p in h.blockers if p and e > max(h.clear, snap.now)]
     head = (f"reserved nodes {compress_names(names)} for job {job.id} ({job.gpus} "
             f"{snap.type_names[h.type]} GPUs of project {job.project}), expected start "
             f"{when(h.start, snap.now)}")
@@ -76,6 +90,9 @@ def describe(em: EpochModel, h) -> tuple[str, dict]:
         "rank_test": h.test,
         "idle_gpu_h": round(float(h.idle_gpu_h), 3),
         "node_free_at": {n: float(f) for n, f in zip(names, h.free)},
+        # nothing protected is left on its nodes: due then (their deadline); the expected
+        # start adds the notice of the jobs still there
+        "clear_at": float(h.clear),
         # holds: it keeps its GPUs until `until` (protected, or a teammate ranked above the
         # gang: optalloc.model.free_times.team_holds); else it is preemptible now
         "blockers": [{"job": snap.jobs[j].id, "until": float(e), "holds": bool(p),
@@ -179,4 +196,4 @@ def _refill(em: EpochModel, started: np.ndarray, kept: np.ndarray, placements: d
                   np.where(pool.accept, pool.free, 0), np.unique(np.concatenate(held), axis=0))
 
 
-__all__ = ["describe", "keep_reservations", "plan_reservations", "when"]
+__all__ = ["describe", "keep_reservations", "past", "plan_reservations", "when"]

@@ -27,7 +27,7 @@ from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.held_reasons import _fits
 from optalloc.plan.holder_lines import _leaves_outside, share_row_view
 from optalloc.plan.reason_context import ReasonContext
-from optalloc.plan.reservations import when
+from optalloc.plan.reservations import past, when
 
 
 def hold_key(ctx: ReasonContext, j: int) -> tuple:
@@ -62,7 +62,6 @@ def reserved_misfit(ctx: ReasonContext, j: int, t: int, shape: str) -> str | Non
     gangs = {int(n): h for h in res.held if not h.due for n in h.nodes}
     held = sorted({gangs[n] for n in there if n in gangs}, key=lambda h: (h.start, h.job))
     at = [(snap.jobs[h.job].id, when(h.start, snap.now)) for h in held]
-    one = len(held) <= 1
     whose = (f"job {at[0][0]}'s reservation (expected start {at[0][1]})" if len(at) == 1 else
              "the reservations of jobs " + ", ".join(f"{i} (expected start {w})" for i, w in at)
              if at else "a reservation")
@@ -76,7 +75,7 @@ def reserved_misfit(ctx: ReasonContext, j: int, t: int, shape: str) -> str | Non
             f"{compress_names(tuple(snap.nodes[k].name for k in there))}, "
             f"{'is' if n == 1 else 'are'} held for "
             f"{whose}, and this job would hold its GPUs until {when(hold, snap.now)}, past "
-            f"{'that start' if one else 'those starts'}; off those nodes the largest free node "
+            f"{past(held or [None], hold, snap.now)}; off those nodes the largest free node "
             f"has {int(f.max()) if len(f) else 0} and {int((f == snap.node_gpus[off]).sum())} "
             "nodes are entirely free")
 

@@ -264,7 +264,7 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
 
 
 def _reserved_until(snap: Snapshot, plan: Plan) -> dict[str, float]:
-    """Node -> the expected start of the gang it was reserved for while the plan was placed
+    """Node -> the deadline (`_clear`) of the gang it was reserved for while the plan was placed
     (optalloc.model.reservations: the nodes of every reservation whose gang was not due, i.e.
     whose expected start is ahead: those the plan holds, and those whose gang it starts
     early); a start that would hold its GPUs past it may not use the node
@@ -272,8 +272,15 @@ def _reserved_until(snap: Snapshot, plan: Plan) -> dict[str, float]:
     new = {p.job_id for p in plan.placements if not snap.job_running[snap.job_index[p.job_id]]}
     held = list(plan.reservations) + [e for e in plan.reservations_ended
                                       if e.outcome == "started" and e.job_id in new]
-    return {n: float(r.expected_start) for r in held if r.expected_start > snap.now
+    return {n: float(_clear(r)) for r in held if r.expected_start > snap.now
             for n in r.nodes}
+
+
+def _clear(r) -> float:
+    """A reservation's nodes' deadline: when they are clear of protected work (its details'
+    clear_at; the expected start adds the notice of the jobs still there), else (an ended
+    one, or a plan from before stop 55) its expected start."""
+    return float((getattr(r, "details", None) or {}).get("clear_at", r.expected_start))
 
 
 def _may_use(snap: Snapshot, jid: str, gpu_type: str, until: dict):
