@@ -488,7 +488,8 @@ def test_a_teammate_ranked_above_the_gang_holds_its_node_until_its_expected_end_
     assert "    - a0 ends or loses protection at t=39600\n" in format_explanation(d)
     assert d["changes"] == ["the 3 jobs that hold them (protected, or its team's ranked above "
                             "it) on its reserved nodes must end or lose protection (the last "
-                            "at t=46800); then it starts there"]
+                            "at t=46800); then the jobs still there get notice and keep their GPUs "
+                            "through it: it starts there at t=46860"]
 
 
 def test_a_teammate_on_a_draining_node_leaves_at_its_protection_end_so_the_gang_may_count_on_it():

@@ -80,7 +80,8 @@ def test_explain_shows_the_reservation_of_a_reserved_gang():
            "8 of its GPUs idle after this plan" in text
     assert "    - b2 ends or loses protection at t=39600" in text
     assert d["changes"] == ["the 1 protected jobs on its reserved nodes must end or lose "
-                            "protection (the last at t=39600); then it starts there"]
+                            "protection (the last at t=39600); then the jobs still there get notice and keep "
+                            "their GPUs through it: it starts there at t=39660"]
     kept_off = explain(snap, plan, "L")
     assert kept_off["code"] == "HeldForReservation"
     assert kept_off["changes"][0].startswith("the reservation of G must start or be dropped")

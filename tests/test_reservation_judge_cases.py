@@ -434,7 +434,8 @@ def test_explain_and_jobs_state_the_reservation_with_true_numbers(tmp_path, caps
     assert "    A: usage ratio 0.000 (h100: holds 16 (16 of them for its reserved gangs) of " \
            "target 0)\n" in text
     assert ("    - the 2 protected jobs on its reserved nodes must end or lose protection (the "
-            "last at t=7200); then it starts there\n") in text
+            "last at t=7200); then the jobs still there get notice and keep their GPUs through "
+            "it: it starts there at t=7260\n") in text
     assert main(["epoch", *base, "--now", "3700"]) == 0
     capsys.readouterr()
     assert main(["explain", "G", *base]) == 0

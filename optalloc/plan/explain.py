@@ -198,8 +198,13 @@ def _changes(snap, plan, j, code, details) -> list[str]:
         if ends:
             who = ("protected jobs" if all(b.get("protected") for b in held) else
                    "jobs that hold them (protected, or its team's ranked above it)")
+            start = next((r.expected_start for r in plan.reservations
+                          if r.job_id == job.id), max(ends))
+            then = ("then it starts there" if start <= max(ends) + 1e-6 else
+                    "then the jobs still there get notice and keep their GPUs through it: it "
+                    f"starts there at {format_time(start)}")
             out.append(f"the {len(ends)} {who} on its reserved nodes must end or lose "
-                       f"protection (the last at {format_time(max(ends))}); then it starts there")
+                       f"protection (the last at {format_time(max(ends))}); {then}")
         else:
             out.append("nothing protected is left on its reserved nodes: it starts there next")
     elif code is ReasonCode.HELD_FOR_RESERVATION:
