@@ -69,22 +69,21 @@ def rank_pass(
     last = np.full(len(jobs), -1, dtype=np.int64)  # and its last
     np.maximum.at(last, walk, np.arange(S))
 
+    gone_of = down_gone(snap)
     down: dict[int, str] = {}  # resumable jobs of down nodes, walked as queued: what is gone
-    for j in np.flatnonzero(snap.job_running):
+    for j in np.flatnonzero(snap.job_running).tolist():
         job = jobs[j]
-        pl = job.placement
-        nodes = [fm.node_index.get(a.node) for a in pl.nodes] if pl else [None]
-        if pl is None or any(n is None or not fm.present[n] for n in nodes):
-            gone = "its placement is missing" if pl is None else "node " + ", ".join(
-                a.node for a, n in zip(pl.nodes, nodes) if n is None or not fm.present[n]
-            ) + " is down"
+        gone = gone_of.get(j)
+        if gone is not None:
             if job.resumable:
-                down[int(j)] = gone
+                down[j] = gone
             else:
                 out.preemptions.append(Preemption(
                     job.id, ReasonCode.PREEMPTED_NODE_DRAIN, f"{gone}; not resumable, it ends",
                     0.0))
             continue
+        pl = job.placement
+        nodes = [fm.node_index[a.node] for a in pl.nodes]
         if not fixed[j] and not all(fm.accepts[n] for n in nodes):
             # the node that drains, not the job's first (a gang on an up node and a draining
             # one was told its up node drained: an outside judge, stop 51)
@@ -391,16 +390,31 @@ def _greedy_entries(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return jobs[order], first[order], order < J
 
 
+def down_gone(snap: Snapshot) -> dict[int, str]:
+    """Running jobs with a node of their placement down or gone (or no placement), each with
+    what is gone; once per snapshot (rank_pass and greedy's walk read it)."""
+    return snap.derived(_down_gone)
+
+
+def _down_gone(snap: Snapshot) -> dict[int, str]:
+    out = {}
+    for j in np.flatnonzero(snap.job_running).tolist():
+        pl = snap.jobs[j].placement
+        if pl is None:
+            out[j] = "its placement is missing"
+            continue
+        bad = [a.node for a in pl.nodes if a.node not in snap.node_index
+               or not snap.node_present[snap.node_index[a.node]]]
+        if bad:
+            out[j] = "node " + ", ".join(bad) + " is down"
+    return out
+
+
 def down_resumable(snap: Snapshot) -> np.ndarray:
     """(J,) bool: running, resumable, and a node of its placement down or gone (rank_pass
     walks it as a queued job)."""
     out = np.zeros(len(snap.jobs), dtype=bool)
-    for j in np.flatnonzero(snap.job_running).tolist():
-        job = snap.jobs[j]
-        pl = job.placement
-        out[j] = job.resumable and (pl is None or any(
-            snap.node_index.get(a.node) is None or not snap.node_present[snap.node_index[a.node]]
-            for a in pl.nodes))
+    out[[j for j in down_gone(snap) if snap.jobs[j].resumable]] = True
     return out
 
 
