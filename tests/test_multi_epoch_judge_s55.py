@@ -602,13 +602,7 @@ CASES = [
         Want(ivs={"a1": [(0, 6)], "a2": [(0.5, 2), (5, 6)], "b": [(2, 5)]},
              delivered={"A": 34.0, "B": 12.0}),
         Want(ivs={"a1": [(0, 6)], "a2": [(0.5, 2), (5, 6)], "b": [(2, 5)]},
-             delivered={"A": 34.0, "B": 12.0}),
-        fault="optalloc/plan/score.py:51 and optalloc/plan/victims.py:113: the teams' order "
-              "counts priority classes only (running jobs of one priority are twins whatever "
-              "their submit times), so the churn term picks the victim: ilp stops a1 "
-              "(submitted 0, 0 s lost) at 2 h and it waits to 5 h while a2 (submitted 0.25 h) "
-              "runs on, where rule 3 (priority, then submit time) and greedy stop a2 (1800 s x "
-              "4 GPUs lost); a1 [(0, 2), (5, 6)], a2 [(0.5, 6)], A 34 GPU-h either way"),
+             delivered={"A": 34.0, "B": 12.0})),
     Case(
         # a_nr is protected for its whole 3 h: b (B ranks first from 0.5 h) waits, nothing is
         # preempted, a_nr completes at 3 h and b runs 3 -> 4 h. A 24, B 8 GPU-h.

@@ -115,6 +115,33 @@ def _project_order(snap: Snapshot) -> np.ndarray:
     return pos
 
 
+def team_place(snap: Snapshot) -> np.ndarray:
+    """(J,) every job's place in its team's order as a score in [0, 1], 1 first: declared
+    priority, then running before queued (as `project_order`), then submit time; equal submit times share a place (no id breaks the tie: there the work lost decides, the
+    optimizer's freedom). Computed once per snapshot (read-only)."""
+    return snap.derived(_team_place)
+
+
+def _team_place(snap: Snapshot) -> np.ndarray:
+    J = len(snap.jobs)
+    if J == 0:
+        return np.zeros(0)
+    stays = snap.job_running & ~(snap.job_on_drain & ~snap.job_protected)
+    keys = np.stack([snap.job_project, -snap.job_priority, (~stays).astype(np.int64),
+                     np.asarray(snap.job_submit, float)], axis=1)
+    order = np.lexsort(keys.T[::-1])
+    k = keys[order]
+    new = np.r_[True, (k[1:] != k[:-1]).any(axis=1)]
+    dense = np.cumsum(new) - 1  # a dense rank over all jobs, ties shared
+    newp = np.r_[True, k[1:, 0] != k[:-1, 0]]
+    first = np.maximum.accumulate(np.where(newp, dense, 0))
+    rank = np.empty(J, np.int64)
+    rank[order] = dense - first
+    top = np.zeros(snap.org.n, np.int64)
+    np.maximum.at(top, snap.job_project, rank)
+    return 1.0 - rank / np.maximum(top[snap.job_project], 1)
+
+
 def scheme_above(snap: Snapshot, a, b) -> np.ndarray:
     """(broadcast of a and b) bool: job a ranks above job b in their team's order as the
     scheme states it (DESIGN.md rule 3: declared priority, then submit time; ties by

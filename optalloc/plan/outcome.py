@@ -3,9 +3,10 @@ by the scheme's order: what phase 3 of `optalloc.epoch` compares.
 
 A solution is placed once, again longest hold first when a start of it did not place beside
 reserved nodes (optalloc.plan.due_gangs), and once more with the keeps of its victims and
-their interchangeable twins that lost less work exchanged, and of its victims and teammates of
-their size ranked below them (optalloc.plan.victims) when there are such; the better placed
-plan by the scheme's order is its outcome.
+their interchangeable twins that yield first (submitted later, or losing less work)
+exchanged, and of its victims and teammates of their size ranked below them
+(optalloc.plan.victims) when there are such; the better placed plan by the scheme's order is
+its outcome.
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ class Outcome:
 def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
     """Solution x placed and scored (x None: keep what may stay, start nothing), placed again
     longest hold first when a start of it did not place beside reserved nodes; then, when it
-    preempts allocated work whose interchangeable twin that lost less stays, also x with
+    preempts allocated work whose interchangeable twin that yields first (submitted later, or
+    submitted with it and losing less) stays, also x with
     those keeps exchanged, and the better of the two by the scheme's order; then likewise x
     with running jobs exchanged for waiting higher-priority jobs of their own projects that
     fit in their place (optalloc.plan.victims.priority_swaps); last, x with preempted
@@ -101,7 +103,7 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
     x2 = swapped_keeps(em, x, out.placed.kept)
     if x2 is not None:
         out, x, place_s = _better(em, out, x, x2, None, source, by_hold, place_s,
-                                  "victims that lose less work", kw)
+                                  "victims that yield first (submitted later, or losing less work)", kw)
     pairs = priority_swaps(em, out.placed)
     if pairs:  # exchanged in place: the rest of the plan stands
         out, x, place_s = _better(em, out, x, priority_swapped_x(em, x, pairs),

@@ -1,7 +1,7 @@
 """A plan scored on the scheme's own order of goals, lexicographically (DESIGN.md section 8):
 
     (floors met, fair-share targets met, teams' own order, allocated GPUs, fill shares met,
-     GPUs busy, -work lost to preemption)
+     GPUs busy, teams' order of the running work kept, -work lost to preemption)
 
 floors met = sum over org nodes and types of the floor GPUs met, each of the K segments of a
 floor weighted omega_k (halving: a project's first quarter counts more than anyone's last, so
@@ -15,7 +15,16 @@ rule 2, optalloc.model.fill; the epoch sets the targets from the greedy plan's i
 `EpochModel.with_fill`): before GPUs busy, so a project whose jobs pack tighter does not take
 the idle GPUs of one that ties with it (A's 4-GPU and B's 3-GPU jobs on 2 x 8 GPUs: 8 + 6,
 not 16 + 0), as the objective already valued them; GPUs busy counts allocated and
-unallocated work; work lost = GPU-seconds since the last checkpoint of every preempted job.
+unallocated work; teams' order of the running work kept = allocated GPUs of running jobs kept
+where they run, each weighted by its place in its team's order (optalloc.model.order.team_place:
+priority, then submit time), so of two plans equal in all above, the one whose team stops its
+later submitted job of a priority wins (rule 3: a team that must give up GPUs stops its latest
+submitted job, although an earlier one would lose less work; greedy does so too), and the work
+lost decides only between jobs submitted at the same time. Only kept running work: which
+queued jobs start is the model's to weigh (the debug allowance, a reservation's backfill),
+and a tier over starts overrode it (a 15-minute debug job passes its team's earlier 8-hour job
+beyond its target; a reserved node backfilled with a debug job, not a restart); work lost =
+GPU-seconds since the last checkpoint of every preempted job.
 Used by the dominance property (the optimizer never loses to the greedy baseline) and by
 benchmarks; it reads any policy's Plan.
 """
@@ -27,7 +36,7 @@ import numpy as np
 from optalloc.model.build import EpochModel, build_model
 from optalloc.model.constraints.fairshare import share_tiers
 from optalloc.model.constraints.fill import fill_met
-from optalloc.model.order import priority_class
+from optalloc.model.order import priority_class, team_place
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan
 
@@ -56,9 +65,11 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     fill = fill_met(snap, em.fill, jobs, types)
     busy = int(snap.job_gpus[jobs].sum())
     pre = np.asarray(preempted, np.int64)
+    stay = jobs[t1 & snap.job_running[jobs] & ~np.isin(jobs, pre)]  # kept where they run
+    kept_in_team = float((snap.job_gpus[stay] * team_place(snap)[stay]).sum())
     churn = float((em.imp.lost_s[pre] * snap.job_gpus[pre]).sum())
     return (round(floors, 6), round(targets, 6), round(order, 6), alloc, round(fill, 6), busy,
-            -round(churn, 3))
+            round(kept_in_team, 6), -round(churn, 3))
 
 
 def placed_score(em: EpochModel, placed) -> tuple:

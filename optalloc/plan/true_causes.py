@@ -224,12 +224,21 @@ def taken_by(ctx: ReasonContext) -> dict[int, list[int]]:
 def taken_text(ctx: ReasonContext, j: int, took: list[int]) -> str:
     """'<ids> of project <P>, with a higher priority than <p>, start(s) in its place on
     <type> this epoch: the team's order gives a waiting job the places of its lower-priority
-    teammates' starts'."""
+    teammates' starts'; where a teammate has its own priority (a running job that had to
+    leave its GPUs, submitted earlier), '..., ahead of it in the team's order (priority <p>,
+    then running or submitted earlier), ...'."""
     snap = ctx.em.snap
     job = snap.jobs[j]
     ids = ", ".join(snap.jobs[a].id for a in took[:3]) + ("..." if len(took) > 3 else "")
     types = "/".join(dict.fromkeys(ctx.placed.placements[a].gpu_type for a in took))
     one = len(took) == 1
-    return (f"{ids} of project {job.project}, with a higher priority than {job.priority}, "
+    if min(snap.jobs[a].priority for a in took) > job.priority:
+        who = f"with a higher priority than {job.priority}"
+        tail = "of its lower-priority teammates' starts"
+    else:
+        who = (f"ahead of it in the team's order (priority {job.priority} or higher, then "
+               "running or submitted earlier)")
+        tail = "of teammates ranked below it"
+    return (f"{ids} of project {job.project}, {who}, "
             f"start{'s' if one else ''} in its place on {types} this epoch: the team's order "
-            "gives a waiting job the places of its lower-priority teammates' starts")
+            f"gives a waiting job the places {tail}")
