@@ -139,10 +139,12 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     predecessor (a job of its project ahead of it that fits its place) waits is not started."""
     snap, req, imp = em.snap, em.req, em.imp
     sg = ShareGain(em)
-    for i in np.flatnonzero(kept):
-        sg.add(int(req.run_job[i]), int(req.run_type[i]))
-    for j, c in cand_of.items():
-        sg.add_start(j, c)
+    # the plan's keeps and starts (a restart on its own type counts in no row), at once
+    js = np.fromiter(cand_of.keys(), np.int64, len(cand_of))
+    cs = np.fromiter(cand_of.values(), np.int64, len(cand_of))
+    on = ~req.cand_restart[cs]
+    sg.add_many(np.concatenate([req.run_job[kept], js[on]]),
+                np.concatenate([req.run_type[kept], req.cand_type[cs[on]]]))
     by_job, vk, types_of, preds, keeps, typed = candidates_by_job(em)
     loose = gave_way_rows(em, started, kept, placements, pool.owner)
     gpus = sg.gpus
