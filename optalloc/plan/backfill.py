@@ -353,7 +353,9 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
                         heapq.heappush(heap, (-cur, 1, j, -1))
                         state[j] = 1
                         break
-                sel = pool.allowed(hold_of(em, c)) & (snap.node_type == t)
+                sel = pool.on_type(t)  # allowed(hold) & type t, as one mask
+                if pool.reserved:
+                    sel = sel & (pool.deadline >= hold_of(em, c))
                 # unallocated work evicts none: a job allocated elsewhere is unallocated on a
                 # type where its project has no share (before, B's 1-GPU job, unallocated on
                 # h100, evicted C's running 8 there: rule 4)

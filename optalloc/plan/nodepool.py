@@ -9,6 +9,9 @@ import numpy as np
 from optalloc.plan.freemap import FreeMap
 from optalloc.snapshot import Snapshot
 
+#: hold() sets at most this many GPUs one by one, more with one fancy index
+_SCALAR = 8
+
 
 class NodePool:
     """FreeMap's grid (`occ` is its `used[n, g]`, `free[n]`, `accept` its `accepts[n]`: the same
@@ -81,16 +84,30 @@ class NodePool:
         return self.accept & (self.deadline >= hold) if self.reserved else self.accept
 
     def is_free(self, n: int, gpus) -> bool:
-        g = np.asarray(gpus, dtype=np.int64)
-        return bool(len(g) and (g < self.occ.shape[1]).all() and not self.occ[n, g].any())
+        # element by element: a job holds a few GPUs of a node, and numpy's fancy indexing
+        # cost ~15x a Python loop over them (the backfill asks for every preempted job)
+        if not len(gpus):
+            return False
+        row, G = self.occ[n], self.occ.shape[1]
+        for g in gpus:
+            if g >= G or row[g]:
+                return False
+        return True
 
     def hold(self, n: int, gpus, j: int) -> None:
-        g = gpus if isinstance(gpus, np.ndarray) else np.asarray(gpus, dtype=np.int64)
-        self.occ[n, g] = True
-        self.owner[n, g] = j
-        self.free[n] -= len(g)
+        k = len(gpus)
+        if k <= _SCALAR:  # a few GPUs: item by item (fancy indexing costs ~5 us a call)
+            occ, own = self.occ[n], self.owner[n]
+            for g in gpus:
+                occ[g] = True
+                own[g] = j
+        else:
+            g = gpus if isinstance(gpus, np.ndarray) else np.asarray(gpus, dtype=np.int64)
+            self.occ[n, g] = True
+            self.owner[n, g] = j
+        self.free[n] -= k
         if self.evictable[j]:
-            self.ev[n] += len(g)
+            self.ev[n] += k
 
     def hold_many(self, nodes: np.ndarray, gpus: np.ndarray, jobs: np.ndarray) -> None:
         """hold() for many (node, GPU index, job) at once (distinct, currently free GPUs)."""
@@ -120,18 +137,25 @@ class NodePool:
     def hold_placement(self, pl, j: int) -> None:
         """hold() of every GPU of placement `pl` (a types.Placement) for job j."""
         for a in pl.nodes:
-            self.hold(self.snap.node_index[a.node], np.asarray(a.gpus, np.int64), j)
+            self.hold(self.snap.node_index[a.node], a.gpus, j)
 
     def release_placement(self, pl, j: int) -> None:
         """release() of job j, whose placement `pl` is known."""
+        ev = self.evictable[j]
         for a in pl.nodes:
-            g = np.asarray(a.gpus, np.int64)
-            self.release_gpus(np.full(len(g), self.snap.node_index[a.node]), g, j)
+            n, k = self.snap.node_index[a.node], len(a.gpus)
+            occ, own = self.occ[n], self.owner[n]
+            for g in a.gpus:
+                occ[g] = False
+                own[g] = -1
+            self.free[n] += k
+            if ev:
+                self.ev[n] -= k
 
     def take(self, n: int, count: int, j: int) -> tuple[int, ...]:
-        g = np.flatnonzero(~self.occ[n])[:count]
+        g = tuple(np.flatnonzero(~self.occ[n])[:count].tolist())
         self.hold(n, g, j)
-        return tuple(g.tolist())
+        return g
 
     def room(self, evict: bool) -> np.ndarray:
         return self.free + self.ev if evict else self.free
