@@ -153,7 +153,7 @@ class NodePool:
                 self.ev[n] -= k
 
     def take(self, n: int, count: int, j: int) -> tuple[int, ...]:
-        g = tuple(np.flatnonzero(~self.occ[n])[:count].tolist())
+        g = tuple((~self.occ[n]).nonzero()[0][:count].tolist())
         self.hold(n, g, j)
         return g
 
@@ -174,17 +174,21 @@ class NodePool:
             ok &= self.deadline >= hold
         if exclude:
             ok[list(exclude)] = False
-        cand = np.flatnonzero(ok)
+        # (ndarray methods, not numpy's functions: their dispatch cost more than the work
+        # on a cluster's few hundred nodes)
+        cand = ok.nonzero()[0]
         if len(cand) <= 1:
             return int(cand[0]) if len(cand) else -1
         # a node where nothing is preempted first: GPUs a preemption frees are used last, so
         # the preempted job stays (restore) wherever a start fits elsewhere
-        if not self.reserved:  # the same order as the lexsort below, as one integer key
-            key = self.freed[cand].astype(np.int64)
-            if evict:
-                key = key * (size + 1) + np.maximum(size - self.free[cand], 0)
-            key = (key * (int(room.max()) + 1) + room[cand]) * len(room) + cand
-            return int(cand[np.argmin(key)])
+        if not self.reserved:  # the lexsort's order below: not freed, fewest evicted GPUs,
+            fr = self.freed[cand]  # tightest, lowest index (argmin: its first minimum)
+            if fr.any() and not fr.all():
+                cand = cand[~fr]
+            key = room[cand]
+            if evict:  # room <= GPUs per node: one key, evicted GPUs first
+                key = np.maximum(size - self.free[cand], 0) * (self.occ.shape[1] + 1) + key
+            return int(cand[key.argmin()])
         keys = (cand, room[cand])
         if evict:
             keys += (np.maximum(size - self.free[cand], 0),)
