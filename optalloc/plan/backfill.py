@@ -12,6 +12,7 @@ from optalloc.model.constraints.fairshare import debug_jobs
 from optalloc.model.objective.impact import candidate_values
 from optalloc.model.requirements import cand_counted
 from optalloc.plan.fit import alloc, chunks, hold_of, nodes_for
+from optalloc.plan.group_tops import group_tops
 from optalloc.plan.share_gain import ShareGain
 
 __all__ = ["ShareGain", "candidates_by_job", "restore_and_backfill", "value_groups"]
@@ -184,7 +185,8 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
     # (-priority, kind 0=restore 1=start, index, group or -1): a start enters through its
     # value group (value_groups) until it is priced alone (deferred or evicted: -1)
     heap: list[tuple[float, int, int, int]] = []
-    g_key, g_gpus, g_jobs, g_vals = value_groups(em)
+    groups = value_groups(em)
+    g_key, g_gpus, g_jobs, g_vals = groups
     state = bytearray(len(snap.jobs))  # 0: its groups speak for it, 1: an entry of its own, 2: out
     for j in placements:
         state[j] = 2
@@ -216,6 +218,13 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         if e is not None:
             heapq.heappush(heap, e)
 
+    def all_tops() -> list:
+        """group_top of every group from its first job, in group order (group_tops: one
+        vectorized walk)."""
+        tops, at[:] = group_tops(em, groups, state, room())
+        return [(-(g_vals[q][i] + gain_of(g_key[q])) / g_gpus[q], 1, g_jobs[q][i], q)
+                for q, i in tops]
+
     def reopen() -> None:
         """An eviction freed more GPUs than the job that evicted takes (a 1-GPU job moved
         onto a node held by a 16-GPU unallocated gang): the room grew, so the jobs that did
@@ -225,20 +234,17 @@ def restore_and_backfill(em, pool, run_nodes, run_of_job, kept, restored, starte
         0.34% -> 0.02%, up to 3 floor GPUs more on seeds 0-5) but took the 16,384-GPU epoch
         1.9 -> 3.4 s (every group offered again at each eviction)."""
         room_t.clear()
-        for e in range(len(state)):
-            if state[e] == 2 and e not in placements and not stays[e]:
-                state[e] = 0
-        for q in range(len(g_key)):
-            at[q] = 0
-            push_top(q)
+        st = np.frombuffer(state, np.uint8)  # views: state[e] = 0 for the jobs out that
+        out = st == 2                         # neither started nor stay
+        out[list(placements)] = False
+        st[out & (np.frombuffer(stays, np.uint8) == 0)] = 0
+        for e in all_tops():
+            heapq.heappush(heap, e)
 
     for i in np.flatnonzero(~kept & restorable):
         if int(req.run_job[i]) not in placements:  # not moved to another type already
             heap.append((-prio(0, int(i)), 0, int(i), -1))
-    for q in range(len(g_key)):
-        e = group_top(q)
-        if e is not None:
-            heap.append(e)
+    heap += all_tops()
     heapq.heapify(heap)
 
     held_back: dict[int, set] = {}  # per running position: jobs its keep_order rows held back
