@@ -194,7 +194,7 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
                 r = free + np.bincount(e_node[es], weights=e_cnt[es], minlength=N).astype(
                     free.dtype)
             total = int(free_t[t] + snap.job_gpus[lb[sel]].sum())
-            rooms[key] = -np.sort(-r[on_t]), total
+            rooms[key] = (-np.sort(-r[on_t])).tolist(), total
         return rooms[key]
 
     fits: dict[int, list[int]] = {}
@@ -220,10 +220,15 @@ def _may_fit(em: EpochModel, pool: NodePool, placements: dict, low: list[int],
         kinds = zip(*(np.asarray(col)[one].tolist() for col in cols))
         ok = np.zeros(len(one), bool)
         for i, (p, q, size, pieces, rem) in enumerate(kinds):
-            need = [size] * pieces + ([rem] if rem else [])
-            r, total = room(p, t, q / 2)
-            ok[i] = (len(need) <= len(r) and sum(need) <= total
-                     and bool((r[:len(need)] >= sorted(need)[::-1]).all()))
+            r, total = room(p, t, q / 2)  # r: largest first, a list
+            if pieces + (rem > 0) > len(r) or size * pieces + rem > total:
+                continue
+            if rem <= size:  # its chunks largest first: `pieces` of size, then rem: against
+                ok[i] = ((not pieces or r[pieces - 1] >= size)  # the largest rooms, in order
+                         and (not rem or r[pieces] >= rem))
+            else:
+                need = sorted([size] * pieces + [rem], reverse=True)
+                ok[i] = all(x >= y for x, y in zip(r, need))
         for a in w[ok[np.asarray(inv).reshape(-1)]].tolist():
             fits.setdefault(a, []).append(t)
     return sorted(fits.items(), key=lambda e: (int(snap.job_project[e[0]]), int(rank[e[0]])))
