@@ -31,8 +31,12 @@ def _spy(monkeypatch) -> tuple[list, list]:
 
 def test_the_first_dive_round_that_certifies_ends_the_epoch_before_any_mip(monkeypatch):
     rounds, solves = _spy(monkeypatch)
-    # seed 4 until stop 35, 7 until stop 37 (both now lp-rounded)
-    plan = epoch.run_epoch(scale_instance("M", 9))
+    # the bench's 1,024-GPU instance, seed 107: the LP's own point is not certified, the
+    # dive's first round is (0.21% from the bound). Seed 9 until stop 55, whose same-priority
+    # type-order links (optalloc.model.type_order) leave its LP rounding with the team's
+    # order rows added certified (0.44%: no dive); seed 4 until stop 35, 7 until stop 37
+    # (both then lp-rounded)
+    plan = epoch.run_epoch(scale_instance("M", 107))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005
     assert rep.source == "lp-dive" and "after 1 round," in rep.message
@@ -41,9 +45,11 @@ def test_the_first_dive_round_that_certifies_ends_the_epoch_before_any_mip(monke
 
 
 def test_a_later_round_certifies_when_the_first_does_not(monkeypatch):
-    # the bench's 1,024-GPU instance, seed 230: the LP's own point does not round to a
-    # certified plan, the dive's third round does. (Seed 112 until stop 45, whose team's
-    # order over several places leaves its dive's plans 0.32% from the bound but one of
+    # the bench's 1,024-GPU instance, seed 243: the LP's own point does not round to a
+    # certified plan, the dive's second round does (0.17% from the bound). (Seed 230 until
+    # stop 55, whose same-priority type-order links (optalloc.model.type_order) leave its LP
+    # rounding certified, 0.24%: no dive; seed 112 until stop 45, whose team's order over
+    # several places leaves its dive's plans 0.32% from the bound but one of
     # them outside the model; seed 8 until stop 43, whose eviction
     # and drain-order changes leave its third round's plan 0.62% from the bound after the
     # team's order by proxy; seed 6 at stop 35 until the order across
@@ -51,7 +57,7 @@ def test_a_later_round_certifies_when_the_first_does_not(monkeypatch):
     # seed 2 until a debug job's precedence link from its project's higher-priority jobs was
     # kept: 2,171 more order rows at XL.)
     rounds, solves = _spy(monkeypatch)
-    plan = epoch.run_epoch(scale_instance("M", 230))
+    plan = epoch.run_epoch(scale_instance("M", 243))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
     assert 1 <= len(rounds) <= epoch.DIVE_ROUNDS and set(rounds) == {1}
@@ -64,10 +70,15 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
     # the LP with every start its optimum left fractional forbidden rounds to 0.45%, where
     # the epoch went on to the whole MIP (6.7 s)
     rounds, solves = _spy(monkeypatch)
-    # the solve's own choice: the team's order by proxy, applied after it (optalloc.plan.
-    # proxy_order), keeps running jobs here and leaves the plan 0.85% from the bound
+    # seed 71 since stop 55 (39 until its same-priority type-order links, optalloc.model.
+    # type_order, left that one's LP rounding certified with the team's order rows added):
+    # rounds 1-3 do not certify, the LP with every start it left fractional forbidden rounds
+    # to 0.50% from the bound. The solve's own choice: the team's order by proxy, applied
+    # after it (optalloc.plan.proxy_order), keeps 2 running jobs here and leaves the plan
+    # 0.51% from the bound (step 4b then brings it back)
     monkeypatch.setattr(epoch, "keep_team_order", lambda em, out, settings, greedy=None: out)
-    plan = epoch.run_epoch(scale_instance("M", 39))  # seed 10 until stop 35, 37 until 36, 38 until 37
+    # seed 10 until stop 35, 37 until 36, 38 until 37, 39 until 55
+    plan = epoch.run_epoch(scale_instance("M", 71))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005 and rep.source == "lp-dive"
     assert "every start it left fractional forbidden" in rep.message
@@ -75,8 +86,11 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
 
 
 def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
-    # the bench's 1,024-GPU instance, seed 46: neither a round of the dive nor the other
-    # direction certifies (seed 35 until stop 42, whose order links judged type by type
+    # the bench's 1,024-GPU instance, seed 238: neither a round of the dive nor the other
+    # direction certifies; the MIP's plan is 0.27% from the bound (seed 46 until stop 55,
+    # whose same-priority type-order links (optalloc.model.type_order) leave its MIP's plan
+    # 0.26% from the bound but, after the team's order by proxy, 0.63%, so that its plan is
+    # step 4b's; seed 35 until stop 42, whose order links judged type by type
     # left its whole MIP at the time limit, 0.9% from the bound; seed 22 until stop 35's
     # restarts: its LP rounding is now certified; seed 32 was this case until stop 33, again
     # at stop 35)
@@ -85,7 +99,7 @@ def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
     # leaves the MIP its time): on a loaded machine the default 10 s sent this epoch from the
     # MIP to its kept-LP plan (a fresh-clone CI run beside other work, stop 49), so the path
     # under test gets room to be the same anywhere
-    snap = scale_instance("M", 46)
+    snap = scale_instance("M", 238)
     plan = epoch.run_epoch(snap, dataclasses.replace(snap.policy.solver, time_limit_s=60.0))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
     assert len(rounds) <= epoch.DIVE_ROUNDS and solves  # RINS, then the MIP

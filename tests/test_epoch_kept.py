@@ -17,12 +17,13 @@ from test_epoch_properties import _check_plan
 
 
 def test_the_lp_again_with_the_keeps_fixed_brings_a_repaired_plan_within_the_gap(monkeypatch):
-    """The bench's 1,024-GPU epoch, seed 21: the repair keeps running jobs the LP's plan
-    stopped for their teammates and leaves it 0.86% from the bound (mip_gap 0.5%); one LP
-    with the plan's keeps fixed gives a plan 0.01% from it, better by the scheme's order.
-    (Seed 4 until stop 45, 0.51 -> 0.14%: with the team's order over several places its LP
-    rounding is certified, 0.48%.)"""
-    snap = scale_instance("M", 21)
+    """The bench's 1,024-GPU epoch, seed 9: the repair keeps 3 running jobs the LP's plan
+    stopped for their teammates and leaves it 0.88% from the bound (mip_gap 0.5%); one LP
+    with the plan's keeps fixed gives a plan 0.12% from it, better by the scheme's order
+    (more floor GPUs). (Seed 21 until stop 55, 0.86 -> 0.01%: with the same-priority
+    type-order links its repaired plan is certified, 0.22%; seed 4 until stop 45, 0.51 ->
+    0.14%: with the team's order over several places its LP rounding is certified, 0.48%.)"""
+    snap = scale_instance("M", 9)
     em = build_model(snap)
     em = em.with_fill(left_idle(em, greedy_placed(em)))
     plan = run_epoch(snap)
@@ -41,12 +42,14 @@ def test_the_lp_again_with_the_keeps_fixed_brings_a_repaired_plan_within_the_gap
 
 
 def test_a_certified_plan_gets_no_second_lp():
-    """Seed 3's repaired plan is 0.16% from the bound, within mip_gap: no other LP (seed 0
+    """Seed 3's repaired plan is 0.15% from the bound, within mip_gap: no other LP (seed 0
     until stop 45, whose team's order over several places leaves it outside the gap after
     the repair, where one LP more brings it to 0.39%; seed 1, certified after its repair
-    until the node-by-node gave-way check of stop 45 left its plan outside the model)."""
+    until the node-by-node gave-way check of stop 45 left its plan outside the model). The
+    repair kept 1 running job until stop 55's same-priority type-order links, 2 since."""
     plan = run_epoch(scale_instance("M", 3))
-    assert "stopped only for starts of its team" in plan.report.message  # the repair ran
+    assert ("then 2 running jobs kept that it stopped only for starts of their team"
+            in plan.report.message)  # the repair ran
     assert plan.report.status == "optimal"
     assert "then the LP again" not in plan.report.message
 

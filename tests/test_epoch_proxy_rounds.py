@@ -12,7 +12,9 @@ without: the same, j00045 and j00044). Where the repair leaves such a job and st
 4c do not remove it, steps 4-4c now run again with the repair repeated on its own plan while
 that stops a job by proxy and a round leaves fewer (optalloc.epoch_kept.team_order_steps),
 and the plan that stops fewer jobs by proxy, then the better by the scheme's order, is the
-epoch's."""
+epoch's. Since stop 55's same-priority type-order links (optalloc.model.type_order) the cases
+are seed 17 with two reservations (j00111) and 63 without (j00063): on each the single round
+leaves that job stopped by proxy, and the steps run again."""
 
 from __future__ import annotations
 
@@ -28,16 +30,21 @@ from optalloc.plan.proxy_order import keep_over_proxies
 from optalloc.sim.invariants import proxy_order_breaks, team_order_breaks
 
 #: (seed, reservations, the job the single round left stopped by proxy, jobs kept in all,
-#:  its GPU in the final plan, whether the epoch still takes that path). Seed 37: since stop
-#:  50 (a job displaced inside its protection restarts outside its team's order,
-#:  model.order.keep_links) the chosen plan stops j00044 by proxy itself, so the first round
-#:  of the repair keeps it and the path is not taken; the final plan is the same. Seed 18
-#:  (j00042, the case the docstring tells) left the table at stop 55: a non-resumable job on a
-#:  down node is no restart candidate since, the plan moved, and j00042 now gives its GPU to
-#:  j01147's due reservation (the reservation's own right), so the path is not taken
+#:  its GPU in the final plan, whether the epoch still takes that path). Seed 17 with two
+#:  reservations: the chosen plan stops j00032 and j00089 by proxy, the first round keeps
+#:  them (2) and leaves j00111 (P3-0, b200-012) so, the steps run again and keep it too (3).
+#:  Seed 63 without: j00045, j00068, j00074 and j00081, then j00063 (P3-5, b200-002), 4 + 1.
+#:  Both moved here at stop 55 with the same-priority type-order links
+#:  (optalloc.model.type_order): seed 6 with two reservations (j00045, 4 kept) now has its
+#:  chosen plan stop j00075 and j00076 by proxy and the first round leaves none; seed 37
+#:  without (j00044, whose chosen plan stopped it by proxy itself since stop 50, so the path
+#:  was not taken) now stops only j00165 so and keeps j00044. Seed 18 (j00042, the case the
+#:  docstring tells) left the table earlier at stop 55: a non-resumable job on a down node is
+#:  no restart candidate since, the plan moved, and j00042 now gives its GPU to j01147's due
+#:  reservation (the reservation's own right), so the path is not taken
 CASES = [
-    (6, 2, "j00045", 4, ("b200-003", (4,)), True),
-    (37, 0, "j00044", 3, ("b200-000", (7,)), False),
+    (17, 2, "j00111", 3, ("b200-012", (7,)), True),
+    (63, 0, "j00063", 5, ("b200-002", (7,)), True),
 ]
 
 

@@ -235,23 +235,29 @@ def test_a_start_given_back_for_a_higher_priority_teammate_is_told_who_took_its_
         ["hi"])}
 
 
-D1_HOLDS = ("D1 holds 183 b200 GPUs, its fair-share target this epoch is 183 (floor 182, "
-            "entitled 182.4, usage ratio 0.33); starting this {g}-GPU job would exceed it; the "
-            "rest goes to D0 (usage ratio 0.35, holds 121 of target 121)")
+D1_HOLDS = ("D1 holds 307 h100 GPUs, its fair-share target this epoch is 303 (floor 302, "
+            "entitled 302.4, usage ratio 0.33); starting this {g}-GPU job would exceed it; the "
+            "rest goes to D0 (usage ratio 0.35, holds 197 of target 201)")
 
 
-@pytest.mark.parametrize("job, gpus, prio", [("j00133", 4, 1), ("j01175", 1, 0)])
-def test_on_the_1024_gpu_bench_epoch_seed_0_p1_5s_jobs_given_back_name_j00112(job, gpus, prio):
-    """The bench's seed 0: P1-5's priority-2 8-GPU j00112 takes the b200 places of its
-    lower-priority j00133 (4 GPUs, priority 1) and j01175 (1, priority 0), among others; each
-    is told so before D1's b200 target, which it was told alone. (Until stop 54 the case was
-    P2-4's j01081 on h100: a non-resumable job whose node is down is no restart candidate
-    since, and the plan moved.)"""
+@pytest.mark.parametrize("job, gpus, prio, took, project", [
+    ("j00249", 4, 1, "j00889", "P1-3"), ("j00744", 2, 0, "j01208", "P1-1")])
+def test_on_the_1024_gpu_bench_epoch_seed_0_starts_given_back_name_who_took_their_places(
+        job, gpus, prio, took, project):
+    """The bench's seed 0: step 4c gives P1-3's priority-2 8-GPU j00889 (h100 only) the h100
+    places of its lower-priority j00249 (4 GPUs, priority 1, on h100-008 and h100-051), among
+    others, and P1-1's priority-1 4-GPU j01208 (h100 only) those of its j00744 (2 GPUs,
+    priority 0, on h100-062); each is told so before D1's h100 target (D1 holds 307 of the
+    504 h100 GPUs the plan runs, D0 197), which it was told alone. (Until stop 55 the case
+    was P1-5's j00112 on b200, taking the places of j00133 and j01175: the same-priority
+    type-order links (optalloc.model.type_order) moved the plan; until stop 54 P2-4's j01081
+    on h100: a non-resumable job whose node is down is no restart candidate since, and the
+    plan moved.)"""
     plan = _bench_seed_0()
     r = next(r for r in plan.pending if r.job_id == job)
     assert (r.code, r.message, dict(r.details)["taken_by"]) == (
-        R.OVER_SHARE, "j00112 " + TOOK.format(p="P1-5", prio=prio, t="b200")
-        + D1_HOLDS.format(g=gpus), ["j00112"])
+        R.OVER_SHARE, f"{took} " + TOOK.format(p=project, prio=prio, t="h100")
+        + D1_HOLDS.format(g=gpus), [took])
 
 
 def test_on_the_1024_gpu_bench_epoch_seed_0_every_start_given_back_names_who_took_it():
