@@ -6,12 +6,13 @@ the epoch to judge a candidate plan with (optalloc.epoch_kept).
 A running allocated job k past its protection, on up nodes, that the plan stops (not kept,
 moved or restarted) breaks it where queued jobs its project ranks below it start on its type
 (`mates`), its GPUs went only to other placements of this epoch (`others`: queued jobs'
-starts, or running jobs' moves and restarts, since stop 47), and those would all fit, largest
-first and best fit, on the GPUs left free if k stayed and no mate started, each only on
-nodes the placement lets it use: not a node reserved until a gang's start that it would hold
-its GPUs past (optalloc.plan.nodepool.NodePool.allowed; before, a mate's GPU on such a node
-counted as room for a long start that may not go there: the bench's 1,024-GPU seed 15 with
-two reservations, j00009 for j01269).
+starts, or running jobs' moves and restarts, since stop 47), and those would all fit, best
+fit, largest first or else the most distinct nodes first (optalloc.shape.fit_orders, the
+orders the repair tries, since stop 55), on the GPUs left free if k stayed and no mate
+started, each only on nodes the placement lets it use: not a node reserved until a gang's
+start that it would hold its GPUs past (optalloc.plan.nodepool.NodePool.allowed; before, a
+mate's GPU on such a node counted as room for a long start that may not go there: the
+bench's 1,024-GPU seed 15 with two reservations, j00009 for j01269).
 A due reservation's gang is no such mate of a job it ranks above by the scheme's order.
 """
 
@@ -24,7 +25,7 @@ from optalloc.model.order import project_order, scheme_above
 from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.holdings import Placed
 from optalloc.plan.team_order import forced_jobs
-from optalloc.shape import chunks
+from optalloc.shape import chunks, fit_orders
 
 
 def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
@@ -71,11 +72,28 @@ def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
                 free[snap.node_index[a.node]] += len(a.gpus)
         for n, gs in nodes:
             free[n] -= len(gs)
-        if all(_fits(snap, o, tname[placed.placements[o].gpu_type], free,
-                     _allowed(em, o, tname[placed.placements[o].gpu_type]))
-               for o in sorted(others, key=lambda o: -int(snap.job_gpus[o]))):
+        if _all_fit(em, sorted(others), placed, tname, free):
             out.add(k)
     return out
+
+
+def _all_fit(em: EpochModel, jobs: list, placed: Placed, tname: dict,
+             free: np.ndarray) -> bool:
+    """Whether `jobs` (sorted by job) all fit on `free`, one by one, best fit, in some order of
+    optalloc.shape.fit_orders (the orders the repair, proxy_order._fit, tries)."""
+    snap = em.snap
+    ts = [tname[placed.placements[o].gpu_type] for o in jobs]
+    need = []
+    for o, t in zip(jobs, ts):
+        on = (snap.node_type == t) & snap.node_up
+        size = int(snap.node_gpus[on].max()) if on.any() else 0
+        need.append(len(chunks(snap.jobs[o].gpus, snap.jobs[o].gpus_per_node, size) or ())
+                    if size else 0)
+    for order in fit_orders(snap.job_gpus[jobs], need):
+        f = free.copy()
+        if all(_fits(snap, jobs[i], ts[i], f, _allowed(em, jobs[i], ts[i])) for i in order):
+            return True
+    return False
 
 
 def _allowed(em: EpochModel, j: int, t: int) -> np.ndarray | None:

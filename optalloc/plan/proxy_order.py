@@ -33,6 +33,7 @@ from optalloc.plan.nodepool import NodePool
 from optalloc.plan.place import _repair_order, keep_bounds_of
 from optalloc.plan.rebuild import pool_after, refill
 from optalloc.plan.team_order import forced_jobs
+from optalloc.shape import fit_orders
 
 
 def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | None:
@@ -199,14 +200,23 @@ def _fit_around(pool: NodePool, em: EpochModel, jobs, cand_of, blocked) -> dict 
 
 
 def _fit(pool: NodePool, em: EpochModel, jobs, cand_of) -> dict | None:
-    done = {}
-    for e in sorted(jobs, key=lambda e: -int(em.snap.job_gpus[e])):
-        c = cand_of[e]
-        nodes = nodes_for(pool, em, c, [], {}, evict=False)
-        if nodes is None:
-            for d, pl in done.items():
-                pool.release_placement(pl, d)
-            return None
-        done[e] = alloc(pool, em, e, int(em.req.cand_type[c]), nodes)
-    return done
-
+    """Each of `jobs` (in the caller's order, sorted by job) placed best fit, in each order of
+    optalloc.shape.fit_orders in turn (largest first, then the most distinct nodes first) until
+    one fits them all; None with the pool as it was where none does."""
+    jobs = list(jobs)
+    req = em.req
+    ts = [int(req.cand_type[cand_of[e]]) for e in jobs]
+    need = [int(req.pieces[e, t]) + (int(req.rem[e, t]) > 0) for e, t in zip(jobs, ts)]
+    for order in fit_orders(em.snap.job_gpus[jobs], need):
+        done = {}
+        for e in (jobs[i] for i in order):
+            nodes = nodes_for(pool, em, cand_of[e], [], {}, evict=False)
+            if nodes is None:
+                for d, pl in done.items():
+                    pool.release_placement(pl, d)
+                done = None
+                break
+            done[e] = alloc(pool, em, e, int(req.cand_type[cand_of[e]]), nodes)
+        if done is not None:
+            return done
+    return None

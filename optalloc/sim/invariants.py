@@ -23,7 +23,7 @@ import numpy as np
 from optalloc.errors import OptallocError
 from optalloc.ledger import Ledger
 from optalloc.org import OrgTree
-from optalloc.shape import chunks
+from optalloc.shape import chunks, fit_orders
 from optalloc.snapshot import Snapshot
 from optalloc.sim.result import SimResult
 from optalloc.types import NodeState, Plan, ReasonCode
@@ -220,7 +220,8 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
     nodes, that the plan stops for fair share while queued jobs its own project ranks below
     it start on its type, where its GPUs went only to other new placements (queued jobs'
     starts, or running jobs' moves and restarts, since stop 47), and those would all fit
-    (largest first, best fit) on the GPUs left free if it stayed and none of those
+    (best fit, largest first or else the most distinct nodes first: _all_fit_free) on the
+    GPUs left free if it stayed and none of those
     teammates started, each only on nodes the placement lets it use: not a node reserved
     until a gang's start that it would hold its GPUs past (its protection, or its expected
     end if sooner: _reserved_until; before, a teammate's GPU on such a node counted as room
@@ -256,11 +257,29 @@ def proxy_order_breaks(snap: Snapshot, plan: Plan) -> list[tuple[str, tuple[str,
         used |= {(a.node, g) for a in job.placement.nodes for g in a.gpus}
         free = {name: n.gpus - sum((name, g) in used for g in range(n.gpus))
                 for name, n in up.items()}
-        if all(_fits_free(snap, snap.jobs[snap.job_index[o]], by_id[o].gpu_type, up, free,
-                          _may_use(snap, o, by_id[o].gpu_type, until))
-               for o in sorted(others, key=lambda o: -snap.jobs[snap.job_index[o]].gpus)):
+        if _all_fit_free(snap, sorted(others), by_id, up, free, until):
             out.append((job.id, tuple(sorted(on))))
     return out
+
+
+def _all_fit_free(snap: Snapshot, ids: list, by_id: dict, up: dict, free: dict,
+                  until: dict) -> bool:
+    """Whether the jobs `ids` (sorted) all fit on `free`, one by one, best fit
+    (_fits_free), in some order of optalloc.shape.fit_orders: largest first, then the most
+    distinct nodes first (the orders the repair tries). Before, largest first alone, its ties
+    in the order of a set of ids, so the verdict could change from run to run."""
+    jobs = [snap.jobs[snap.job_index[o]] for o in ids]
+    need = []
+    for job, o in zip(jobs, ids):
+        size = max((n.gpus for n in up.values() if n.gpu_type == by_id[o].gpu_type), default=0)
+        need.append(len(chunks(job.gpus, job.gpus_per_node, size) or ()) if size else 0)
+    for order in fit_orders([job.gpus for job in jobs], need):
+        f = dict(free)
+        if all(_fits_free(snap, jobs[i], by_id[ids[i]].gpu_type, up, f,
+                          _may_use(snap, ids[i], by_id[ids[i]].gpu_type, until))
+               for i in order):
+            return True
+    return False
 
 
 def _reserved_until(snap: Snapshot, plan: Plan) -> dict[str, float]:
