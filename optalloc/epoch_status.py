@@ -246,24 +246,31 @@ PROXY_ROUNDS = 3
 def kept_over_proxies(em: EpochModel, placed: Placed,
                       rounds: int = 0) -> tuple[int, Placed] | None:
     """optalloc.plan.proxy_order.keep_over_proxies, then, at most `rounds` times, again on its
-    own plan while that stops a running job by proxy (proxy_check) and a round leaves fewer
-    such jobs: a teammate it undid may start in the place of a later one on another type (the
-    team's order, plan.place._repair_order), or the backfill start one, beside a running job
-    of their project that the plan stopped for another project's start, which is then stopped
-    by proxy. (How many kept in all, the plan), None where the first round keeps none."""
+    own plan while that stops a running job by proxy (proxy_check) and a round leaves no more
+    such jobs and not the same ones as an earlier round: a teammate it undid may start in the
+    place of a later one on another type (the team's order, plan.place._repair_order), or the
+    backfill start one, beside a running job of their project that the plan stopped for
+    another project's start, which is then stopped by proxy. A round may trade one such job
+    for another that the next round keeps (the bench's 1,024-GPU seed 121, its MIP stopped by
+    the time limit: keeping j00096 undid j01731 and left j00178 stopped by proxy, kept by a
+    second round; until stop 55 a round had to leave fewer, and j00096 stayed stopped while
+    j01731 took the GPUs its GPU's new holder fitted on). (How many kept in all, the plan),
+    None where the first round keeps none."""
     got = keep_over_proxies(em, placed)
     if got is None:
         return None
     n, placed = got
     left = proxy_breaks(em, placed) if rounds else set()
+    seen = [left]
     for _ in range(rounds):
         more = keep_over_proxies(em, placed) if left else None
         if more is None:
             break
         now = proxy_breaks(em, more[1])
-        if len(now) >= len(left):
+        if len(now) > len(left) or now in seen:  # more, or a set seen before: no progress
             break
         n, placed, left = n + more[0], more[1], now
+        seen.append(now)
     return n, placed
 
 
