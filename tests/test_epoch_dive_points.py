@@ -31,12 +31,13 @@ def _spy(monkeypatch) -> tuple[list, list]:
 
 def test_the_first_dive_round_that_certifies_ends_the_epoch_before_any_mip(monkeypatch):
     rounds, solves = _spy(monkeypatch)
-    # the bench's 1,024-GPU instance, seed 107: the LP's own point is not certified, the
-    # dive's first round is (0.21% from the bound). Seed 9 until stop 55, whose same-priority
-    # type-order links (optalloc.model.type_order) leave its LP rounding with the team's
-    # order rows added certified (0.44%: no dive); seed 4 until stop 35, 7 until stop 37
-    # (both then lp-rounded)
-    plan = epoch.run_epoch(scale_instance("M", 107))
+    # the bench's 1,024-GPU instance, seed 2: the LP's own point is not certified, the
+    # dive's first round is (0.26% from the bound). Seed 107 at stop 55 until its tree's
+    # same-priority victims by submit order came with the same-priority type-order links:
+    # its first round's plan is then 0.64% from the bound; seed 9 until those links
+    # (optalloc.model.type_order) left its LP rounding with the team's order rows added
+    # certified (0.44%: no dive); seed 4 until stop 35, 7 until stop 37 (both then lp-rounded)
+    plan = epoch.run_epoch(scale_instance("M", 2))
     rep = plan.report
     assert rep.status == "optimal" and rep.gap <= 0.005
     assert rep.source == "lp-dive" and "after 1 round," in rep.message
@@ -86,20 +87,22 @@ def test_forbidding_every_fractional_start_certifies_where_no_round_does(monkeyp
 
 
 def test_the_dive_stops_at_dive_rounds_and_goes_on_to_the_mip(monkeypatch):
-    # the bench's 1,024-GPU instance, seed 238: neither a round of the dive nor the other
-    # direction certifies; the MIP's plan is 0.27% from the bound (seed 46 until stop 55,
-    # whose same-priority type-order links (optalloc.model.type_order) leave its MIP's plan
-    # 0.26% from the bound but, after the team's order by proxy, 0.63%, so that its plan is
-    # step 4b's; seed 35 until stop 42, whose order links judged type by type
-    # left its whole MIP at the time limit, 0.9% from the bound; seed 22 until stop 35's
-    # restarts: its LP rounding is now certified; seed 32 was this case until stop 33, again
-    # at stop 35)
+    # the bench's 1,024-GPU instance, seed 132: neither a round of the dive (8) nor the other
+    # direction certifies; RINS, then the MIP, whose plan is 0.13% from the bound (seed 238
+    # at stop 55 until its tree's same-priority victims by submit order came with the
+    # same-priority type-order links: its MIP's plan is then 1.1% from the bound; seed 46
+    # until stop 55, whose same-priority type-order links (optalloc.model.type_order) leave
+    # its MIP's plan 0.26% from the bound but, after the team's order by proxy, 0.63%, so
+    # that its plan is step 4b's; seed 35 until stop 42, whose order links judged type by
+    # type left its whole MIP at the time limit, 0.9% from the bound; seed 22 until stop
+    # 35's restarts: its LP rounding is now certified; seed 32 was this case until stop 33,
+    # again at stop 35)
     rounds, solves = _spy(monkeypatch)
     # the epoch's steps share the solver's time limit by wall time (a dive past half of it
     # leaves the MIP its time): on a loaded machine the default 10 s sent this epoch from the
     # MIP to its kept-LP plan (a fresh-clone CI run beside other work, stop 49), so the path
     # under test gets room to be the same anywhere
-    snap = scale_instance("M", 238)
+    snap = scale_instance("M", 132)
     plan = epoch.run_epoch(snap, dataclasses.replace(snap.policy.solver, time_limit_s=60.0))
     assert plan.report.status == "optimal" and plan.report.gap <= 0.005
     assert len(rounds) <= epoch.DIVE_ROUNDS and solves  # RINS, then the MIP
