@@ -29,11 +29,13 @@ from optalloc.types import SolverSettings
 
 def certify_eligible(em: EpochModel, out: Outcome, dive, settings: SolverSettings) -> Outcome:
     """`out`; where it is a plan outside the model only by `keep_order` rows (eligible) and
-    `feasible`, with the bound of the LP without those rows (its gap to a bound that counts
-    it), and `optimal` where that gap is within the one asked. `dive`: the epoch's LP
+    `feasible` or `timeout` (the MIP stopped by its time limit: its bound counts no such plan
+    either, so the gap reported was to no bound of the plan; bench M seeds 129 and 162 with
+    two reservations), with the bound of the LP without those rows (its gap to a bound that
+    counts it), and `optimal` where that gap is within the one asked. `dive`: the epoch's LP
     (optalloc.solve.highs.Dive), None where it has none."""
-    if (dive is None or out.status != "feasible" or out.model_point or not out.eligible
-            or out.placed is None or out.bound is None):
+    if (dive is None or out.status not in ("feasible", "timeout") or out.model_point
+            or not out.eligible or out.placed is None or out.bound is None):
         return out
     lm = em.lm
     block = [(a, b) for label, a, b in lm.row_blocks if label == "keep_order"]

@@ -48,7 +48,7 @@ def test_a_certified_plan_gets_no_second_lp():
     until stop 45, whose team's order over several places leaves it outside the gap after
     the repair, where one LP more brings it to 0.39%; seed 1, certified after its repair
     until the node-by-node gave-way check of stop 45 left its plan outside the model). The
-    repair kept 1 running job until stop 55's same-priority type-order links, 2 since."""
+    repair kept 1 running job until stop 56's same-priority type-order links, 2 since."""
     plan = run_epoch(scale_instance("M", 3))
     assert ("then 2 running jobs kept that it stopped only for starts of their team"
             in plan.report.message)  # the repair ran

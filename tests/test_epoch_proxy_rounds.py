@@ -12,7 +12,7 @@ without: the same, j00045 and j00044). Where the repair leaves such a job and st
 4c do not remove it, steps 4-4c now run again with the repair repeated on its own plan while
 that stops a job by proxy and a round leaves no more, nor a set left before (until stop 55:
 fewer; optalloc.epoch_kept.team_order_steps), and the plan that stops fewer jobs by proxy,
-then the better by the scheme's order, is the epoch's. Since stop 55's same-priority type-order links (optalloc.model.type_order) the cases
+then the better by the scheme's order, is the epoch's. Since stop 56's same-priority type-order links (optalloc.model.type_order) the cases
 are seed 17 with two reservations (j00111) and 63 without (j00063): on each the single round
 leaves that job stopped by proxy, and the steps run again."""
 

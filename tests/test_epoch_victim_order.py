@@ -72,7 +72,7 @@ POOLED_CUT = "WaitingForCapacity"
 # So the 2 GPUs B gives up go to a0 and a1 leaves; the GPU beside a0 stays idle (a1 needs 2,
 # no one else waits). Greedy's plan is the same (though greedy restarts no job leaving a drain
 # node in the same pass, so it runs a0 whatever the submit order: the last two cases). Until
-# stop 55's same-priority type-order links (optalloc.model.type_order) a1 moved onto the pair
+# stop 56's same-priority type-order links (optalloc.model.type_order) a1 moved onto the pair
 # and a0 waited (WaitingForCapacity, or OverShare with a budget per type): a later teammate in
 # an earlier one's place (rule 3)
 A1_LEAVES = {"a1": ("PreemptedNodeDrain", ())}
