@@ -26,16 +26,19 @@ ROWS
  L r20
  L r21
  L r22
+ L r23
 COLUMNS
     MARKER 'MARKER' 'INTORG'
     x0 obj 15.0
     x0 r1 1.0
     x0 r7 -1.0
     x0 r19 -8.0
+    x0 r23 -1.0
     x1 obj 15.0
     x1 r1 1.0
     x1 r10 -1.0
     x1 r20 -8.0
+    x1 r23 -1.0
     x2 obj 24.499999999999996
     x2 r4 2.0
     x2 r16 -16.0
@@ -43,6 +46,7 @@ COLUMNS
     x3 obj 14.8
     x3 r10 -1.0
     x3 r20 -8.0
+    x3 r23 1.0
     x4 obj 4.866666666666665
     x4 r2 1.0
     x4 r6 -1.0
