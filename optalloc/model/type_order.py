@@ -16,10 +16,10 @@ precedence_pairs), to the latest such job ahead of it that fits its place, and t
 that is not a debug job; the links inside a type set (the `order` rows) carry the rest.
 Inside one priority, b is linked too to the latest job of its priority ahead of it in
 submit order (and past a debug job, the latest that is not one), but a debug b to no longer
-job (the debug allowance). Until stop 55 it was not: at an earlier stop, with it, 10 of the
+job (the debug allowance). Until stop 56 it was not: at an earlier stop, with it, 10 of the
 bench's 1,024-GPU epochs (seeds 0-44) went on to RINS or the whole MIP against 6, and a later
 teammate of the same priority took an earlier one's place (a1, any type, waited while a2,
-b200 only, took both b200 nodes: an outside judge's case, stop 54). Measured again at stop 55
+b200 only, took both b200 nodes: an outside judge's case, stop 54). Measured at stop 56
 on seeds 0-29 (one run each, the machine shared, so the times are rough): 25 epochs
 `optimal` against 26 without these links; `feasible` 1, 12, 15, 24 (0.77% where it was
 1.41%) and 25, against 4, 15, 24 and 27 (1, 12 and 25 from step 4c's restarts, whose plans
