@@ -68,6 +68,7 @@ from optalloc.plan.held_reasons import reservation_reasons
 from optalloc.plan.reservations import plan_reservations
 from optalloc.snapshot import Snapshot
 from optalloc.epoch_eligible import certify_eligible
+from optalloc.epoch_strict import strict_team_plans
 from optalloc.epoch_kept import resolve_with_keeps, team_order_steps
 from optalloc.epoch_status import (  # the status helpers, under the names tests know
     CUT_ROUNDS, certified as _certified, cut_rows as _cut_rows, cut_type_rows as _cut_type_rows,
@@ -386,6 +387,12 @@ def _mip(em: EpochModel, settings: SolverSettings, name: str, plans: list, bound
     if mip.has_solution:
         place_s += _new_plan(em, mip.x, plans, "mip", backend=name, status=mip.status,
                              message=_MIP)
+    # 3f. the team's order held pair by pair where the per-type rows let the MIP stop a running
+    #     job for its lower-ranked teammate that the placement then gave back (candidates only:
+    #     optalloc.epoch_strict)
+    if not _certified(best_plan(plans), bound, settings):
+        solve_s, place_s = strict_team_plans(em, settings, name, plans, solve_s, place_s,
+                                             _new_plan)
     best = best_plan(plans)
     msg = f"{mip.status} ({mip.message})" + (
         f"; {n_fixed} integer columns fixed by the LP's reduced costs" if n_fixed else "")

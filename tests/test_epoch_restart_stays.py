@@ -53,12 +53,15 @@ def test_a_restart_whose_taker_gave_way_for_the_team_order_stays_where_it_ran():
         job = snap.jobs[snap.job_index[j]]
         assert placed.pop(j) == (job.placement.gpu_type,
                                  tuple((a.node, a.gpus) for a in job.placement.nodes)), j
+    # p0's unallocated work: since stop 56's step 3f (the MIP with the team's order held pair
+    # by pair: j8 only while j4 and j5 run) the plan runs j3 (2 GPUs, submitted 3) where it ran
+    # j16 (1 GPU, submitted 16) on b200, and j14 on h100: one GPU more busy, the rest equal
     assert {j: t for j, (t, _) in placed.items()} == {
-        "j2": "b200", "j9": "b200", "j10": "b200", "j12": "b200", "j14": "b200",
-        "j15": "b200", "j16": "b200", "j17": "h100"}
+        "j2": "b200", "j3": "b200", "j9": "b200", "j10": "b200", "j12": "b200", "j14": "h100",
+        "j15": "b200", "j17": "h100"}
     assert plan.preemptions == ()
     assert {r.job_id: r.code for r in plan.pending} == {
-        "j3": ReasonCode.UNALLOCATED_YIELDS, "j7": ReasonCode.LOWER_PRIORITY_IN_PROJECT,
+        "j16": ReasonCode.UNALLOCATED_YIELDS, "j7": ReasonCode.LOWER_PRIORITY_IN_PROJECT,
         "j8": ReasonCode.LOWER_PRIORITY_IN_PROJECT, "j11": ReasonCode.UNALLOCATED_YIELDS}
     j8 = next(r for r in plan.pending if r.job_id == "j8")
     assert "j4, j5" in j8.message and "team's order" in j8.message

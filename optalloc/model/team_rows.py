@@ -25,7 +25,7 @@ from optalloc.model.requirements import columns_by_job, runs_elsewhere
 
 
 def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
-              pairs: np.ndarray) -> sp.csr_matrix:
+              pairs: np.ndarray, strict: bool = False) -> sp.csr_matrix:
     """(P, n_vars) one row per (i, e, moved) (a running job's position in req.run_job, a
     job; `moved`, whether the placement also undid i's move, is not read): +1 at e's start
     columns on i's type t (a queued job's; a running job's move or restart there has its own,
@@ -36,7 +36,9 @@ def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
     t: the row never forbids a plan that keeps the team's order (another project takes i's
     GPUs and e fills the rest: a helper's case of stop 38, where a row without that term kept
     B below its floor and was called optimal), and where nothing else starts on t it is the
-    pairwise row."""
+    pairwise row. `strict`: without the starts that may displace i (e starts on t only while i
+    runs or restarts there): such a row does forbid plans that keep the team's order, so it
+    only ever makes candidates, never a bound (optalloc.epoch_strict)."""
     pairs = np.asarray(pairs, np.int64).reshape(-1, 3)
     P = len(pairs)
     if not P:
@@ -64,7 +66,7 @@ def team_rows(snap, req, forced, x: np.ndarray, k: np.ndarray, n_vars: int,
               | (pos[cj][None, :] < pos[j][:, None])
               | ((np.asarray(forced)[None, :] > 0)
                  & ~scheme_above(snap, j[:, None], cj[None, :]) if len(forced) else False)))
-    rs, cs = np.nonzero(may)
+    rs, cs = np.nonzero(may) if not strict else (np.zeros(0, np.int64), np.zeros(0, np.int64))
     M = sp.csr_matrix((np.r_[np.ones(len(rows_c)), -np.ones(P + len(rm) + len(rs))],
                        (np.r_[rows_c, np.arange(P), rm, rs],
                         np.r_[cols_c, k[i], cm, x[cs]])), shape=(P, n_vars))
