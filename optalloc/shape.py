@@ -71,6 +71,12 @@ def nodes_needed(shape, pieces, rem) -> np.ndarray:
     return np.asarray(pieces) + (np.asarray(rem) > 0)
 
 
+def job_nodes(gpus: int, gpus_per_node: int | None, node_size: int) -> int:
+    """Distinct nodes one job's shape takes on nodes of `node_size` GPUs (`chunks`); 0 where
+    there is no such node or the shape is not valid there."""
+    return len(chunks(gpus, gpus_per_node, node_size) or ()) if node_size else 0
+
+
 def fits_nodes(size, pieces, rem, node_gpus) -> np.ndarray:
     """Whether nodes with `node_gpus` GPUs (one gpu_type's nodes, any order) can hold a shape
     at once: `pieces` distinct nodes with at least `size` GPUs each and, when `rem` > 0, one

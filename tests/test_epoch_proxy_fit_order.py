@@ -23,8 +23,6 @@ stop 55 it does. Each case asserts the whole plan."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import pytest
 
 from optalloc.epoch import run_epoch
@@ -35,6 +33,7 @@ from optalloc.types import (
 )
 
 from test_epoch_toy import H, flat_org, pending_codes, placed_on, preempted, running, snapshot
+from test_epoch_victim_order import Case  # the same whole-plan case: snap, where, preempted, pending
 
 B = "b200"
 
@@ -70,15 +69,6 @@ KEPT = {"K": (("b0", 8),), "f2": (("b2", 5),), "f3": (("b3", 7),), "f4": (("b4",
         "q4": (("b1", 1), ("b2", 1), ("b3", 1), ("b4", 1)),
         "q2a": (("b1", 1), ("b2", 1)), "q2b": (("b1", 1), ("b2", 1)),
         "q1a": (("b1", 1),), "q1b": (("b1", 1),), "q1c": (("b1", 1),)}
-
-
-@dataclass
-class Case:
-    name: str
-    snap: object
-    where: dict
-    preempted: dict
-    pending: dict = field(default_factory=dict)
 
 
 CASES = [

@@ -95,6 +95,12 @@ def project_order(snap: Snapshot) -> np.ndarray:
     return snap.derived(_project_order)
 
 
+def _stays(snap: Snapshot) -> np.ndarray:
+    """(J,) bool: running jobs that keep a running job's place in their team's order (not one
+    that must leave a drain node past its protection: it ranks as the queued job it becomes)."""
+    return snap.job_running & ~(snap.job_on_drain & ~snap.job_protected)
+
+
 def _project_order(snap: Snapshot) -> np.ndarray:
     J = len(snap.jobs)
     if J == 0:
@@ -105,8 +111,8 @@ def _project_order(snap: Snapshot) -> np.ndarray:
     # requeued (DESIGN.md rule 5), so it ranks as a queued job would, by submit time (a
     # helper's case at stop 43: restarted at once on the up node, it kept its project's
     # earlier 7-GPU job waiting below the project's floor, and greedy ran that job)
-    stays = snap.job_running & ~(snap.job_on_drain & ~snap.job_protected)
-    order = np.lexsort((ids, snap.job_submit, ~stays, -snap.job_priority, snap.job_project))
+    order = np.lexsort((ids, snap.job_submit, ~_stays(snap), -snap.job_priority,
+                        snap.job_project))
     proj = snap.job_project[order]
     start = np.r_[0, np.flatnonzero(np.diff(proj)) + 1]
     first = np.repeat(start, np.diff(np.r_[start, J]))
@@ -117,8 +123,9 @@ def _project_order(snap: Snapshot) -> np.ndarray:
 
 def team_place(snap: Snapshot) -> np.ndarray:
     """(J,) every job's place in its team's order as a score in [0, 1], 1 first: declared
-    priority, then running before queued (as `project_order`), then submit time; equal submit times share a place (no id breaks the tie: there the work lost decides, the
-    optimizer's freedom). Computed once per snapshot (read-only)."""
+    priority, then running before queued (as `project_order`), then submit time; equal submit
+    times share a place (no id breaks the tie: there the work lost decides, the optimizer's
+    freedom). Computed once per snapshot (read-only)."""
     return snap.derived(_team_place)
 
 
@@ -126,8 +133,7 @@ def _team_place(snap: Snapshot) -> np.ndarray:
     J = len(snap.jobs)
     if J == 0:
         return np.zeros(0)
-    stays = snap.job_running & ~(snap.job_on_drain & ~snap.job_protected)
-    keys = np.stack([snap.job_project, -snap.job_priority, (~stays).astype(np.int64),
+    keys = np.stack([snap.job_project, -snap.job_priority, (~_stays(snap)).astype(np.int64),
                      np.asarray(snap.job_submit, float)], axis=1)
     order = np.lexsort(keys.T[::-1])
     k = keys[order]

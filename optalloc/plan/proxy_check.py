@@ -25,7 +25,7 @@ from optalloc.model.order import project_order, scheme_above
 from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.holdings import Placed
 from optalloc.plan.team_order import forced_jobs
-from optalloc.shape import chunks, fit_orders
+from optalloc.shape import chunks, fit_orders, job_nodes
 
 
 def proxy_breaks(em: EpochModel, placed: Placed) -> set[int]:
@@ -87,8 +87,7 @@ def _all_fit(em: EpochModel, jobs: list, placed: Placed, tname: dict,
     for o, t in zip(jobs, ts):
         on = (snap.node_type == t) & snap.node_up
         size = int(snap.node_gpus[on].max()) if on.any() else 0
-        need.append(len(chunks(snap.jobs[o].gpus, snap.jobs[o].gpus_per_node, size) or ())
-                    if size else 0)
+        need.append(job_nodes(snap.jobs[o].gpus, snap.jobs[o].gpus_per_node, size))
     for order in fit_orders(snap.job_gpus[jobs], need):
         f = free.copy()
         if all(_fits(snap, jobs[i], ts[i], f, _allowed(em, jobs[i], ts[i])) for i in order):

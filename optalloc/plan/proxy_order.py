@@ -33,7 +33,7 @@ from optalloc.plan.nodepool import NodePool
 from optalloc.plan.place import _repair_order, keep_bounds_of
 from optalloc.plan.rebuild import pool_after, refill
 from optalloc.plan.team_order import forced_jobs
-from optalloc.shape import fit_orders
+from optalloc.shape import fit_orders, nodes_needed
 
 
 def keep_over_proxies(em: EpochModel, placed: Placed) -> tuple[int, Placed] | None:
@@ -206,7 +206,7 @@ def _fit(pool: NodePool, em: EpochModel, jobs, cand_of) -> dict | None:
     jobs = list(jobs)
     req = em.req
     ts = [int(req.cand_type[cand_of[e]]) for e in jobs]
-    need = [int(req.pieces[e, t]) + (int(req.rem[e, t]) > 0) for e, t in zip(jobs, ts)]
+    need = nodes_needed(None, req.pieces[jobs, ts], req.rem[jobs, ts])
     for order in fit_orders(em.snap.job_gpus[jobs], need):
         done = {}
         for e in (jobs[i] for i in order):

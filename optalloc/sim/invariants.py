@@ -23,7 +23,7 @@ import numpy as np
 from optalloc.errors import OptallocError
 from optalloc.ledger import Ledger
 from optalloc.org import OrgTree
-from optalloc.shape import chunks, fit_orders
+from optalloc.shape import chunks, fit_orders, job_nodes
 from optalloc.snapshot import Snapshot
 from optalloc.sim.result import SimResult
 from optalloc.types import NodeState, Plan, ReasonCode
@@ -272,7 +272,7 @@ def _all_fit_free(snap: Snapshot, ids: list, by_id: dict, up: dict, free: dict,
     need = []
     for job, o in zip(jobs, ids):
         size = max((n.gpus for n in up.values() if n.gpu_type == by_id[o].gpu_type), default=0)
-        need.append(len(chunks(job.gpus, job.gpus_per_node, size) or ()) if size else 0)
+        need.append(job_nodes(job.gpus, job.gpus_per_node, size))
     for order in fit_orders([job.gpus for job in jobs], need):
         f = dict(free)
         if all(_fits_free(snap, jobs[i], by_id[ids[i]].gpu_type, up, f,
