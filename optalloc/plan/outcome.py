@@ -5,8 +5,9 @@ A solution is placed once, again longest hold first when a start of it did not p
 reserved nodes (optalloc.plan.due_gangs), and once more with the keeps of its victims and
 their interchangeable twins that yield first (submitted later, or losing less work)
 exchanged, and of its victims and teammates of their size ranked below them
-(optalloc.plan.victims) when there are such; the better placed plan by the scheme's order is
-its outcome.
+(optalloc.plan.victims) when there are such, each exchange made in place first where it is
+exact (optalloc.plan.keeps_in_place); the better placed plan by the scheme's order is its
+outcome.
 """
 
 from __future__ import annotations
@@ -23,12 +24,16 @@ from optalloc.plan.due_gangs import hold_ordered
 from optalloc.plan.place import place
 from optalloc.plan.holdings import Placed, as_solution, got_by_org
 from optalloc.plan.score import placed_score
+from optalloc.plan.keeps_in_place import exchanged_in_place
 from optalloc.plan.victims import (
+    exchanged_x,
     priority_swapped_x,
     priority_swaps,
     ranked_keeps,
+    ranked_pairs,
     swapped_in_place,
     swapped_keeps,
+    swapped_pairs,
 )
 
 
@@ -100,10 +105,11 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
             out, placed = alt, placed_s
     if x is None:
         return out
-    x2 = swapped_keeps(em, x, out.placed.kept)
-    if x2 is not None:
-        out, x, place_s = _better(em, out, x, x2, None, source, by_hold, place_s,
-                                  "victims that yield first (submitted later, or losing less work)", kw)
+    pairs = swapped_pairs(em, x, out.placed.kept)
+    if pairs:
+        out, x, place_s = _exchanged(em, out, x, pairs, source, by_hold, place_s,
+                                     "victims that yield first (submitted later, or losing "
+                                     "less work)", kw)
     pairs = priority_swaps(em, out.placed)
     if pairs:  # exchanged in place: the rest of the plan stands
         out, x, place_s = _better(em, out, x, priority_swapped_x(em, x, pairs),
@@ -112,11 +118,53 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
                                   "running job", kw)
     # last: it only ever betters the plan the steps above made (tried first, on a random
     # snapshot, it left the priority swaps less to do, 2 points of the teams' order lost)
-    x2 = ranked_keeps(em, x, out.placed.kept)
-    if x2 is not None:
-        out, x, place_s = _better(em, out, x, x2, None, source, by_hold, place_s,
-                                  "victims ranked below in their team's order", kw)
+    pairs = ranked_pairs(em, x, out.placed.kept)
+    if pairs:
+        out, x, place_s = _exchanged(em, out, x, pairs, source, by_hold, place_s,
+                                     "victims ranked below in their team's order", kw)
     return out
+
+
+def _exchanged(em, out, x, pairs, source, by_hold, place_s, note, kw):
+    """_better with x's keeps exchanged by `pairs` (optalloc.plan.victims): first the exact
+    pairs in place (optalloc.plan.keeps_in_place), then, where a pair is not exact or the
+    exchange in place does not win, x with every pair exchanged placed again."""
+    x2 = exchanged_x(em, x, pairs)
+    placed2, left = exchanged_in_place(em, out.placed, pairs)
+    if placed2 is not None:
+        before = out
+        done = [p for p in pairs if p not in left]
+        out, x, place_s = _better(em, out, x, exchanged_x(em, x, done), placed2, source,
+                                  by_hold, place_s, note, kw)
+        if out is not before and not left and not _unlocks(em, out.placed, done):
+            return out, x, place_s
+    return _better(em, out, x, x2, None, source, by_hold, place_s, note, kw)
+
+
+def _unlocks(em: EpochModel, placed: Placed, pairs) -> bool:
+    """Whether a waiting candidate may start only beside a running job that `pairs` keeps
+    (a `keep_order` row of one of them: the placement held it back while that job stopped)
+    and its type has room for it after the plan: free GPUs, or GPUs unallocated work holds
+    (an allocated start may evict it)."""
+    if not len(em.keep_i):
+        return False
+    now = np.isin(em.keep_i, [i for i, _ in pairs]) & ~placed.started[em.keep_c]
+    if not now.any():
+        return False
+    snap, req = em.snap, em.req
+    T = len(snap.gpu_types)
+    room = np.zeros(T)
+    if placed.free is not None:
+        room += np.bincount(snap.node_type, weights=placed.free, minlength=T)
+    rj, rt = req.run_job[placed.kept], req.run_type[placed.kept]
+    low = ~snap.job_tier1[rj, rt]
+    room += np.bincount(rt[low], weights=snap.job_gpus[rj[low]], minlength=T)
+    c = np.flatnonzero(placed.started)
+    cj, ct = req.cand_job[c], req.cand_type[c]
+    low = ~snap.job_tier1[cj, ct]
+    room += np.bincount(ct[low], weights=snap.job_gpus[cj[low]], minlength=T)
+    c = em.keep_c[now]
+    return bool((snap.job_gpus[req.cand_job[c]] <= room[req.cand_type[c]]).any())
 
 
 def _unplaced(em: EpochModel, x, placed: Placed) -> bool:

@@ -48,8 +48,26 @@ def _stopped(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> tuple[np.ndarra
 
 
 def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
-    """x with the keeps of preempted allocated jobs and of kept twins that yield before them
-    exchanged, or None when no twin does. A twin yields first when it ranks below in its
+    """x with the keeps of swapped_pairs exchanged, or None when there are none."""
+    return exchanged_x(em, x, swapped_pairs(em, x, kept))
+
+
+def exchanged_x(em: EpochModel, x: np.ndarray, pairs: list[tuple[int, int]]
+                ) -> np.ndarray | None:
+    """x with each (stopped i, kept q) pair's keeps exchanged (i kept, q stopped); None when
+    there are no pairs."""
+    if not pairs:
+        return None
+    out = np.array(x, dtype=float, copy=True)
+    for i, q in pairs:
+        out[em.k[i]], out[em.k[q]] = 1.0, 0.0
+    return out
+
+
+def swapped_pairs(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> list[tuple[int, int]]:
+    """(stopped i, kept q) pairs of positions in req.run_job: preempted allocated jobs and
+    the kept twins that yield before them, whose keeps the epoch exchanges (empty when no
+    twin does). A twin yields first when it ranks below in its
     team's order (submitted later: DESIGN.md rule 3, priority then submit time, whatever the
     work lost; an outside judge's case at stop 55: A stopped its earlier job a1, at its
     checkpoint, and kept a2, submitted later, where greedy stops a2) or, submitted at the
@@ -61,10 +79,10 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
     rj, rt = req.run_job, req.run_type
     movable, gone = _stopped(em, x, kept)
     if not len(gone):
-        return None
+        return []
     stay = np.flatnonzero(movable & kept)
     if not len(stay):
-        return None
+        return []
     pc, _ = priority_class(snap)
     lost, sub = em.imp.lost_s, snap.job_submit
     srel = np.round(snap.relative_speed()[rj, rt], 9).tolist()
@@ -80,23 +98,27 @@ def swapped_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray
     twins: dict = {}
     for i in stay.tolist():
         twins.setdefault(group(i), []).append(i)
-    out = None
+    out = []
     for i in sorted(gone.tolist(), key=lambda i: (sub[rj[i]], -lost[rj[i]])):
         cands = twins.get(group(i))
         if not cands:
             continue
         q = max(cands, key=lambda c: (sub[rj[c]], -lost[rj[c]]))
         if yields_before(q, i):
-            if out is None:
-                out = np.array(x, dtype=float, copy=True)
-            out[em.k[i]], out[em.k[q]] = 1.0, 0.0
+            out.append((i, q))
             cands.remove(q)
     return out
 
 
 def ranked_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
-    """x with the keeps of preempted allocated jobs and of kept teammates ranked below them
-    exchanged, or None when there are none. When a project gives up GPUs of a type it loses
+    """x with the keeps of ranked_pairs exchanged, or None when there are none."""
+    return exchanged_x(em, x, ranked_pairs(em, x, kept))
+
+
+def ranked_pairs(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> list[tuple[int, int]]:
+    """(stopped i, kept q) pairs of positions in req.run_job: preempted allocated jobs and
+    the kept teammates ranked below them, whose keeps the epoch exchanges (empty when there
+    are none). When a project gives up GPUs of a type it loses
     its lowest-ranked jobs there first (DESIGN.md rule 3, the team's own order: declared
     priority first). The model has no row for it: the `keep_order` rows hold a teammate's
     start, not its keep, and the work tier values running work by its speed on the type and
@@ -113,25 +135,22 @@ def ranked_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray 
     rj, rt = req.run_job, req.run_type
     movable, gone = _stopped(em, x, kept)
     if not len(gone):
-        return None
+        return []
     started = x[em.x] > 0.5
     needed = set(em.keep_i[started[em.keep_c]].tolist()) if len(em.keep_i) else set()
     stay = [i for i in np.flatnonzero(movable & kept).tolist() if i not in needed]
     if not stay:
-        return None
+        return []
     prio, proj, gpus, lost = snap.job_priority, snap.job_project, snap.job_gpus, em.imp.lost_s
     below: dict = {}  # (project, type, GPUs): kept jobs that may stop, lowest ranked first
     for i in sorted(stay, key=lambda i: (prio[rj[i]], lost[rj[i]])):
         below.setdefault((int(proj[rj[i]]), int(rt[i]), int(gpus[rj[i]])), []).append(i)
-    out = None
+    out = []
     for i in sorted(gone.tolist(), key=lambda i: (-prio[rj[i]], lost[rj[i]])):
         cands = below.get((int(proj[rj[i]]), int(rt[i]), int(gpus[rj[i]])))
         if not cands or prio[rj[cands[0]]] >= prio[rj[i]]:
             continue
-        q = cands.pop(0)
-        if out is None:
-            out = np.array(x, dtype=float, copy=True)
-        out[em.k[i]], out[em.k[q]] = 1.0, 0.0
+        out.append((i, cands.pop(0)))
     return out
 
 
@@ -223,7 +242,10 @@ def priority_swaps(em: EpochModel, placed) -> list[tuple[int, int]]:
 
 def swapped_in_place(em: EpochModel, placed, pairs: list[tuple[int, int]]):
     """The placed plan with each pair's running job preempted and the waiting job started on
-    exactly its GPUs: the rest of the plan stands, so it is not placed again."""
+    exactly its GPUs: the rest of the plan stands, so it is not placed again, and so do its
+    records of it (the starts given back for a running teammate, `held`, and for a waiting
+    one of a higher priority, `ahead`: until stop 57 `ahead` was dropped here, so a job given
+    back for a teammate lost that reason in a plan whose priority swaps won)."""
     from optalloc.plan.holdings import Placed
     from optalloc.types import NodeAlloc, Placement
 
@@ -241,7 +263,7 @@ def swapped_in_place(em: EpochModel, placed, pairs: list[tuple[int, int]]):
                                   tuple(NodeAlloc(a.node, tuple(a.gpus)) for a in holds),
                                   bool(snap.job_tier1[j, t]))
     return Placed(started, kept, placements, placed.backfilled, restored, placed.free,
-                  placed.held)
+                  placed.held, placed.ahead)
 
 
 def priority_swapped_x(em: EpochModel, x: np.ndarray, pairs: list[tuple[int, int]]
