@@ -207,3 +207,24 @@ def test_an_exchange_made_in_place_keeps_the_plans_records_of_starts_given_back(
     swapped = swapped_in_place(em, placed, [])
     for p in (out, swapped):
         assert np.array_equal(p.held, placed.held) and np.array_equal(p.ahead, placed.ahead)
+
+
+def test_no_exchange_in_place_onto_or_off_a_node_reserved_for_a_gang():
+    """A reserved node holds its gang's start and short work by its hold: a start moved onto
+    one (or off one) is left to a new placement, which reads the reservation."""
+    import dataclasses
+
+    c = CASES[0]
+    jobs = [running(jid, "A" if jid in ("hi", "lo") else "C", "h100", allocs, start=2 * H,
+                    min_runtime_s=H if jid in ("hi", "lo") else 4 * H,
+                    priority=2 if jid == "hi" else 0) for jid, allocs in c.running]
+    jobs += [Job("b", "B", 2, min_runtime_s=H)]
+    em = build_model(snapshot(c.nodes, flat_org({"A": 1, "B": 1, "C": 1}), jobs, now=5 * H))
+    placed = _placed(em, c.starts, {c.stopped})
+    pair = [(_pos(em, "hi"), _pos(em, "lo"))]
+    assert exchanged_in_place(em, placed, pair)[0] is not None
+    for n in (0, 1):
+        deadline = np.full(len(em.snap.nodes), np.inf)
+        deadline[n] = 8 * H
+        object.__setattr__(em, "res", dataclasses.replace(em.res, deadline=deadline))
+        assert exchanged_in_place(em, placed, pair) == (None, pair)

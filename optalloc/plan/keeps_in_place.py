@@ -12,8 +12,9 @@ hold as many GPUs of one type for one project), and the team's order gains.
 
 Only where the exchange is exact: each piece of a start (its GPUs on one node) lies wholly on
 the stopped job's GPUs or wholly off them, the pieces on them take all of them, and each such
-piece fits on one node of the kept job's GPUs that takes new work like its own (up, the same
-reservation deadline), a start's pieces on distinct nodes (a per-node gang's other pieces
+piece fits on one node of the kept job's GPUs that takes new work like its own (up, neither node
+reserved for a gang: a reservation's nodes are its gang's and short work's, left out here), a
+start's pieces on distinct nodes (a per-node gang's other pieces
 stay where they are), a whole node's piece on a whole node. Idle GPUs moved to
 another node could let a waiting job fit there that the backfill never saw (DESIGN.md rule
 6), so an exchange that would move idle GPUs is not made here. None where any pair is not
@@ -108,8 +109,8 @@ def _exchange(snap, deadline, placements, on_node, i, q, req) -> dict | None:
 
 def _fit(snap, deadline, room: dict, a: int, k: int, taken: set) -> int | None:
     """The node of `room` (the kept job's GPUs not yet given) where a start's k GPUs from node
-    a go: up, a's reservation deadline, not a node the start has a piece on already (a gang's
-    pieces stay on distinct nodes); a whole node from a whole node; the fewest GPUs left
+    a go: up, neither node reserved for a gang, not a node the start has a piece on already
+    (a gang's pieces stay on distinct nodes); a whole node from a whole node; the fewest GPUs left
     first, then the lowest index. None: no such node."""
     whole = k == snap.node_gpus[a]
     best = None
@@ -118,8 +119,8 @@ def _fit(snap, deadline, room: dict, a: int, k: int, taken: set) -> int | None:
             continue
         if whole and not (len(gb) == k == snap.node_gpus[b]):
             continue
-        if deadline is not None and deadline[a] != deadline[b]:
-            continue
+        if deadline is not None and (np.isfinite(deadline[a]) or np.isfinite(deadline[b])):
+            continue  # a reserved node: its gang's, and the backfill's by hold (left out)
         if best is None or (len(gb), b) < (len(room[best]), best):
             best = b
     return best
