@@ -45,6 +45,17 @@ def _placed(em, starts: dict, stopped: set) -> Placed:
                   np.zeros(len(req.run_job), bool), free)
 
 
+def _first_case():
+    """(model, placed plan) of CASES[0]: hi stopped for b's start on its GPUs, lo kept."""
+    c = CASES[0]
+    jobs = [running(jid, "A" if jid in ("hi", "lo") else "C", "h100", allocs, start=2 * H,
+                    min_runtime_s=H if jid in ("hi", "lo") else 4 * H,
+                    priority=2 if jid == "hi" else 0) for jid, allocs in c.running]
+    jobs += [Job("b", "B", 2, min_runtime_s=H)]
+    em = build_model(snapshot(c.nodes, flat_org({"A": 1, "B": 1, "C": 1}), jobs, now=5 * H))
+    return em, _placed(em, c.starts, {c.stopped})
+
+
 def _where(em, placed) -> dict:
     return {em.snap.jobs[j].id: tuple((a.node, a.gpus) for a in p.nodes)
             for j, p in placed.placements.items()}
@@ -194,13 +205,7 @@ def test_an_exchange_made_in_place_keeps_the_plans_records_of_starts_given_back(
     back lost their reason, taken_by, when the swap won)."""
     from optalloc.plan.victims import swapped_in_place
 
-    c = CASES[0]
-    jobs = [running(jid, "A" if jid in ("hi", "lo") else "C", "h100", allocs, start=2 * H,
-                    min_runtime_s=H if jid in ("hi", "lo") else 4 * H,
-                    priority=2 if jid == "hi" else 0) for jid, allocs in c.running]
-    jobs += [Job("b", "B", 2, min_runtime_s=H)]
-    em = build_model(snapshot(c.nodes, flat_org({"A": 1, "B": 1, "C": 1}), jobs, now=5 * H))
-    placed = _placed(em, c.starts, {c.stopped})
+    em, placed = _first_case()
     placed.held = np.array([[_pos(em, "lo"), em.snap.job_index["b"], 0]])
     placed.ahead = np.array([[em.snap.job_index["b"], em.snap.job_index["hi"]]])
     out, _ = exchanged_in_place(em, placed, [(_pos(em, "hi"), _pos(em, "lo"))])
@@ -214,13 +219,7 @@ def test_no_exchange_in_place_onto_or_off_a_node_reserved_for_a_gang():
     one (or off one) is left to a new placement, which reads the reservation."""
     import dataclasses
 
-    c = CASES[0]
-    jobs = [running(jid, "A" if jid in ("hi", "lo") else "C", "h100", allocs, start=2 * H,
-                    min_runtime_s=H if jid in ("hi", "lo") else 4 * H,
-                    priority=2 if jid == "hi" else 0) for jid, allocs in c.running]
-    jobs += [Job("b", "B", 2, min_runtime_s=H)]
-    em = build_model(snapshot(c.nodes, flat_org({"A": 1, "B": 1, "C": 1}), jobs, now=5 * H))
-    placed = _placed(em, c.starts, {c.stopped})
+    em, placed = _first_case()
     pair = [(_pos(em, "hi"), _pos(em, "lo"))]
     assert exchanged_in_place(em, placed, pair)[0] is not None
     for n in (0, 1):
