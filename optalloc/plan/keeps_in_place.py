@@ -11,14 +11,14 @@ job. In place, the floors, targets and GPUs per type of the plan do not change (
 hold as many GPUs of one type for one project), and the team's order gains.
 
 Only where the exchange is exact: each piece of a start (its GPUs on one node) lies wholly on
-the stopped job's GPUs or wholly off them, the pieces on them take all of them, and each such
-piece fits on one node of the kept job's GPUs that takes new work like its own (up, neither node
-reserved for a gang: a reservation's nodes are its gang's and short work's, left out here), a
-start's pieces on distinct nodes (a per-node gang's other pieces
-stay where they are), a whole node's piece on a whole node. Idle GPUs moved to
-another node could let a waiting job fit there that the backfill never saw (DESIGN.md rule
-6), so an exchange that would move idle GPUs is not made here. None where any pair is not
-exact: the caller places the solution again, as before.
+the stopped job's GPUs or wholly off them; the pieces on them take all of them; each such piece
+fits on one node of the kept job's GPUs that takes new work like its own (up, and neither node
+reserved for a gang: a reservation's nodes are its gang's and short work's, left out here); a
+start's pieces stay on distinct nodes (a per-node gang's other pieces stay where they are); a
+whole node's piece goes to a whole node. Idle GPUs moved to another node could let a waiting
+job fit there that the backfill never saw (DESIGN.md rule 6), so an exchange that would move
+idle GPUs is not made here. The pairs that are not exact are handed back: the caller places
+the solution again with them, as before (optalloc.plan.outcome).
 """
 
 from __future__ import annotations
