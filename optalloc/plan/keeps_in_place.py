@@ -27,6 +27,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.plan.holdings import Placed
+from optalloc.plan.place import _running_holds
 from optalloc.types import NodeAlloc, Placement
 
 
@@ -48,7 +49,7 @@ def exchanged_in_place(em: EpochModel, placed: Placed, pairs: list[tuple[int, in
     restored = None if placed.restored is None else placed.restored.copy()
     left = []
     for i, q in pairs:
-        ex = _exchange(snap, deadline, placements, on_node, i, q, req)
+        ex = _exchange(em, deadline, placements, on_node, i, q)
         if ex is None:
             left.append((i, q))
             continue
@@ -69,11 +70,12 @@ def exchanged_in_place(em: EpochModel, placed: Placed, pairs: list[tuple[int, in
                   placed.held, placed.ahead), left
 
 
-def _exchange(snap, deadline, placements, on_node, i, q, req) -> dict | None:
+def _exchange(em: EpochModel, deadline, placements, on_node, i, q) -> dict | None:
     """Per start on running position i's GPUs: (its placement, its new (node, GPUs) pieces on
     q's GPUs); None when the pair is not exact."""
-    hv = _holds(snap, int(req.run_job[i]))
-    room = {b: list(gb) for b, gb in _holds(snap, int(req.run_job[q]))}  # q's GPUs
+    snap = em.snap
+    hv = _holds(em, i)
+    room = {b: list(gb) for b, gb in _holds(em, q)}  # q's GPUs
     if sum(map(len, room.values())) != sum(len(g) for _, g in hv):
         return None
     mine = {(a, g) for a, ga in hv for g in ga}
@@ -126,7 +128,7 @@ def _fit(snap, deadline, room: dict, a: int, k: int, taken: set) -> int | None:
     return best
 
 
-def _holds(snap, j: int) -> list[tuple[int, tuple[int, ...]]]:
-    """Running job j's (node index, GPUs) pairs, most GPUs first, then by node index."""
-    out = [(snap.node_index[a.node], tuple(a.gpus)) for a in snap.jobs[j].placement.nodes]
-    return sorted(out, key=lambda a: (-len(a[1]), a[0]))
+def _holds(em: EpochModel, i: int) -> list[tuple[int, tuple[int, ...]]]:
+    """Running position i's (node index, GPUs) pairs (optalloc.plan.place._running_holds, made
+    once per model), most GPUs first, then by node index."""
+    return sorted(_running_holds(em)[i], key=lambda a: (-len(a[1]), a[0]))

@@ -29,10 +29,8 @@ from optalloc.plan.victims import (
     exchanged_x,
     priority_swapped_x,
     priority_swaps,
-    ranked_keeps,
     ranked_pairs,
     swapped_in_place,
-    swapped_keeps,
     swapped_pairs,
 )
 
@@ -129,8 +127,8 @@ def _exchanged(em, out, x, pairs, source, by_hold, place_s, note, kw):
     """_better with x's keeps exchanged by `pairs` (optalloc.plan.victims): first the exact
     pairs in place (optalloc.plan.keeps_in_place), then, where a pair is not exact or the
     exchange in place does not win, x with every pair exchanged placed again."""
-    x2 = exchanged_x(em, x, pairs)
     placed2, left = exchanged_in_place(em, out.placed, pairs)
+    x0 = x
     if placed2 is not None:
         before = out
         done = [p for p in pairs if p not in left]
@@ -138,7 +136,8 @@ def _exchanged(em, out, x, pairs, source, by_hold, place_s, note, kw):
                                   by_hold, place_s, note, kw)
         if out is not before and not left and not _unlocks(em, out.placed, done):
             return out, x, place_s
-    return _better(em, out, x, x2, None, source, by_hold, place_s, note, kw)
+    return _better(em, out, x, exchanged_x(em, x0, pairs), None, source, by_hold, place_s,
+                   note, kw)
 
 
 def _unlocks(em: EpochModel, placed: Placed, pairs) -> bool:
@@ -213,8 +212,8 @@ def placed_already(em: EpochModel, x, plans: list[Outcome]) -> Outcome | None:
     for o in plans:
         if (o.model_point and np.array_equal(o.placed.started, started)
                 and np.array_equal(o.placed.kept, kept)):
-            return (o if swapped_keeps(em, x, kept) is None
-                    and ranked_keeps(em, x, kept) is None
+            return (o if not swapped_pairs(em, x, kept)
+                    and not ranked_pairs(em, x, kept)
                     and not priority_swaps(em, o.placed) else None)
     return None
 
