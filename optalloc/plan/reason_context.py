@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fairshare import debug_allowance, debug_jobs
 from optalloc.model.constraints.fill import unallocated_held
 from optalloc.model.keep_displaced import gave_way
 from optalloc.model.order import project_order
@@ -280,6 +281,27 @@ class ReasonContext:
         depends on its priority (lower_starts), so jobs alike of other priorities do not
         share it."""
         return bool(len(self.lower_starts(p, t, np.iinfo(np.int64).max)))
+
+    def debug_room(self, j: int, t: int) -> tuple[float, float] | None:
+        """(allowance, held) where queued job j is a debug job that earns its project's debug
+        allowance on t (fairshare.debug_jobs) and the allowance has room for it after the
+        plan: the GPUs its project's debug jobs may hold beyond its fair-share target, and
+        those they hold. None where it is not such a job, or the allowance is full."""
+        def make():
+            snap = self.em.snap
+            short = debug_jobs(snap)
+            hj, ht = self.hold_j, self.hold_t
+            sel = short[hj] & snap.job_tier1[hj, ht]
+            held = np.zeros((snap.org.n, len(snap.gpu_types)))
+            np.add.at(held, (snap.job_project[hj[sel]], ht[sel]), snap.job_gpus[hj[sel]])
+            return short, debug_allowance(snap), held
+
+        short, allow, held = self.once("debug room", make)
+        snap = self.em.snap
+        p = int(snap.job_project[j])
+        if not short[j] or allow[p, t] - held[p, t] < snap.job_gpus[j] - 1e-9:
+            return None
+        return float(allow[p, t]), float(held[p, t])
 
     def rest_split(self, p: int, t: int) -> tuple[float, float, float]:
         """The GPUs of t that jobs outside their protection hold after the plan: (project

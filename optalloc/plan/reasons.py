@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.model.build import EpochModel
+from optalloc.model.constraints.fairshare import debug_jobs
 from optalloc.model.requirements import SHAPE_NAMES, SMALL
 from optalloc.plan.holdings import Placed, got_by_org
 from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_line: re-exported)
@@ -143,8 +144,10 @@ def _alike(snap: Snapshot, req, wj: np.ndarray) -> tuple[np.ndarray, np.ndarray,
     nofit = np.fromiter((why[req.no_fit_code[j]] for j in wj.tolist()), np.int64, len(wj))
     allowed = snap.allowed_code()[wj]
     row = how[wj]
+    # a debug job that earns its project's debug allowance reads it (ReasonContext.debug_room)
     key = np.column_stack([snap.job_project[wj], snap.job_gpus[wj], allowed, nofit,
-                           snap.job_allocated[wj], np.where(row > 0, 1 + row % 2, 0)])
+                           snap.job_allocated[wj], debug_jobs(snap)[wj],
+                           np.where(row > 0, 1 + row % 2, 0)])
     cls = _classes(key)
     key[:, -T:] = row
     return how, cls, _classes(key)
@@ -274,6 +277,10 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         gl, tl = ctx.lists()  # got and target as nested lists: the same floats, read faster
         limit = {t: next((o for o in path if gl[o][t] + g > tl[o][t] + 1e-9), None) for t in t1}
     details["targets"] = targets
+    # a debug job its project's debug allowance has room for may run beyond the targets on
+    # its path (fairshare.define_debug_allowance): where it waits, the GPUs hold it
+    debug = {t: d for t in t1 if limit[t] is not None and (d := ctx.debug_room(j, t))}
+    limit.update(dict.fromkeys(debug))
 
     def below(o: int, t: int) -> bool:  # org node o below its floor on t (or over all types)
         return bool(Gs[o] < Fs[o] - 1e-9) if pooled else bool(got[o, t] < em.floor[o, t] - 1e-9)
@@ -308,7 +315,8 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         cut = floor_cut(snap, em, p, t)  # a target below the floor: why (pooled: over all types)
         state = (f"is below its floor ({floor_of}; its target {Ts[p] if pooled else T[p, t]:g}"
                  + (f", cut below the floor this epoch: {cut}" if cut else "")
-                 if below(p, t) else f"has room in its fair-share target ({held_of}")
+                 if below(p, t) else f"has room in its fair-share target ({held_of}"
+                 if t not in debug else _debug_state(ctx, j, t, debug[t]))
         return ReasonCode.WAITING_FOR_CAPACITY, (
             f"project {job.project} {state}"
             f"{reserved_note(ctx.reserved, p, t)}), but {g} GPUs of "
@@ -318,8 +326,9 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
                + past_target_text(ctx, p, t, fr[tn[t]]["free_gpus"], g)
                if others_over(ctx, p, t)
                else _rest_text(ctx.rest_split(p, t), job.project) if rest > 0
-               else "the rest are free")
-            + f" ({fr[tn[t]]['free_gpus']} free)"
+               else "the rest are free" if fr[tn[t]]["free_gpus"] > 0 else "none is free")
+            + (f" ({fr[tn[t]]['free_gpus']} free)" if rest > 0 or fr[tn[t]]["free_gpus"] > 0
+               else "")
         ), by_prio or ctx.project_starts(p)  # a copy of another priority: starts_above
     # every type: some level is at its target. Project level: who holds its share? Of the
     # types where the same level stops it, one where its team's lower-priority jobs start
@@ -397,3 +406,19 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         + (f"; the rest goes to {sib}" if sib else "")
         + _below_starts(ctx, p, t, job.priority, tn[t], j)
     ), o == p or by_prio or any(ctx.has_lower_starts(p, u) for u in t1)
+
+
+def _debug_state(ctx: ReasonContext, j: int, t: int, room: tuple[float, float]) -> str:
+    """What lets debug job j run beyond the fair-share target on its path, for the
+    WaitingForCapacity line: the level whose target it would pass, and the allowance."""
+    em, got = ctx.em, ctx.got
+    snap = em.snap
+    p = int(snap.job_project[j])
+    path, _ = ctx.targets(p, (t,))
+    gl, tl = ctx.lists()
+    g = float(snap.job_gpus[j])
+    o = next((o for o in path if gl[o][t] + g > tl[o][t] + 1e-9), p)
+    lvl = "" if o == p else f" ({snap.org.names[o]} holds {got[o, t]:g} of its {tl[o][t]:g})"
+    return (f"may run this debug job beyond its fair-share target{lvl}: its debug allowance "
+            f"is {room[0]:g} {snap.type_names[t]} GPUs beyond it, {room[1]:g} of them held "
+            f"(it holds {got[p, t]:g} of its target {em.target[p, t]:g}")
