@@ -183,8 +183,11 @@ def test_a_gang_stopped_after_its_protection_reserves_again_and_starts_at_the_fi
     # 16200 (no early solve): the gang runs 16200 -> 18000. Two reservations, both kept.
     res, m, w = _grace()
     assert _ivs(res, "gang") == [(5700.0, 11100.0), (16200.0, 18000.0)]
+    # at 3600 the plan backfills U onto n1, to run on past 5400: it names 5700, the start
+    # after U's notice (until stop 58 it named 5400, the clear time, and the gang started at
+    # 5700 all the same; tests/test_lookahead_review_s58.py)
     assert _held(w) == [(1800.0, {"gang": (("n1", "n2"), 5400.0, 0)}),
-                        (3600.0, {"gang": (("n1", "n2"), 5400.0, 0)}),
+                        (3600.0, {"gang": (("n1", "n2"), 5700.0, 0)}),
                         (12600.0, {"gang": (("n1", "n2"), 14700.0, 0)})]
     assert _ended(w) == [(5400.0, "gang", "started"), (16200.0, "gang", "started")]
     assert _res_counts(m) == (2, 2, {}, 0)

@@ -111,17 +111,31 @@ def team_holds(snap: Snapshot, req: Requirements, holds: tuple[np.ndarray, ...],
             np.r_[hg[keep], req.run_pair_gpus[sel]], np.r_[hj[keep], j])
 
 
-def own_ends(snap: Snapshot, req: Requirements) -> "FreeTimes":
+def own_ends(snap: Snapshot, req: Requirements, more: tuple | None = None) -> "FreeTimes":
     """Free time of every node for s GPUs were nobody stopped: each running job there holds
     its GPUs until its expected end when known and still ahead, else for good; but one on a
     draining node leaves at its protection end (now when past it or unprotected) plus the
-    grace at the latest (rule 5 stops it then, as optalloc.plan.drain reports)."""
+    grace at the latest (rule 5 stops it then, as optalloc.plan.drain reports). `more`:
+    (node, end, gpus, job) holds of the plan's own starts to count beside them."""
     rj = req.run_job[req.run_pair_k]
     exp = _expected_ends(snap, rj) if len(rj) else np.zeros(0)
     end = np.where(np.isfinite(exp) & (exp > snap.now), exp, np.inf)
     drained = np.fmax(snap.job_protect_end[rj], snap.now) + snap.policy.grace_s
     end = np.where(snap.job_on_drain[rj], np.minimum(end, drained), end)
-    return FreeTimes(snap, (req.run_pair_node, end, req.run_pair_gpus, rj))
+    holds = (req.run_pair_node, end, req.run_pair_gpus, rj)
+    if more is not None:
+        holds = tuple(np.concatenate([a, np.asarray(b, a.dtype)]) for a, b in zip(holds, more))
+    return FreeTimes(snap, holds)
+
+
+def start_end(snap: Snapshot, jobs, types) -> np.ndarray:
+    """(len(jobs),) when each job would end on its own if it started now on types[i]: now +
+    its duration / speed when known, else never (inf)."""
+    cj, ct = np.asarray(jobs, np.int64), np.asarray(types, np.int64)
+    if not len(cj):
+        return np.zeros(0)
+    dur = _durations(snap)[cj] / np.maximum(snap.job_speed[cj, ct], 1e-9)
+    return np.where(np.isfinite(dur) & (dur > 0), snap.now + dur, np.inf)
 
 
 def expected_start(snap: Snapshot, own: "FreeTimes", nodes: np.ndarray, sizes: np.ndarray,
@@ -240,3 +254,20 @@ class TeamFree:
             th = team_holds(snap, self.req, self.holds, above)
             self._cache[key] = self._cache[None] if th is self.holds else (th, FreeTimes(snap, th))
         return self._cache[key]
+
+
+def blockers(snap: Snapshot, req: Requirements, nodes: np.ndarray, holds: tuple) -> tuple:
+    """((job index, hold end, held), ...): the running jobs on `nodes`, those that hold their
+    GPUs (`holds` as the gang sees them: protected jobs, its teammates ranked above it) with
+    the end of their hold, the others preemptible now."""
+    pk = req.run_pair_k
+    on = np.isin(req.run_pair_node, nodes)
+    out = []
+    ends = dict()
+    pn, pe, _, pj = holds
+    sel = np.isin(pn, nodes)
+    for j, e in zip(pj[sel].tolist(), pe[sel].tolist()):
+        ends[j] = max(ends.get(j, -np.inf), e)
+    for j in sorted(set(req.run_job[pk[on]].tolist())):
+        out.append((j, ends.get(j, snap.now), j in ends))
+    return tuple(out)

@@ -33,7 +33,8 @@ nothing protected is left there.
   project cannot reserve more than its share, however large the jobs it submits.
 * **Keeping one**: a reservation already held keeps its place in its project's line (jobs of
   equal priority queued again ahead of it, requeued with their older submit time, no longer
-  block it: the model drops those `order` rows; a higher priority still goes first) and
+  block it: the model drops those `order` rows; a higher priority still goes first, a
+  larger gang of its project too where it qualifies itself: `_ahead`) and
   qualifies with KEEP_SLACK (25%) slack in the rank test (hysteresis: dropping it wastes the
   idle time it has held).
 * **Order**: the previous plan's reservations first, while they still qualify (stability);
@@ -78,7 +79,7 @@ from optalloc.contract import protection_s
 from optalloc.model.job_groups import precedence_pairs
 from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SMALL, Requirements
-from optalloc.model.free_times import (TeamFree, candidate_hold, choose_nodes,
+from optalloc.model.free_times import (TeamFree, blockers, candidate_hold, choose_nodes,
                                        expected_start, own_ends, running_holds)
 from optalloc.model.reservation_idle import charged_by_org, committed, idle_so_far
 from optalloc.model.targets import Targets, horizons
@@ -104,6 +105,7 @@ class Held:
     blockers: tuple  # ((job index, hold end, protected), ...) running on its nodes now
     idle_gpu_h: float = 0.0  # GPU-hours its nodes were held idle in earlier plans
     test: str = "share"  # which rank test it passed: share (room now) or budget (window)
+    sizes: np.ndarray | None = None  # GPUs it needs on each node (same order)
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             due = start <= snap.now  # a due gang starts now; else once the notice is over
             return Held(j, t, nodes, snap.now if due else expected_start(
                 snap, own, nodes, sizes, start), due, at, since, times,
-                        _blockers(snap, req, nodes, hj), idle, test), ("", "")
+                        blockers(snap, req, nodes, hj), idle, test, sizes), ("", "")
         return None, reason
 
     by_job: dict[int, list[int]] = {}
@@ -297,6 +299,19 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
 
     def cands_of(j: int) -> list[int]:
         return sorted(by_job.get(j, []), key=lambda c: (-speed[j, ct[c]], ct[c]))
+
+    def _ahead(j: int) -> int | None:
+        """A waiting gang of j's project with a higher priority that would qualify itself (a
+        kept reservation keeps its place against equal priorities only; a larger gang ahead
+        has no `order` pair with it, as it does not fit its place: a helper's case at stop
+        58 kept a priority-0 16-GPU gang's reservation while its priority-1 24-GPU teammate
+        waited behind it)."""
+        p = int(snap.job_project[j])
+        for a in sorted((a for a in by_job if a != j and int(snap.job_project[a]) == p
+                         and prio[a] > prio[j]), key=lambda a: (pos[a], a)):
+            if attempt(cands_of(a), prev_by_job.get(snap.jobs[a].id))[0] is not None:
+                return a
+        return None
 
     # 1. the previous plan's reservations, while they still qualify
     for r in prev:
@@ -307,6 +322,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             why[r.job_id] = ("outranked", f"the cap of {cap} reservations is taken")
             continue
         h, reason = attempt(cands_of(j), r)
+        if h is not None and (a := _ahead(j)) is not None:
+            h, reason = None, ("order", f"a job of project {snap.jobs[j].project} ahead of it "
+                               f"in line waits ({snap.jobs[a].id}): it goes first")
         if h is None:
             why[r.job_id] = reason
             continue
@@ -382,23 +400,6 @@ def _gone(snap: Snapshot, r, placeable: set) -> tuple[str, str]:
         return "unplaceable", (f"its shape fits no up nodes of its allowed types any more "
                                "(it waits for nodes to come back)")
     return "outranked", "no longer a candidate"
-
-
-def _blockers(snap: Snapshot, req: Requirements, nodes: np.ndarray, holds: tuple) -> tuple:
-    """((job index, hold end, held), ...): the running jobs on `nodes`, those that hold their
-    GPUs (`holds` as the gang sees them: protected jobs, its teammates ranked above it) with
-    the end of their hold, the others preemptible now."""
-    pk = req.run_pair_k
-    on = np.isin(req.run_pair_node, nodes)
-    out = []
-    ends = dict()
-    pn, pe, _, pj = holds
-    sel = np.isin(pn, nodes)
-    for j, e in zip(pj[sel].tolist(), pe[sel].tolist()):
-        ends[j] = max(ends.get(j, -np.inf), e)
-    for j in sorted(set(req.run_job[pk[on]].tolist())):
-        out.append((j, ends.get(j, snap.now), j in ends))
-    return tuple(out)
 
 
 __all__ = ["LARGE_GPUS", "LARGE_NODES", "Held", "Reservations", "candidate_hold",

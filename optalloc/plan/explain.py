@@ -154,17 +154,29 @@ def _changes(snap, plan, j, code, details) -> list[str]:
     tn = snap.type_names
     out: list[str] = []
 
-    def gpus_line(t: int) -> str:
-        sel = snap.node_up & (snap.node_type == t)
+    def gpus_line(t: int, off: np.ndarray | None = None) -> str:
+        # `off`: nodes the job may not use (reserved for a gang that starts before its hold)
+        sel = snap.node_up & (snap.node_type == t) & (True if off is None else ~off)
+        may = "" if off is None or not off.any() else " it may use"
         need = max(0, job.gpus - int(free[sel].sum()))
         shape, size, pieces = int(req.shape[j, t]), int(req.size[j, t]), int(req.pieces[j, t])
         if shape == 0:
             big = int(free[sel].max()) if sel.any() else 0
-            return (f"{max(need, size - big)} GPUs of {tn[t]} must free up on one node "
-                    f"(largest free block: {big})")
+            return (f"{max(need, size - big)} GPUs of {tn[t]} must free up on one node{may} "
+                    f"(largest free block{' there' if may else ''}: {big})")
         whole = int((free[sel] >= size).sum())
-        return (f"{max(0, pieces - whole)} more {tn[t]} nodes with {size} free GPUs must free up "
-                f"({SHAPE_NAMES[shape]} of {pieces} nodes; {whole} available)")
+        return (f"{max(0, pieces - whole)} more {tn[t]} nodes{may} with {size} free GPUs must "
+                f"free up ({SHAPE_NAMES[shape]} of {pieces} nodes; {whole} available)")
+
+    def reserved_off() -> np.ndarray:
+        """The nodes of reservations whose gangs start before the job's hold ends (the
+        placement keeps it off them; optalloc.plan.held_reasons)."""
+        hold = float(details.get("hold_until", np.inf))
+        off = np.zeros(len(snap.nodes), bool)
+        for r in plan.reservations:
+            if float(dict(r.details).get("clear_at", r.expected_start)) < hold:
+                off[[snap.node_index[n] for n in r.nodes if n in snap.node_index]] = True
+        return off
 
     if code is ReasonCode.NO_MATCHING_GPU_TYPE:
         allowed = [tn[t] for t in np.flatnonzero(snap.job_allowed[j])] or list(tn)
@@ -212,7 +224,8 @@ def _changes(snap, plan, j, code, details) -> list[str]:
         out.append(f"the reservation of {names} must start or be dropped, or this job must "
                    f"hold its GPUs no longer than that start (a shorter min_runtime, or an "
                    "expected duration that ends in time)")
-        out += [gpus_line(t) for t in types]
+        off = reserved_off()
+        out += [gpus_line(t, off) for t in types]
     elif code is ReasonCode.LOWER_PRIORITY_IN_PROJECT:
         out.append(f"jobs of project {job.project} ahead of it must finish, or it needs a higher "
                    f"priority than {job.priority}")

@@ -21,7 +21,7 @@ from optalloc.model.order import project_order
 from optalloc.model.requirements import PIECES, SHAPE_NAMES, SMALL
 from optalloc.plan.holder_lines import reserved_by_org, reserved_note
 from optalloc.plan.holdings import Placed
-from optalloc.plan.reservations import describe, past, when
+from optalloc.plan.reservations import describe, past, start_after, when
 from optalloc.types import PendingReason, ReasonCode, frozen_map
 
 
@@ -199,7 +199,7 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
             out.append(r)
             continue
         if j in active:
-            msg, details = describe(em, active[j])
+            msg, details = describe(em, active[j], placed)
             out.append(PendingReason(r.job_id, ReasonCode.RESERVED, msg, frozen_map(
                 {**dict(r.details), "reservation": details})))
             continue
@@ -213,8 +213,8 @@ def reservation_reasons(em: EpochModel, placed: Placed, pending: tuple) -> tuple
         if r.code is ReasonCode.OVER_SHARE and reserved is None:
             reserved = reserved_by_org(em, placed)
         rows = np.where(on_all[mask][:, None], bon[mask], on_res[mask])
-        msg, gangs, there = _held_message(em, j, t, hold, free, f, back, bj[mask], rows,
-                                          by_node)
+        msg, gangs, there = _held_message(em, placed, j, t, hold, free, f, back, bj[mask],
+                                          rows, by_node)
         msg += _share_too(em, r, t, reserved) if r.code is ReasonCode.OVER_SHARE else ""
         out.append(PendingReason(r.job_id, ReasonCode.HELD_FOR_RESERVATION, msg, frozen_map(
             {**dict(r.details), "underlying": r.code.value, "underlying_message": r.message,
@@ -240,9 +240,9 @@ def _waits_for_capacity(em: EpochModel, r: PendingReason, t: int) -> bool:
     return lvl is None or lvl["got"] < lvl["floor"] - 1e-9
 
 
-def _held_message(em: EpochModel, j: int, t: int, hold: float, free: np.ndarray,
-                  f: np.ndarray, back: np.ndarray, bj: np.ndarray, bon: np.ndarray,
-                  by_node: dict):
+def _held_message(em: EpochModel, placed: Placed, j: int, t: int, hold: float,
+                  free: np.ndarray, f: np.ndarray, back: np.ndarray, bj: np.ndarray,
+                  bon: np.ndarray, by_node: dict):
     """(message, the gangs named, the backfill starts named) for job j kept off the reserved
     nodes of t that reservations starting before `hold` hold (`f`: the GPUs it could use on
     each node, were they not reserved; `back` of them the starts `bj`, `bon` per node;
@@ -257,7 +257,8 @@ def _held_message(em: EpochModel, j: int, t: int, hold: float, free: np.ndarray,
     groups: dict = {}
     for n in np.flatnonzero(kept).tolist():
         groups.setdefault(by_node.get(n), []).append(n)
-    order = sorted(groups, key=lambda h: (h is None, 0.0 if h is None else h.start))
+    order = sorted(groups, key=lambda h: (h is None, 0.0 if h is None
+                                          else start_after(em, placed, h)))
     gangs = [h for h in order if h is not None]
 
     def on(nodes) -> list[int]:  # the backfill starts on `nodes`
@@ -270,7 +271,7 @@ def _held_message(em: EpochModel, j: int, t: int, hold: float, free: np.ndarray,
         what = _gpus_there(snap, t, nodes, free, f, back, _ids(snap, on(nodes)))
         whose = ("a reservation" if h is None else f"job {snap.jobs[h.job].id}'s"
                  + (" reservation" if not heads else "")
-                 + f" (expected start {when(h.start, snap.now)})")
+                 + f" (expected start {when(start_after(em, placed, h), snap.now)})")
         heads.append(f"{what} are held for {whose}" if not heads else f"{what} for {whose}")
     starts = "that start" if len(order) == 1 else "those starts"
     msg = (", and ".join(heads) + f"; this job would hold its GPUs until {when(hold, snap.now)}"

@@ -21,6 +21,7 @@ from optalloc.model.build import EpochModel
 from optalloc.plan.holdings import Placed
 from optalloc.plan.rebuild import pool_after, refill
 from optalloc.model.reservation_idle import carried
+from optalloc.model.free_times import expected_start, own_ends, start_end
 from optalloc.model.reservations import idle_so_far
 from optalloc.types import (
     Reservation,
@@ -57,19 +58,57 @@ def _names(snap, nodes) -> tuple[str, ...]:
     return tuple(snap.nodes[int(n)].name for n in nodes)
 
 
-def describe(em: EpochModel, h) -> tuple[str, dict]:
-    """(message, details) of reservation `h` (optalloc.model.reservations.Held)."""
+def backfilled(em: EpochModel, placed: Placed, h) -> tuple:
+    """(node, own end, gpus, job) of this plan's starts on reserved nodes `h.nodes` (the gang's
+    own aside): short work the lookahead let in, which ends by the nodes' clear time or else
+    is still there, past its protection, when the gang is due, and gets notice then."""
+    snap = em.snap
+    on = {int(n) for n in h.nodes}
+    rows = []
+    for j, pl in placed.placements.items():
+        if j == h.job:
+            continue
+        for a in pl.nodes:
+            n = snap.node_index.get(a.node)
+            if n is not None and n in on:
+                rows.append((n, j, len(a.gpus), snap.type_names.index(pl.gpu_type)))
+    if not rows:
+        z = np.zeros(0, np.int64)
+        return z, np.zeros(0), z, z
+    n, j, g, t = (np.array(c) for c in zip(*rows))
+    return n, start_end(snap, j, t), g, j
+
+
+def start_after(em: EpochModel, placed: Placed, h) -> float:
+    """Reservation h's expected start after the plan: its own (the jobs running on its nodes
+    at the snapshot) unless the plan backfills work there that is still running when the
+    nodes are clear; that gets notice then and keeps its GPUs through the grace (a helper's
+    case at stop 58: the plan announced the clear time, the next epoch a grace later)."""
+    memo = placed.__dict__.setdefault("_starts", {})  # once per plan and reservation
+    if h.job not in memo:
+        more = backfilled(em, placed, h) if not h.due and h.sizes is not None else None
+        memo[h.job] = float(h.start) if more is None or not len(more[0]) else max(
+            float(h.start), expected_start(em.snap, own_ends(em.snap, em.req, more), h.nodes,
+                                           h.sizes, h.clear))
+    return memo[h.job]
+
+
+def describe(em: EpochModel, h, placed: Placed | None = None) -> tuple[str, dict]:
+    """(message, details) of reservation `h` (optalloc.model.reservations.Held); with
+    `placed`, the expected start is start_after's (the jobs it counts are those running
+    there at the snapshot: what the plan backfills there ends or loses protection by then)."""
     snap = em.snap
     job = snap.jobs[h.job]
     names = _names(snap, h.nodes)
     prot = [(j, e) for j, e, p in h.blockers if p and snap.now < e <= h.clear]
     loose = [j for j, e, p in h.blockers if not p or e <= snap.now]
+    start = h.start if placed is None else start_after(em, placed, h)
     # protected past the time its nodes are clear: they share a node the gang needs only part
     # of (a remainder or per-node pieces), and stay
     stay = [j for j, e, p in h.blockers if p and e > max(h.clear, snap.now)]
     head = (f"reserved nodes {compress_names(names)} for job {job.id} ({job.gpus} "
             f"{snap.type_names[h.type]} GPUs of project {job.project}), expected start "
-            f"{when(h.start, snap.now)}")
+            f"{when(start, snap.now)}")
     if h.due:  # told only while its gang waits: once it starts, the reservation has ended
         head += ("; nothing protected is left there; it could not be placed this epoch and "
                  "waits for the next")
@@ -116,7 +155,7 @@ def plan_reservations(em: EpochModel, placed: Placed):
     for h in res.held:
         job = snap.jobs[h.job]
         names = _names(snap, h.nodes)
-        msg, details = describe(em, h)
+        msg, details = describe(em, h, placed)
         if h.job in placed.placements:
             pl = placed.placements[h.job]
             on = set(pl.node_names) == set(names)
@@ -128,7 +167,8 @@ def plan_reservations(em: EpochModel, placed: Placed):
                                      snap.now, h.idle_gpu_h))
             continue
         idle = int(placed.free[h.nodes].sum()) if placed.free is not None else 0
-        active.append(Reservation(job.id, snap.type_names[h.type], names, h.start,
+        active.append(Reservation(job.id, snap.type_names[h.type], names,
+                                  start_after(em, placed, h),
                                   job.project, int(job.gpus), h.since, idle, msg,
                                   frozen_map(details), at=snap.now, idle_gpu_h=h.idle_gpu_h))
     return tuple(active), tuple(ended), carried(snap, charges)

@@ -27,7 +27,7 @@ from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.held_reasons import _fits
 from optalloc.plan.holder_lines import _leaves_outside, share_row_view
 from optalloc.plan.reason_context import ReasonContext
-from optalloc.plan.reservations import past, when
+from optalloc.plan.reservations import past, start_after, when
 
 
 def hold_key(ctx: ReasonContext, j: int) -> tuple:
@@ -60,8 +60,9 @@ def reserved_misfit(ctx: ReasonContext, j: int, t: int, shape: str) -> str | Non
     on_t = snap.node_up & (snap.node_type == t)
     there = np.flatnonzero(on_t & kept & (free > 0)).tolist()
     gangs = {int(n): h for h in res.held if not h.due for n in h.nodes}
-    held = sorted({gangs[n] for n in there if n in gangs}, key=lambda h: (h.start, h.job))
-    at = [(snap.jobs[h.job].id, when(h.start, snap.now)) for h in held]
+    starts = {h.job: start_after(em, ctx.placed, h) for h in res.held}
+    held = sorted({gangs[n] for n in there if n in gangs}, key=lambda h: (starts[h.job], h.job))
+    at = [(snap.jobs[h.job].id, when(starts[h.job], snap.now)) for h in held]
     whose = (f"job {at[0][0]}'s reservation (expected start {at[0][1]})" if len(at) == 1 else
              "the reservations of jobs " + ", ".join(f"{i} (expected start {w})" for i, w in at)
              if at else "a reservation")
