@@ -257,6 +257,22 @@ def check_output_path(path: str, what: str = "--out") -> None:
                             "another path") from None
 
 
+def check_not_an_input(path: str, flag: str, state: str | None = None,
+                       config_files=()) -> None:
+    """Refuse an output file that is the state DB (or its -wal, -shm, -journal or .lock
+    file) or one of the config's files: replacing it would lose the queue and the ledger, or
+    the config (an outside judge at stop 58: `epoch --out state.db` left the plan JSON where
+    the state DB was, exit 0)."""
+    target = os.path.realpath(path)
+    guarded = [(state + s, "the state DB" if not s else f"the state DB's {s.lstrip('-.')} file")
+               for s in ("", "-wal", "-shm", "-journal", ".lock")] if state else []
+    guarded += [(f, "a config file") for f in config_files]
+    for other, what in guarded:
+        if os.path.realpath(other) == target:
+            raise OptallocError(f"{flag} {path} is {what} ({other}); writing there would "
+                                "replace it: give another path")
+
+
 def write_atomic(path: str | os.PathLike, text: str | bytes) -> None:
     """Write a file (text, or bytes) so readers see the old or the new content, never a torn
     one. The new file has mode 0600; its temporary comes from mkstemp in the same directory (a

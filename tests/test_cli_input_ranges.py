@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -289,20 +290,34 @@ def test_every_folder_and_file_the_report_commands_create_is_private_under_umask
 EPOCH = ["epoch", "--config", "cfg.yaml", "--state", "st.db"]
 
 
-def test_after_a_future_now_an_epoch_on_the_clock_says_the_clock_is_behind_and_how_to_recover(
+def test_a_now_more_than_a_year_past_the_clock_is_refused_unless_it_is_a_dry_run(lab, capsys):
+    # recorded, it kept every later epoch on the clock out until then (stop 58's judge:
+    # `--now 2099-12-31T00:00:00Z`, cron refused for 73 years); a dry run records nothing
+    before = entries(lab)
+    refused(capsys, EPOCH + ["--now", "2099-12-31T00:00:00Z"],
+            "--now 2099-12-31T00:00:00Z (2099-12-31 00:00:00 UTC) is more than a year after "
+            "this machine's clock", "add --dry-run to plan for a later time",
+            "nothing was written")
+    assert entries(lab) == before
+    assert main(EPOCH + ["--now", "2099-12-31T00:00:00Z", "--dry-run"]) == 0
+    assert entries(lab) == before
+
+
+def test_after_a_now_ahead_of_the_clock_an_epoch_on_the_clock_says_the_clock_is_behind_and_how_to_recover(
         lab, capsys):
-    assert main(EPOCH + ["--now", "4102358399.5"]) == 0  # 2099-12-30T23:59:59.5Z
+    ahead = int(time.time()) + 3 * 86400  # within a year of the clock: taken
+    assert main(EPOCH + ["--now", str(ahead)]) == 0
     capsys.readouterr()
-    err = refused(capsys, EPOCH, "the clock (", "is earlier than the last recorded epoch "
-                  "(4102358399.5 = 2099-12-30T23:59:59Z)", "Wait until the clock reaches "
-                  "4102358400 = 2099-12-31T00:00:00Z", "pass --now 2099-12-31T00:00:00Z",
-                  "nothing was written")
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ahead))
+    err = refused(capsys, EPOCH, "the clock (", f"is earlier than the last recorded epoch "
+                  f"({ahead} = {iso})", f"Wait until the clock reaches {ahead} = {iso}",
+                  f"pass --now {iso}", "nothing was written")
     assert "leave --now out" not in err and not err.startswith("optalloc epoch: --now")
     # the refusal of an earlier --now prints a bound that is itself accepted
-    err = refused(capsys, EPOCH + ["--now", "4102358399"], "--now 4102358399 = ")
+    err = refused(capsys, EPOCH + ["--now", str(ahead - 1)], f"--now {ahead - 1} = ")
     assert "leave --now out" not in err  # the clock is behind too: that would not help
     bound = re.search(r"Give a time at or after (\d+) = ", err).group(1)
-    assert bound == "4102358400"
+    assert bound == str(ahead)
     assert main(EPOCH + ["--now", bound]) == 0
     capsys.readouterr()
-    assert main(EPOCH + ["--now", "2099-12-31T00:00:00Z"]) == 0  # the ISO form it printed
+    assert main(EPOCH + ["--now", iso]) == 0  # the ISO form it printed

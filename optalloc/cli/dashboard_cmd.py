@@ -16,7 +16,7 @@ import sys
 
 from optalloc.errors import OptallocError
 from optalloc.outdir import check_out_dir
-from optalloc.statefile import check_output_path
+from optalloc.statefile import check_not_an_input, check_output_path
 
 MAX_HISTORY = 1_000_000  # --history: epochs (about ten years of 5-minute epochs)
 
@@ -139,6 +139,8 @@ def cmd_dashboard(args) -> int:
     from optalloc.config import load_config
 
     config = load_config(args.config)
+    if args.metrics_file:
+        check_not_an_input(args.metrics_file, "--metrics-file", args.state, config.sources)
     for line in write_outputs(config, args.state, args.out, args.metrics_file, args.history,
                               dashboard_flag="--out"):
         print(line)

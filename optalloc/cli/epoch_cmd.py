@@ -16,7 +16,7 @@ from optalloc.codec import plan_to_dict, job_from_dict, to_dict
 from optalloc.errors import OptallocError, StateError
 from optalloc.faults import check_env, fault_point
 from optalloc.types import Node, NodeState, Plan, ReasonCode
-from optalloc.units import MAX_WAIT_S, parse_time_in_range
+from optalloc.units import MAX_WAIT_S, format_time, parse_time_in_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -123,12 +123,14 @@ def cmd_epoch(args) -> int:
     from optalloc.cycle import run_cycle
     from optalloc.runners import make_runner, runner_options
     from optalloc.state import StateStore, check_state_file
-    from optalloc.statefile import check_output_path, write_atomic
+    from optalloc.statefile import check_not_an_input, check_output_path, write_atomic
 
     # every input is checked before the lock is taken or anything is written
     check_env()
     config = load_config(args.config)
     given_now = None if args.now is None else parse_now(args.now)
+    if given_now is not None and not args.dry_run:
+        _not_ahead(args.now, given_now)
     settings = _settings(args, config)
     scheduler = _scheduler(args, settings)
     wait = _seconds(args.wait, "--wait")
@@ -146,6 +148,9 @@ def cmd_epoch(args) -> int:
             "dry-run with the default --runner noop, or run one epoch without --dry-run first")
     if args.out:
         check_output_path(args.out)
+    for flag, path in (("--out", args.out), ("--metrics-file", args.metrics_file)):
+        if path:
+            check_not_an_input(path, flag, args.state, config.sources)
     if runner_name == "slurm" and not os.path.lexists(args.state):
         from optalloc.runners import check_slurm_answers
 
@@ -217,6 +222,24 @@ def _state_path(path: str, dry_run: bool, wait_s: float) -> Iterator[str]:
         with StateLock(path, wait_s=wait_s):  # not in the middle of a real epoch
             copy_state_db(path, copy)
             yield copy
+
+
+MAX_AHEAD_S = 366 * 86400.0  # how far past this machine's clock a recorded --now may be
+
+
+def _not_ahead(text: str, given: float) -> None:
+    """Refuse a --now more than a year after this machine's clock for an epoch that is
+    recorded: every later epoch on the clock would be refused until then (stop 58's judge:
+    `--now 2099-12-31T00:00:00Z` kept cron out for 73 years). Closer to the clock it is taken
+    (a lab replaying a day ahead, as tests/faultlab.py does; the refusal of a later epoch on
+    the clock says how to go on). A dry run records nothing."""
+    clock = time.time()
+    if given > clock + MAX_AHEAD_S:
+        raise OptallocError(
+            f"--now {text} ({format_time(given)}) is more than a year after this machine's "
+            f"clock ({format_time(clock)}): an epoch recorded then would keep every later epoch "
+            "on the clock out until that time; give a time within a year of the clock, or add "
+            "--dry-run to plan for a later time without recording it; nothing was written")
 
 
 def parse_now(text: str, flag: str = "--now") -> float:

@@ -3,26 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
-import io
 import os
-import re
 import time
 
+from optalloc.cli.interval_input import (
+    CSV_COLUMNS,
+    RECORD_FLAGS,
+    IntervalChecker,
+    org_tree,
+    overlap_text,
+    overlaps,
+    read_intervals_csv,
+    refuse_overlaps,
+    same_interval,
+)
 from optalloc.errors import OptallocError
 from optalloc.types import Interval
-from optalloc.units import (
-    MAX_JOB_GPUS,
-    MAX_NAME_CHARS,
-    format_duration,
-    parse_time_in_range,
-    text_problem,
-)
-
-CSV_COLUMNS = ("job_id", "project", "gpu_type", "gpus", "start", "end", "allocated")
-_TRUE = {"true", "1", "yes", "y", ""}
-_FALSE = {"false", "0", "no", "n"}
+from optalloc.units import MAX_JOB_GPUS, format_duration, parse_time_in_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -91,97 +89,6 @@ def _time_arg(value: str | None, flag: str) -> float:
         raise OptallocError(f"{flag}: {err}") from None
 
 
-def _tree(config):
-    from optalloc.org import OrgTree
-
-    return OrgTree.build(config.org, [g.name for g in config.gpu_types])
-
-
-class _Checker:
-    """Checks interval fields against a config; collects located problems."""
-
-    def __init__(self, config):
-        tree = _tree(config)
-        self.projects = set(tree.leaves)
-        self.inner = set(tree.names) - self.projects
-        self.types = [g.name for g in config.gpu_types]
-        self.type_gpus = {t: 0 for t in self.types}
-        for n in config.nodes:
-            self.type_gpus[n.gpu_type] = self.type_gpus.get(n.gpu_type, 0) + n.gpus
-
-    def check(self, where: str, job: str, project: str, gpu_type: str, gpus, start, end,
-              allocated, problems: list[str], names: dict[str, str] | None = None
-              ) -> Interval | None:
-        """`names`: how the problems call each field (the CSV's columns by default; the
-        flags for `ledger record`)."""
-        name = {**CSV_NAMES, **(names or {})}
-        n0 = len(problems)
-        if not job.strip():
-            problems.append(f"{where}: {name['job_id']} is empty; give the job's id")
-        else:
-            bad = text_problem(job)
-            if bad:
-                problems.append(f"{where}: {name['job_id']} {_shown(job)} {bad}; use the job's id "
-                                "as printable UTF-8 text without control or invisible format "
-                                f"characters, at most {MAX_NAME_CHARS} characters")
-        if project in self.inner:
-            problems.append(f"{where}: {name['project']} {_shown(project)} is a program, not a "
-                            "project; charge a leaf of the org tree")
-        elif project not in self.projects:
-            problems.append(f"{where}: {name['project']} {_shown(project)} is not in the org tree; "
-                            f"use one of {', '.join(sorted(self.projects)[:10])}")
-        if gpu_type not in self.types:
-            problems.append(f"{where}: {name['gpu_type']} {_shown(gpu_type)} is not configured; use "
-                            f"one of {', '.join(self.types)}")
-        text = str(gpus).strip()
-        n = 0
-        if not re.fullmatch(r"[+]?\d{1,30}", text) or int(text) < 1:
-            problems.append(f"{where}: {name['gpus']} {_shown(text)} is not a whole number >= 1")
-        elif int(text) > MAX_JOB_GPUS:
-            problems.append(f"{where}: {name['gpus']} {_shown(text)} is more than {MAX_JOB_GPUS} (the "
-                            f"most GPUs one job may use); give the GPUs the run really held")
-        elif gpu_type in self.type_gpus and int(text) > self.type_gpus[gpu_type]:
-            problems.append(f"{where}: {name['gpus']} {_shown(text)} is more than the "
-                            f"{self.type_gpus[gpu_type]} {gpu_type} GPUs of the config's nodes; "
-                            "a run holds at most the GPUs the cluster has (if it had more then, "
-                            "list those nodes in the config, drained)")
-        else:
-            n = int(text)
-        times = []
-        for key, v in (("start", start), ("end", end)):
-            try:
-                times.append(parse_time_in_range(v))
-            except ValueError as err:
-                problems.append(f"{where}: {name[key]}: {err}")
-        if len(times) == 2 and times[1] < times[0]:
-            problems.append(f"{where}: {name['end']} ({end}) is before {name['start']} ({start}); "
-                            "swap or fix them")
-        elif len(times) == 2 and times[1] == times[0]:
-            problems.append(f"{where}: {name['end']} ({end}) is the same time as {name['start']} "
-                            f"({start}); an interval must last: give an end after the start")
-        if len(problems) > n0:
-            return None
-        return Interval(job, project, gpu_type, n, times[0], times[1], bool(allocated))
-
-
-CSV_NAMES = {"job_id": "job_id", "project": "project", "gpu_type": "gpu_type", "gpus": "gpus",
-             "start": "start", "end": "end"}
-RECORD_FLAGS = {"job_id": "--job", "project": "--project", "gpu_type": "--gpu-type",
-                "gpus": "--gpus", "start": "--start", "end": "--end"}
-
-
-def _shown(value: str, limit: int = 60) -> str:
-    """`value` quoted for a message, cut when long (a 100,000-character id stays one line)."""
-    return repr(value if len(value) <= limit else value[:limit]) + (
-        f"... ({len(value)} characters)" if len(value) > limit else "")
-
-
-def _same(a: Interval, b: Interval) -> bool:
-    return (a.job_id, a.project, a.gpu_type, int(a.gpus), float(a.start), float(a.end),
-            bool(a.allocated)) == (b.job_id, b.project, b.gpu_type, int(b.gpus), float(b.start),
-                                   float(b.end), bool(b.allocated))
-
-
 def _recorded(store, ivs: list[Interval]) -> dict[tuple[str, float], Interval]:
     """The intervals already in the DB under the same (job, start) as one of `ivs`."""
     if not ivs:
@@ -219,7 +126,7 @@ def cmd_report(args) -> int:
                 "`optalloc ledger import` first"
             )
         with StateStore(args.state) as store:
-            led = store.ledger(config.gpu_types, _tree(config), policy)
+            led = store.ledger(config.gpu_types, org_tree(config), policy)
             open_ivs = running_intervals(store.list_jobs(states=("running",)), now)
     if led.entitled(now)[0] == 0:
         from optalloc.snapshot import build_snapshot
@@ -270,15 +177,19 @@ def cmd_record(args) -> int:
 
     config = load_config(args.config)
     problems: list[str] = []
-    iv = _Checker(config).check(
+    iv = IntervalChecker(config).check(
         "ledger record", args.job, args.project, args.gpu_type, args.gpus, args.start, args.end,
         not args.unallocated, problems, RECORD_FLAGS,
     )
     if problems:
         raise OptallocError("\n".join(["nothing recorded:"] + [f"  - {p}" for p in problems]))
     with StateStore(args.state) as store:
+        clash = overlaps([iv], [r for r in store.intervals(since=iv.start)
+                                if r.job_id == iv.job_id])
+        if clash:
+            raise OptallocError(f"nothing recorded: {overlap_text(*clash[0])}")
         before = _recorded(store, [iv]).get((iv.job_id, float(iv.start)))
-        if before is not None and _same(before, iv):
+        if before is not None and same_interval(before, iv):
             print(f"already recorded: that interval of job {iv.job_id} (start {iv.start:.0f}, end "
                   f"{iv.end:.0f}) is in {args.state}; nothing changed")
             return 0
@@ -291,72 +202,21 @@ def cmd_record(args) -> int:
     return 0
 
 
-def read_intervals_csv(path: str, config) -> list[Interval]:
-    """Parse and check every row; raise ConfigError listing each bad row by line number."""
-    checker = _Checker(config)
-    problems: list[str] = []
-    out: list[Interval] = []
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as err:
-        raise OptallocError(f"{path}: cannot read ({err.strerror})") from None
-    try:
-        text = raw.decode("utf-8-sig")  # a spreadsheet's byte order mark is not a column name
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise OptallocError(f"{path}:{line}: byte 0x{raw[err.start]:02x} is not UTF-8; save the "
-                            "CSV as UTF-8 text; nothing was imported") from None
-    with io.StringIO(text, newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = [h.strip() for h in (reader.fieldnames or [])]
-        missing = [c for c in CSV_COLUMNS if c not in header and c != "allocated"]
-        if missing:
-            raise OptallocError(f"{path}:1: header lacks column(s) {', '.join(missing)}; the header "
-                            f"must be {','.join(CSV_COLUMNS)}; nothing was imported")
-        reader.fieldnames = header
-        seen: dict[tuple[str, str], int] = {}
-        for row in reader:
-            line = reader.line_num
-            where = f"{path}:{line}"
-            if None in row:
-                problems.append(f"{where}: more cells than header columns; quote cells with commas")
-                continue
-            cells = {k: (v or "").strip() for k, v in row.items()}
-            alloc = cells.get("allocated", "").lower()
-            if alloc not in _TRUE | _FALSE:
-                problems.append(f"{where}: allocated {cells['allocated']!r} is not true/false "
-                                "(empty means true)")
-            iv = checker.check(where, cells["job_id"], cells["project"], cells["gpu_type"],
-                               cells["gpus"], cells["start"], cells["end"], alloc in _TRUE, problems)
-            if iv is None or alloc not in _TRUE | _FALSE:
-                continue
-            key = (iv.job_id, repr(iv.start))
-            if key in seen:
-                problems.append(f"{where}: job {iv.job_id!r} already has an interval starting at "
-                                f"{cells['start']} (line {seen[key]}); remove the duplicate")
-                continue
-            seen[key] = line
-            out.append(iv)
-    if problems:
-        n = len(problems)
-        raise OptallocError("\n".join(
-            [f"{n} bad row{'s' if n != 1 else ''} in {path}; nothing was imported:"]
-            + [f"  - {p}" for p in problems]
-        ))
-    return out
-
-
 def cmd_import(args) -> int:
     from optalloc.config import load_config
     from optalloc.state import StateStore
 
     config = load_config(args.config)
     ivs = read_intervals_csv(args.file, config)
+    refuse_overlaps(args.file, overlaps(ivs))  # before the state DB is opened (or made)
     with StateStore(args.state) as store:
+        jobs = {iv.job_id for iv in ivs}
+        since = min((iv.start for iv in ivs), default=0.0)
+        refuse_overlaps(args.file, overlaps(
+            ivs, [r for r in store.intervals(since=since) if r.job_id in jobs]))
         before = _recorded(store, ivs)
         new = [iv for iv in ivs if (old := before.get((iv.job_id, float(iv.start)))) is None
-               or not _same(old, iv)]
+               or not same_interval(old, iv)]
         store.record_intervals(new)
     gpu_h = sum(iv.gpus * (iv.end - iv.start) for iv in new if iv.allocated) / 3600
     same = len(ivs) - len(new)

@@ -7,7 +7,10 @@ from typing import Any
 
 from optalloc.config.problems import MISSING, Loc, Problems
 from optalloc.types import Policy, SolverSettings, UsageMode
-from optalloc.units import MAX_EXACT_COLUMNS, MAX_THREADS, MIN_EPOCH_S
+from optalloc.units import (MAX_EXACT_COLUMNS, MAX_THREADS, MAX_WAIT_S, MIN_EPOCH_S,
+                            format_duration)
+
+MAX_TIME_LIMIT_S = MAX_WAIT_S  # a day, as `epoch --time-limit` allows
 
 #: Solver backends a config may name. The one list: optalloc.solve maps each to an implementation.
 # The one list of backend names a config may use; optalloc.solve.BACKENDS must match it
@@ -64,6 +67,17 @@ def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
     if changes.get("epoch_s", MIN_EPOCH_S) < MIN_EPOCH_S:
         problems.add(loc.key("epoch"), epoch_too_short(changes.pop("epoch_s")),
                      f"give at least {MIN_EPOCH_S:g}s, e.g. 5m")
+    # a debug job is one protected no longer than debug_protection (contract.short_jobs): at
+    # or past the cap on protections, every allocated job would be one (stop 58's judge)
+    dbg = changes.get("debug_protection_s", policy.debug_protection_s)
+    cap = changes.get("min_runtime_cap_s", policy.min_runtime_cap_s)
+    if ("debug_protection" in d or "min_runtime_cap" in d) and dbg >= cap:
+        problems.add(loc.key("debug_protection" if "debug_protection" in d
+                             else "min_runtime_cap"),
+                     f"debug_protection ({format_duration(dbg)}) is not below min_runtime_cap "
+                     f"({format_duration(cap)}): "
+                     "every allocated job would count as a debug job",
+                     "give a debug_protection of minutes (15m by default) below the cap")
     if "usage_mode" in d:
         m = problems.choice(d["usage_mode"], loc.key("usage_mode"), USAGE_MODES, "usage_mode")
         if m is not MISSING:
@@ -103,7 +117,10 @@ def parse_solver(value: Any, loc: Loc, problems: Problems) -> SolverSettings:
             changes["backend"] = b
     if "time_limit" in d:
         v = problems.duration(d["time_limit"], loc.key("time_limit"), positive=True)
-        if v is not MISSING:
+        if v is not MISSING and v > MAX_TIME_LIMIT_S:  # as `epoch --time-limit`
+            problems.add(loc.key("time_limit"), f"{format_duration(v)} is more than a day",
+                         "give a solver time limit of seconds to minutes, at most 1d")
+        elif v is not MISSING:
             changes["time_limit_s"] = v
     if "mip_gap" in d:
         v = problems.number(d["mip_gap"], loc.key("mip_gap"), minimum=0.0, maximum=1.0)

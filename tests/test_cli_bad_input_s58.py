@@ -1,0 +1,139 @@
+"""Bad input an outside judge found accepted at stop 58 (a probe of ~590 malformed inputs):
+each is now exit status 2, one located message saying what to do, no traceback, and nothing
+written (refused_in_lab compares the whole lab folder before and after)."""
+
+from __future__ import annotations
+
+import pytest
+
+from optalloc.cli import main
+from tests.test_hostile_input import refused_in_lab
+
+EPOCH = ["epoch", "--config", "cfg.yaml", "--state", "st.db", "--now", "1000"]
+
+
+def _first_epoch(lab) -> None:
+    assert main(EPOCH) == 0
+
+
+@pytest.mark.parametrize("flag, target, what", [
+    ("--out", "st.db", "is the state DB (st.db)"),
+    ("--out", "st.db.lock", "is the state DB's lock file"),
+    ("--out", "cfg.yaml", "is a config file"),
+    ("--metrics-file", "st.db", "is the state DB (st.db)"),
+])
+def test_an_epoch_output_that_is_the_state_db_or_the_config_is_refused(
+        tmp_path, monkeypatch, capsys, flag, target, what):
+    refused_in_lab(tmp_path, monkeypatch, capsys, _first_epoch,
+                   EPOCH[:-2] + ["--now", "2000", flag, target],
+                   [f"{flag} {target} {what}", "give another path"])
+
+
+def test_a_dry_run_output_that_is_the_state_db_is_refused(tmp_path, monkeypatch, capsys):
+    refused_in_lab(tmp_path, monkeypatch, capsys, _first_epoch,
+                   EPOCH[:-2] + ["--now", "2000", "--dry-run", "--out", "st.db"],
+                   ["--out st.db is the state DB (st.db)"])
+
+
+def test_a_dashboard_metrics_file_that_is_the_state_db_is_refused(
+        tmp_path, monkeypatch, capsys):
+    refused_in_lab(tmp_path, monkeypatch, capsys, _first_epoch,
+                   ["dashboard", "--config", "cfg.yaml", "--state", "st.db", "--out", "site",
+                    "--metrics-file", "st.db"],
+                   ["--metrics-file st.db is the state DB (st.db)"])
+
+
+IMPORT = ["ledger", "import", "--config", "cfg.yaml", "--state", "st.db"]
+
+
+@pytest.mark.parametrize("path, what", [
+    ("/dev/zero", "is not a regular file"),
+    (".", "is not a regular file"),
+    ("missing.csv", "cannot read (No such file or directory); check the path"),
+])
+def test_a_ledger_import_of_something_other_than_a_csv_file_is_refused_at_once(
+        tmp_path, monkeypatch, capsys, path, what):
+    # /dev/zero was read for ever, its memory growing without bound
+    refused_in_lab(tmp_path, monkeypatch, capsys, None, IMPORT + [path],
+                   [f"{path}: {what}", "nothing was imported"])
+
+
+def _policy(text: str):
+    def prepare(lab) -> None:
+        (lab / "cfg.yaml").write_text((lab / "cfg.yaml").read_text() + f"policy: {text}\n")
+    return prepare
+
+
+@pytest.mark.parametrize("policy, message", [
+    ("{solver: {time_limit: 3000d}}",
+     ["policy.solver.time_limit: 3000d is more than a day", "at most 1d"]),
+    ("{debug_protection: 10h}",
+     ["policy.debug_protection: debug_protection (10h) is not below min_runtime_cap "
+      "(8h): every allocated job would count as a debug job"]),
+    ("{min_runtime_cap: 10m}",
+     ["policy.min_runtime_cap: debug_protection (15m) is not below min_runtime_cap (10m)"]),
+])
+def test_a_policy_number_that_would_make_the_scheduler_misbehave_is_refused(
+        tmp_path, monkeypatch, capsys, policy, message):
+    refused_in_lab(tmp_path, monkeypatch, capsys, _policy(policy), ["validate", "cfg.yaml"],
+                   message)
+
+
+def test_a_debug_protection_below_a_shorter_cap_is_taken(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(
+        "gpu_types: [{name: h100}]\nnodes: [{name: box, gpu_type: h100, gpus: 4}]\n"
+        "org: {name: lab, children: [{name: A1, share: 1}]}\n"
+        "policy: {min_runtime_cap: 10m, debug_protection: 5m}\n")
+    assert main(["validate", "cfg.yaml"]) == 0
+
+
+RECORD = ["ledger", "record", "--config", "cfg.yaml", "--state", "st.db", "--project", "A1",
+          "--gpu-type", "h100", "--gpus", "1", "--job"]
+
+
+def _recorded_x1(lab) -> None:
+    assert main(RECORD + ["x1", "--start", "0", "--end", "3600"]) == 0
+
+
+def test_an_interval_overlapping_one_recorded_for_the_same_job_is_refused(
+        tmp_path, monkeypatch, capsys):
+    # it was charged beside the first: the job's hour counted 1.5 times
+    refused_in_lab(tmp_path, monkeypatch, capsys, _recorded_x1,
+                   RECORD + ["x1", "--start", "1800", "--end", "5400"],
+                   ["nothing recorded: job x1's interval 1800-5400 overlaps its interval "
+                    "0-3600 (a job runs once at a time; both would be charged)"])
+
+
+def test_the_same_interval_again_and_another_job_at_that_time_are_taken(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(
+        "gpu_types: [{name: h100}]\nnodes: [{name: box, gpu_type: h100, gpus: 4}]\n"
+        "org: {name: lab, children: [{name: A1, share: 1}, {name: B1, share: 1}]}\n")
+    _recorded_x1(tmp_path)
+    assert main(RECORD + ["x1", "--start", "0", "--end", "3600"]) == 0  # already recorded
+    assert main(RECORD + ["x2", "--start", "1800", "--end", "5400"]) == 0
+    assert main(RECORD + ["x1", "--start", "3600", "--end", "7200"]) == 0  # back to back
+
+
+def test_an_import_whose_rows_overlap_for_one_job_imports_nothing(tmp_path, monkeypatch, capsys):
+    def prepare(lab) -> None:
+        (lab / "iv.csv").write_text("job_id,project,gpu_type,gpus,start,end\n"
+                                    "j1,A1,h100,1,0,3600\nj1,A1,h100,1,1800,5400\n"
+                                    "j2,A1,h100,1,0,3600\n")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, IMPORT + ["iv.csv"],
+                   ["1 interval in iv.csv overlap another of the same job; nothing was imported",
+                    "job j1's interval 1800-5400 overlaps its interval 0-3600"])
+
+
+@pytest.mark.parametrize("start, end, message", [
+    ("1970-01-01T00:00:00Z", "2000-01-01T00:00:00Z", "is 10957d, more than ten years"),
+    ("2098-01-01T00:00:00Z", "2099-01-01T00:00:00Z", "--end (2099-01-01T00:00:00Z) is after "
+     "this machine's clock"),
+])
+def test_an_interval_that_cannot_have_happened_is_refused(
+        tmp_path, monkeypatch, capsys, start, end, message):
+    refused_in_lab(tmp_path, monkeypatch, capsys, None,
+                   RECORD + ["x1", "--start", start, "--end", end],
+                   ["nothing recorded", message])
