@@ -137,3 +137,28 @@ def test_an_interval_that_cannot_have_happened_is_refused(
     refused_in_lab(tmp_path, monkeypatch, capsys, None,
                    RECORD + ["x1", "--start", start, "--end", end],
                    ["nothing recorded", message])
+
+
+SUBMIT = ["submit", "--config", "cfg.yaml", "--state", "st.db", "--now", "1000"]
+
+
+def _job_file(lab) -> None:
+    (lab / "job.yaml").write_text("jobs: [{id: j1, project: A1, gpus: 1, command: [true]}]\n")
+
+
+@pytest.mark.parametrize("argv, message", [
+    # no --project: /bin/true was read as a job file ("is not UTF-8 text")
+    (["--gpus", "1", "--", "/bin/true"],
+     "--gpus without --project: job flags describe a command-line job"),
+    # a job file's jobs say their GPUs: --gpus was dropped without a word
+    (["--gpus", "4", "job.yaml"], "--gpus without --project"),
+    # with --project the file's path was queued as the job's argv
+    (["--project", "A1", "--gpus", "1", "job.yaml"],
+     "job.yaml is a job file: give it without --project"),
+    (["--project", "A1", "--gpus", "1", "--", "python train.py --lr 3"],
+     "the command's program 'python train.py --lr 3' holds spaces: give the argv as separate "
+     "words after `--`"),
+])
+def test_a_submit_whose_flags_and_arguments_disagree_is_refused(
+        tmp_path, monkeypatch, capsys, argv, message):
+    refused_in_lab(tmp_path, monkeypatch, capsys, _job_file, SUBMIT + argv, [message])

@@ -19,11 +19,11 @@ import argparse
 import dataclasses
 import json
 import os
-import secrets
 import sys
 import time
 from typing import Any
 
+from optalloc.cli.submit_input import check_command, flag_job, job_flags
 from optalloc.errors import ConfigError, OptallocError
 
 
@@ -87,30 +87,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------- submit
 
 
-def _flag_job(args: argparse.Namespace, now: float) -> dict[str, Any]:
-    if args.gpus is None:
-        raise OptallocError("--gpus N is required with --project (or give a job file)")
-    if not args.rest:
-        raise OptallocError("give the command after `--`, e.g. "
-                            "`optalloc submit ... --project A1 --gpus 8 -- python train.py`")
-    d: dict[str, Any] = {
-        "id": args.job_id or f"{args.project}-{int(now)}-{secrets.token_hex(2)}",
-        "project": args.project,
-        "gpus": args.gpus,
-        "min_runtime": args.min_runtime,
-        "resumable": args.resumable,
-        "priority": args.priority,
-        "submit_time": now,
-        "command": list(args.rest),
-    }
-    for key, value in (("gpu_types", args.gpu_types), ("gpus_per_node", args.gpus_per_node),
-                       ("checkpoint_interval", args.checkpoint_interval),
-                       ("duration", args.duration)):
-        if value is not None:
-            d[key] = value
-    return d
-
-
 def cmd_submit(args: argparse.Namespace) -> int:
     from optalloc.cli.epoch_cmd import parse_now
     from optalloc.config import load_config, load_jobs, parse_jobs
@@ -120,8 +96,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     check_state_file(args.state)
     if args.project:
-        jobs = parse_jobs(_flag_job(args, now), config, "<command line>")
+        check_command(args.rest)
+        jobs = parse_jobs(flag_job(args, now), config, "<command line>")
     else:
+        given = job_flags(args)
+        if given:  # they describe a command-line job: a job file says it all itself
+            raise OptallocError(
+                f"{', '.join(given)} without --project: job flags describe a command-line job "
+                "(`optalloc submit ... --project A1 --gpus 8 -- python train.py`); with a job "
+                "file, give them in the file")
         if len(args.rest) != 1:
             raise OptallocError("give one job file, or --project/--gpus and the command "
                                 "after `--`")
