@@ -162,3 +162,33 @@ def _job_file(lab) -> None:
 def test_a_submit_whose_flags_and_arguments_disagree_is_refused(
         tmp_path, monkeypatch, capsys, argv, message):
     refused_in_lab(tmp_path, monkeypatch, capsys, _job_file, SUBMIT + argv, [message])
+
+
+WHATIF_SCENARIO = """
+gpu_types: [{name: h100}]
+nodes: [{name: "h100-[01-02]", gpu_type: h100, gpus: 8}]
+org: {name: root, children: [{name: A1, share: 1}, {name: B1, share: 1}]}
+policy: {lookback: 1d, min_runtime_cap: 8h, epoch: 5m}
+jobs:
+  - {id: j1, project: A1, gpus: 8, min_runtime: 2h, duration: 3h, submit_time: 0}
+  - {id: j2, project: B1, gpus: 8, min_runtime: 0, duration: 1h, submit_time: 600}
+workload: {source: jobs}
+simulation: {duration: 4h, start: 0}
+"""
+
+
+def _scenario(lab) -> None:
+    (lab / "sc.yaml").write_text(WHATIF_SCENARIO)
+
+
+@pytest.mark.parametrize("argv", [
+    ["whatif", "--scenario", "sc.yaml", "--policy", "greedy", "--set",
+     "policy.min_runtime_cap=1h"],
+    ["sweep", "--scenario", "sc.yaml", "--policies", "greedy", "--grid",
+     "policy.min_runtime_cap=1h,8h", "--out", "sw"],
+])
+def test_an_override_of_the_cap_below_a_jobs_protection_is_refused_as_validate_would(
+        tmp_path, monkeypatch, capsys, argv):
+    # it ran: the cap clipped j1's 2 h protection to 1 h in the variant
+    refused_in_lab(tmp_path, monkeypatch, capsys, _scenario, argv,
+                   ["job j1's min_runtime 2h is above policy.min_runtime_cap 1h; raise the cap"])

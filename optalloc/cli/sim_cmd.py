@@ -202,7 +202,7 @@ def cmd_whatif(args) -> int:
     if twice:
         raise OptallocError(f"{twice} (only one value can be the variant's)")
     sc = load(args.scenario, seed=args.seed, duration=args.duration)
-    apply_overrides(sc.config, args.overrides)  # report bad overrides before simulating
+    apply_overrides(sc.config, args.overrides, jobs=sc.jobs)  # bad ones before simulating
     dropped = _say_dropped(sc)  # the base and the variant run the same workload: once
     wi = run_whatif(sc, args.overrides, args.policy, progress=not args.no_progress)
     print(f"what if {'; '.join(args.overrides)}  ({sc.name}, policy {args.policy})")

@@ -201,23 +201,26 @@ def make_cells(axes: Sequence[Axis], fixed: Sequence[str] = ()) -> tuple[Cell, .
 
 
 def check_overrides(config: Config, axes: Sequence[Axis], cells: Sequence[Cell], fixed: Sequence[str],
-                    problems: Problems) -> None:
+                    problems: Problems, jobs: Sequence = ()) -> None:
     """Record every problem the what-if parser finds: in `--set`, in each axis value, and (only
-    when those are all fine) in each cell's combination."""
-    base = _checked(config, fixed, "--set", problems)
+    when those are all fine) in each cell's combination (`jobs`: the scenario's workload, which
+    each cell's policy must fit)."""
+    base = _checked(config, fixed, "--set", problems, jobs)
     bad = base is None
     for axis in axes:
         for v in axis.values:
-            bad |= _checked(base if base is not None else config, [axis.override(v)], "--grid", problems) is None
+            bad |= _checked(base if base is not None else config, [axis.override(v)], "--grid",
+                            problems, jobs) is None
     if bad:
         return
     for cell in cells:
-        _checked(config, cell.overrides, f"--grid cell [{cell.label(axes)}]", problems)
+        _checked(config, cell.overrides, f"--grid cell [{cell.label(axes)}]", problems, jobs)
 
 
-def _checked(config: Config, overrides: Sequence[str], source: str, problems: Problems) -> Config | None:
+def _checked(config: Config, overrides: Sequence[str], source: str, problems: Problems,
+             jobs: Sequence = ()) -> Config | None:
     try:
-        return apply_overrides(config, list(overrides), source=source)
+        return apply_overrides(config, list(overrides), source=source, jobs=jobs)
     except ConfigError as err:
         for p in err.problems:
             if p not in problems.items:

@@ -113,9 +113,8 @@ def plan_sweep(
     pol_text = policies if isinstance(policies, str) else ",".join(policies)
     names = parse_policies(pol_text, problems)
     cells = make_cells(axes, fixed)
-    configs = {repr(sc.config): sc.config for sc in scenarios.values()}  # seeds share one, usually
-    for cfg in configs.values():
-        check_overrides(cfg, axes, cells, fixed, problems)
+    for sc in scenarios.values():  # each seed's workload must fit every cell's policy
+        check_overrides(sc.config, axes, cells, fixed, problems, sc.jobs)
     problems.raise_if_any()
     runs = []
     for seed, sc in scenarios.items():
