@@ -32,7 +32,7 @@ MAX_ARGV_ITEMS = 4096  # a job's command
 MAX_ARGV_BYTES = 64 * 1024  # a job's command, all arguments together (UTF-8)
 
 _UNITS = {"s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 7 * 86400.0}
-_DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|min|m|h|d|w)?\s*$")
+_DUR_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(s|min|m|h|d|w)?\s*$")
 
 
 def parse_duration(value: object) -> float:
@@ -51,8 +51,11 @@ def parse_duration(value: object) -> float:
     if isinstance(value, str):
         s = value.strip()
         total, pos = 0.0, 0
-        parts = re.findall(r"(\d+(?:\.\d+)?)\s*(min|s|m|h|d|w)", s)
-        if parts and re.fullmatch(r"(\s*\d+(?:\.\d+)?\s*(min|s|m|h|d|w))+\s*", s):
+        # ASCII digits only (\d took other scripts' digits), each unit once: "1d1d" was 2d
+        parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)\s*(min|s|m|h|d|w)", s)
+        units = [_UNITS[u] for _, u in parts]
+        if (parts and len(set(units)) == len(units)
+                and re.fullmatch(r"(\s*[0-9]+(?:\.[0-9]+)?\s*(min|s|m|h|d|w))+\s*", s)):
             for num, unit in parts:
                 total += float(num) * _UNITS[unit]
             return total

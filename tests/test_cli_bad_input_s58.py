@@ -205,3 +205,20 @@ def test_an_override_of_the_cap_below_a_jobs_protection_is_refused_as_validate_w
 def test_a_runner_flag_the_chosen_runner_does_not_read_is_refused(
         tmp_path, monkeypatch, capsys, argv, message):
     refused_in_lab(tmp_path, monkeypatch, capsys, None, argv, [message])
+
+
+@pytest.mark.parametrize("text", ["1d1d", "2h 1h", "\u0663h"])
+def test_a_duration_with_a_unit_twice_or_other_scripts_digits_is_not_a_duration(text):
+    # "1d1d" read as 2d, Arabic-Indic digits as 3
+    from optalloc.units import parse_duration
+
+    with pytest.raises(ValueError, match="expected a duration like"):
+        parse_duration(text)
+
+
+def test_a_hostlist_range_in_other_scripts_digits_is_refused():
+    from optalloc.config.nodes import expand_node_names
+
+    with pytest.raises(ValueError):
+        expand_node_names("h[\u0663-\u0665]")
+    assert expand_node_names("h[1-3]") == ["h1", "h2", "h3"]

@@ -12,7 +12,7 @@ from optalloc.units import MAX_BILLING_WEIGHT, MAX_NODE_GPUS, MAX_NODES
 
 MAX_EXPANDED_NODES = 100_000
 _GROUP_RE = re.compile(r"\[([^\[\]]*)\]")
-_ITEM_RE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_ITEM_RE = re.compile(r"^\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?$")  # ASCII digits only
 
 
 def _expand_group(body: str, whole: str) -> list[str]:
