@@ -68,7 +68,8 @@ def check_state_path(path: str | os.PathLike) -> str:
     except FileNotFoundError:
         st = None
     except OSError as err:
-        raise StateError(f"state DB {text}: cannot use it ({err.strerror})") from None
+        raise StateError(f"state DB {text}: cannot use it ({err.strerror}); give --state a "
+                         "path in a directory you can write") from None
     if st is not None:
         if stat.S_ISLNK(st.st_mode):
             raise StateError(f"state DB {text} is a symbolic link; point --state at the real "

@@ -222,3 +222,20 @@ def test_a_hostlist_range_in_other_scripts_digits_is_refused():
     with pytest.raises(ValueError):
         expand_node_names("h[\u0663-\u0665]")
     assert expand_node_names("h[1-3]") == ["h1", "h2", "h3"]
+
+
+def test_an_empty_job_file_is_told_to_add_jobs_not_the_config_sections(
+        tmp_path, monkeypatch, capsys):
+    def prepare(lab) -> None:
+        (lab / "job.yaml").write_text("")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, SUBMIT + ["job.yaml"],
+                   ["job.yaml: the file is empty; add `jobs:` with one job or more"])
+
+
+def test_a_state_path_under_a_file_says_what_to_do(tmp_path, monkeypatch, capsys):
+    def prepare(lab) -> None:
+        (lab / "afile").write_text("mine\n")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare,
+                   ["epoch", "--config", "cfg.yaml", "--state", "afile/st.db", "--now", "1000"],
+                   ["afile/st.db: cannot use it (Not a directory); give --state a path in a "
+                    "directory you can write"])

