@@ -239,3 +239,17 @@ def test_a_state_path_under_a_file_says_what_to_do(tmp_path, monkeypatch, capsys
                    ["epoch", "--config", "cfg.yaml", "--state", "afile/st.db", "--now", "1000"],
                    ["afile/st.db: cannot use it (Not a directory); give --state a path in a "
                     "directory you can write"])
+
+
+def test_an_empty_team_list_is_told_so_not_to_fit_the_sizes_to_the_cluster(
+        tmp_path, monkeypatch, capsys):
+    def prepare(lab) -> None:
+        (lab / "sc.yaml").write_text(
+            "gpu_types: [{name: h100}]\n"
+            "nodes: [{name: 'h100-[01-02]', gpu_type: h100, gpus: 8}]\n"
+            "org: {name: root, children: [{name: A1, share: 1}, {name: B1, share: 1}]}\n"
+            "workload: {source: synthetic, synthetic: {offered_load: 1.0, teams: []}}\n"
+            "simulation: {duration: 1d}\n")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["validate", "sc.yaml"],
+                   ["workload.synthetic.teams: is empty: no project would submit work; name "
+                    "projects (leaves of the org tree), e.g. [A1]"])

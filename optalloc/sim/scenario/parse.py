@@ -305,7 +305,12 @@ def _parse_synthetic(value: Any, loc: Loc, config: Config, problems: Problems) -
     leaves = project_names(config)
     if "teams" in d:
         seq = problems.sequence(d["teams"], loc.key("teams"))
-        if seq is not MISSING:
+        if seq is not MISSING and not seq:  # it was told to "fit the sizes to the cluster"
+            first = (list(leaves) or ["A1"])[0]
+            problems.add(loc.key("teams"), "is empty: no project would submit work",
+                         f"name projects (leaves of the org tree), e.g. [{first}], or leave "
+                         "`teams` out for all of them")
+        elif seq is not MISSING:
             teams = []
             for i, t in enumerate(seq):
                 s = problems.string(t, loc.key("teams").idx(i))
