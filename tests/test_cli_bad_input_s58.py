@@ -253,3 +253,18 @@ def test_an_empty_team_list_is_told_so_not_to_fit_the_sizes_to_the_cluster(
     refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["validate", "sc.yaml"],
                    ["workload.synthetic.teams: is empty: no project would submit work; name "
                     "projects (leaves of the org tree), e.g. [A1]"])
+
+
+def test_a_trace_whose_every_job_is_dropped_is_not_a_scenario_of_no_jobs(
+        tmp_path, monkeypatch, capsys):
+    # a header-only trace was refused, but one whose only job needs 64 of 16 GPUs validated
+    def prepare(lab) -> None:
+        (lab / "big.csv").write_text("job_id,submission_time,duration,num_gpu\na,10,100,64\n")
+        (lab / "sc.yaml").write_text(
+            "gpu_types: [{name: h100}]\n"
+            "nodes: [{name: 'h100-[01-02]', gpu_type: h100, gpus: 8}]\n"
+            "org: {name: root, children: [{name: A1, share: 1}]}\n"
+            "workload: {source: itp, file: big.csv}\nsimulation: {duration: 2h}\n")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["validate", "sc.yaml"],
+                   ["every one of the 1 jobs of", "was dropped (1 more GPUs than the cluster "
+                    "has of its types)", "add the nodes they need"])

@@ -58,6 +58,11 @@ def build_workload(wl: dict, config: Config, sim: dict, source: str, base_dir: P
         problems.add(loc, "no jobs left after window/sample/max_jobs", "widen workload.window or raise sample")
         return (), None, 0.0
     jobs, summary = build_jobs(raw, wl["mapping"], config, seed=seed, loc=loc.key("mapping"), problems=problems)
+    if not jobs and summary is not None and summary.dropped:  # validated as a scenario of 0 jobs
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(summary.dropped.items()))
+        problems.add(loc, f"every one of the {len(raw)} jobs of {raw.source} was dropped ({why})",
+                     "point the workload at jobs this cluster can run, or add the nodes they need")
+        return (), None, 0.0
     return jobs, summary, float(raw.submit_time.max())
 
 
