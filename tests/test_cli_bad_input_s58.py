@@ -268,3 +268,12 @@ def test_a_trace_whose_every_job_is_dropped_is_not_a_scenario_of_no_jobs(
     refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["validate", "sc.yaml"],
                    ["every one of the 1 jobs of", "was dropped (1 more GPUs than the cluster "
                     "has of its types)", "add the nodes they need"])
+
+
+@pytest.mark.parametrize("flags", [["--sizes", "S"], ["--export"]])
+def test_a_scale_flag_beside_a_suite_without_scale_is_refused(
+        tmp_path, monkeypatch, capsys, flags):
+    # the ledger suite ran at its full sizes, --sizes dropped
+    refused_in_lab(tmp_path, monkeypatch, capsys, None,
+                   ["bench", "--suite", "ledger", "--out", "b"] + flags,
+                   [f"{flags[0]}: for the scale suite only"])
