@@ -277,3 +277,60 @@ def test_a_scale_flag_beside_a_suite_without_scale_is_refused(
     refused_in_lab(tmp_path, monkeypatch, capsys, None,
                    ["bench", "--suite", "ledger", "--out", "b"] + flags,
                    [f"{flags[0]}: for the scale suite only"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["cancel", "\udcff\udcfe", "--state", "st.db"],  # a traceback (UnicodeEncodeError)
+    ["explain", "\udcff", "--config", "cfg.yaml", "--state", "st.db"],
+    # it made a state DB no later command could open
+    ["epoch", "--config", "cfg.yaml", "--state", "\udcff.db", "--now", "1000"],
+])
+def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(
+        tmp_path, monkeypatch, capsys, argv):
+    refused_in_lab(tmp_path, monkeypatch, capsys, None, argv,
+                   ["is not UTF-8 text; give ids, names and paths as UTF-8", "\\xff"])
+
+
+@pytest.mark.parametrize("answer", ["", "\n", "Submitted batch job 12", "sbatch: error"])
+def test_an_sbatch_answer_that_is_no_job_id_is_an_error_not_a_recorded_id(answer, tmp_path):
+    # an empty answer was recorded as the job's Slurm id: `scontrol release ` with no id, and
+    # the next epoch said the job had vanished
+    from optalloc.runners.slurm_cli import SlurmError
+    from optalloc.runners.slurm_submit import SubmitMixin
+    from optalloc.types import Job
+
+    class Cli:
+        def run(self, argv, input=None):
+            return answer
+
+    class Submitter(SubmitMixin):
+        cli, partition, log_dir, workdir = Cli(), None, tmp_path, tmp_path
+
+        def _shape(self, job):
+            return 1, 1
+
+        def _script(self, job):
+            return "#!/bin/sh\n"
+
+    with pytest.raises(SlurmError, match="not a Slurm job id"):
+        Submitter()._sbatch(Job("j1", "A1", 1, command=("true",)))
+
+
+def test_an_sbatch_answer_with_a_cluster_gives_the_job_id(tmp_path):
+    from optalloc.runners.slurm_submit import SubmitMixin
+    from optalloc.types import Job
+
+    class Cli:
+        def run(self, argv, input=None):
+            return "4242;west\n"
+
+    class Submitter(SubmitMixin):
+        cli, partition, log_dir, workdir = Cli(), None, tmp_path, tmp_path
+
+        def _shape(self, job):
+            return 1, 1
+
+        def _script(self, job):
+            return "#!/bin/sh\n"
+
+    assert Submitter()._sbatch(Job("j1", "A1", 1, command=("true",))) == "4242"

