@@ -288,7 +288,7 @@ def test_a_scale_flag_beside_a_suite_without_scale_is_refused(
 def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(
         tmp_path, monkeypatch, capsys, argv):
     refused_in_lab(tmp_path, monkeypatch, capsys, None, argv,
-                   ["is not UTF-8 text; give ids, names and paths as UTF-8", "\\xff"])
+                   ["is not valid UTF-8 text; give ids, names and paths as UTF-8", "\\xff"])
 
 
 @pytest.mark.parametrize("answer", ["", "\n", "Submitted batch job 12", "sbatch: error"])
@@ -334,3 +334,15 @@ def test_an_sbatch_answer_with_a_cluster_gives_the_job_id(tmp_path):
             return "#!/bin/sh\n"
 
     assert Submitter()._sbatch(Job("j1", "A1", 1, command=("true",))) == "4242"
+
+
+@pytest.mark.parametrize("value", ["\u0661", "1_0", "0x10"])
+def test_an_integer_flag_takes_ascii_digits_only(tmp_path, monkeypatch, capsys, value):
+    # `--gpus ٢` queued a 2-GPU job, `--seed 1_0` ran seed 10
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exc:
+        main(["submit", "--config", "cfg.yaml", "--state", "st.db", "--project", "A1",
+              "--gpus", value, "--", "true"])
+    assert exc.value.code == 2
+    assert f"argument --gpus: invalid integer value: '{value}'" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

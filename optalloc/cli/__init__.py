@@ -54,11 +54,17 @@ def _negative_values(parser: argparse.ArgumentParser) -> None:
 
 
 def _not_utf8(argv: list[str]) -> str | None:
-    """The first argument holding bytes that are not UTF-8 (Python keeps them as lone
-    surrogates), as printable escapes; None where every one is text. Ids, names and paths
-    optalloc stores must be UTF-8: a job id of such bytes raised a traceback, and a --state
-    path of them made a DB no later command could open (stop 58's judge)."""
-    for a in argv:
+    """The first argument that no command checks itself holding bytes that are not UTF-8
+    (Python keeps them as lone surrogates), as printable escapes; None where there is none:
+    `cancel` / `explain` job ids (a traceback: UnicodeEncodeError) and `--state` paths (a DB
+    no later command could open; stop 58's judge). Other ids and names are refused where
+    they are read, naming their flag or key."""
+    cmd = next((a for a in argv if not a.startswith("-")), "")
+    checked = [a for i, a in enumerate(argv)
+               if (cmd in ("cancel", "explain") and not a.startswith("-")
+                   and (i == 0 or argv[i - 1] not in ("--state", "--config", "--wait")))
+               or (i > 0 and argv[i - 1] == "--state") or a.startswith("--state=")]
+    for a in checked:
         try:
             a.encode("utf-8")
         except UnicodeEncodeError:
@@ -73,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad is not None:
         cmd = next((a for a in raw if not str(a).startswith("-")), "")
         print(f"optalloc{' ' + cmd if cmd and _not_utf8([cmd]) is None else ''}: the "
-              f"argument '{bad}' is not UTF-8 text; give ids, names and paths as UTF-8",
+              f"argument '{bad}' is not valid UTF-8 text; give ids, names and paths as UTF-8",
               file=sys.stderr)
         return 2
     args = parser.parse_args(argv)

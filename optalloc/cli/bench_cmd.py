@@ -20,7 +20,7 @@ import time
 
 from optalloc.bench.table import markdown_table
 from optalloc.statefile import write_atomic
-from optalloc.units import MAX_WAIT_S
+from optalloc.units import ascii_int, MAX_WAIT_S
 
 SUITES = ("ledger", "epoch", "scale", "sim")
 MAX_REPEAT = 1000  # --repeat
@@ -46,8 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--naive-sizes", default="S,M",
                    help="sizes that also get the naive PuLP + CBC row (default: %(default)s; "
                    "'none', 'all')")
-    g.add_argument("--repeat", type=int, default=1, help="repeats per row, medians (naive: once)")
-    g.add_argument("--seed", type=int, default=0,
+    g.add_argument("--repeat", type=ascii_int, default=1, help="repeats per row, medians (naive: once)")
+    g.add_argument("--seed", type=ascii_int, default=0,
                    help="instance seed, 0 to 2**63 - 1 (default: %(default)s)")
     g.add_argument("--time-limit", type=float, default=60.0,
                    help="MIP time limit per solve of the mip/BACKEND rows, seconds (the LP "

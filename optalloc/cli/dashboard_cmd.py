@@ -14,6 +14,7 @@ import os
 import socket
 import sys
 
+from optalloc.units import ascii_int
 from optalloc.errors import OptallocError
 from optalloc.outdir import check_out_dir
 from optalloc.statefile import check_not_an_input, check_output_path
@@ -33,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--config", required=True, help="YAML config file or directory")
     d.add_argument("--state", required=True, help="state DB (SQLite) that `optalloc epoch` writes")
     d.add_argument("--out", required=True, help="directory to write the site into")
-    d.add_argument("--history", type=int, default=None, metavar="N",
+    d.add_argument("--history", type=ascii_int, default=None, metavar="N",
                    help="epochs on the history page (default 288: a day of 5-minute epochs)")
     d.add_argument("--metrics-file", metavar="PATH",
                    help="also write Prometheus metrics here (node_exporter textfile format)")
@@ -50,9 +51,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--config", required=True, help="YAML config file or directory")
     s.add_argument("--state", required=True, help="state DB (SQLite) that `optalloc epoch` writes")
     s.add_argument("--host", default="127.0.0.1", help="address to bind (default: %(default)s)")
-    s.add_argument("--port", type=int, default=8080,
+    s.add_argument("--port", type=ascii_int, default=8080,
                    help="port (default: %(default)s; 0 picks a free one and prints it)")
-    s.add_argument("--history", type=int, default=None, metavar="N",
+    s.add_argument("--history", type=ascii_int, default=None, metavar="N",
                    help="epochs on the history page (default 288)")
     s.set_defaults(func=cmd_serve)
 

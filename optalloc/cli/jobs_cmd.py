@@ -23,6 +23,7 @@ import sys
 import time
 from typing import Any
 
+from optalloc.units import ascii_int
 from optalloc.cli.submit_input import check_command, flag_job, job_flags
 from optalloc.errors import ConfigError, OptallocError
 
@@ -37,15 +38,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--config", required=True, help="YAML config (file or directory)")
     s.add_argument("--state", required=True, help="state DB (SQLite)")
     s.add_argument("--project", help="leaf of the org tree the job is charged to")
-    s.add_argument("--gpus", type=int, help="number of GPUs (a gang: all at once)")
+    s.add_argument("--gpus", type=ascii_int, help="number of GPUs (a gang: all at once)")
     s.add_argument("--gpu-type", action="append", dest="gpu_types", metavar="T",
                    help="allowed GPU type (repeat for several; default any)")
-    s.add_argument("--gpus-per-node", type=int)
+    s.add_argument("--gpus-per-node", type=ascii_int)
     s.add_argument("--min-runtime", default="0",
                    help="protected minimum runtime, e.g. 15m or 2h (0 = unallocated)")
     s.add_argument("--resumable", action=argparse.BooleanOptionalAction, default=True,
                    help="can be preempted and requeued (default: yes)")
-    s.add_argument("--priority", type=int, default=0, help="order within the project")
+    s.add_argument("--priority", type=ascii_int, default=0, help="order within the project")
     s.add_argument("--checkpoint-interval", help="how often the job checkpoints, e.g. 30m")
     s.add_argument("--duration", help="expected work, e.g. 10h (optional)")
     s.add_argument("--id", dest="job_id", help="job id (default: PROJECT-TIME-RANDOM)")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Iterator
 
 from optalloc.errors import OptallocError
-from optalloc.units import parse_duration_in_range
+from optalloc.units import ascii_int, parse_duration_in_range
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--policies", default="priority,greedy,ilp", help="comma-separated (default: %(default)s)")
     s.add_argument("--out", help="write the report into this directory (created 0700 if missing)")
     s.add_argument("--duration", help="simulate only this long (e.g. 7d); jobs submitted later are dropped")
-    s.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed (0 to 2**63 - 1)")
+    s.add_argument("--seed", type=ascii_int, help="re-draw the workload mapping with this seed (0 to 2**63 - 1)")
     s.add_argument("--check", action="store_true", help="check every plan's invariants (slower)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_simulate)
@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="an override (repeat for several)")
     w.add_argument("--policy", default="ilp", help="policy to run (default: %(default)s)")
     w.add_argument("--duration", help="simulate only this long (e.g. 7d)")
-    w.add_argument("--seed", type=int, help="re-draw the workload mapping with this seed (0 to 2**63 - 1)")
+    w.add_argument("--seed", type=ascii_int, help="re-draw the workload mapping with this seed (0 to 2**63 - 1)")
     w.add_argument("--out", help="write both reports into DIR/base and DIR/variant")
     w.add_argument("--no-progress", action="store_true", help="no progress bar")
     w.set_defaults(func=cmd_whatif)

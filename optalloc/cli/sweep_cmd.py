@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from optalloc.units import ascii_int
 from optalloc.config.problems import Problems
 
 
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--duration", help="simulate only this long (e.g. 2d); jobs submitted later are dropped")
     s.add_argument("--engine", default="local", choices=("local", "dask"),
                    help="local: worker processes on this machine (default); dask: a Dask distributed cluster")
-    s.add_argument("--jobs", type=int, help="local: worker processes (default: every core; 1 runs in this "
+    s.add_argument("--jobs", type=ascii_int, help="local: worker processes (default: every core; 1 runs in this "
                                             "process, one run after the other); dask without --address: "
                                             "workers of the local cluster")
     s.add_argument("--address", help="dask: the scheduler, e.g. tcp://scheduler:8786 (default: start a "
