@@ -346,3 +346,13 @@ def test_an_integer_flag_takes_ascii_digits_only(tmp_path, monkeypatch, capsys, 
     assert exc.value.code == 2
     assert f"argument --gpus: invalid integer value: '{value}'" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cancel_on_an_empty_file_refuses_and_does_not_make_it_a_state_db(
+        tmp_path, monkeypatch, capsys):
+    # it printed "x: no such job" (exit 2) and left a 90 KB state DB and its lock behind
+    def prepare(lab) -> None:
+        (lab / "e.db").write_text("")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["cancel", "x", "--state", "e.db"],
+                   ["state DB e.db is an empty file, not a state DB with jobs; nothing to "
+                    "cancel"])

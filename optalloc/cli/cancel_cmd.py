@@ -70,6 +70,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     check_state_file(args.state)
     if not os.path.lexists(args.state):
         raise OptallocError(f"state DB {args.state} does not exist; nothing to cancel")
+    if os.path.isfile(args.state) and os.path.getsize(args.state) == 0:  # it was made one
+        raise OptallocError(f"state DB {args.state} is an empty file, not a state DB with jobs; "
+                            "nothing to cancel (point --state at the DB `optalloc epoch` uses)")
     ids = list(dict.fromkeys(args.jobs))
     with StateLock(args.state, wait_s=wait), StateStore(args.state) as store:
         with store.transaction():
