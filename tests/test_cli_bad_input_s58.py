@@ -376,3 +376,16 @@ def test_an_org_override_reaches_a_dotted_name_and_refuses_an_ambiguous_key():
     assert shares == {"A.B": 1.0, "A": 1.0, "X.Y": 3.0}
     deep = apply_overrides(cfg, ["org.A.B.carol.share=2"]).org.children[1].children[0]
     assert deep.children[0].share == 2.0
+
+
+@pytest.mark.parametrize("value", ["0x10", "010", "1_6", "0o20"])
+def test_a_yaml_int_in_another_base_is_no_number_to_a_number_field(
+        tmp_path, monkeypatch, capsys, value):
+    # YAML 1.1 read `gpus: 0x10` as 16 and `010` as 8
+    def prepare(lab) -> None:
+        (lab / "cfg.yaml").write_text(
+            "gpu_types: [{name: h100}]\n"
+            f"nodes: [{{name: box, gpu_type: h100, gpus: {value}}}]\n"
+            "org: {name: lab, children: [{name: A1, share: 1}]}\n")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["validate", "cfg.yaml"],
+                   [f"nodes[0].gpus: expected an integer, got a string ('{value}')"])

@@ -6,6 +6,7 @@ All problems are collected and raised together as one ConfigError.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -61,6 +62,20 @@ class _Loader(_BaseLoader):
             else:
                 seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+def _decimal_int(loader: _Loader, node) -> Any:
+    """An int scalar in plain decimal digits; YAML 1.1's other int forms (0x10 = 16, 010 = 8,
+    1_000, 1:30 = 90) stay the text they were written as, so a number field refuses them at
+    its key path and an id or a name keeps them as written (stop 58's judge: `gpus: 0x10`
+    ran a 16-GPU job)."""
+    text = str(node.value)
+    if re.fullmatch(r"[-+]?(0|[1-9][0-9]*)", text):
+        return int(text)
+    return text
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _decimal_int)
 
 
 MAX_YAML_BYTES = 64 * 1024 * 1024
