@@ -291,11 +291,8 @@ def test_an_argument_that_is_not_utf8_is_refused_before_anything_runs(
                    ["is not valid UTF-8 text; give ids, names and paths as UTF-8", "\\xff"])
 
 
-@pytest.mark.parametrize("answer", ["", "\n", "Submitted batch job 12", "sbatch: error"])
-def test_an_sbatch_answer_that_is_no_job_id_is_an_error_not_a_recorded_id(answer, tmp_path):
-    # an empty answer was recorded as the job's Slurm id: `scontrol release ` with no id, and
-    # the next epoch said the job had vanished
-    from optalloc.runners.slurm_cli import SlurmError
+def _sbatch(answer: str, tmp_path) -> str:
+    """What SubmitMixin._sbatch makes of `sbatch --parsable`'s `answer`."""
     from optalloc.runners.slurm_submit import SubmitMixin
     from optalloc.types import Job
 
@@ -312,28 +309,21 @@ def test_an_sbatch_answer_that_is_no_job_id_is_an_error_not_a_recorded_id(answer
         def _script(self, job):
             return "#!/bin/sh\n"
 
+    return Submitter()._sbatch(Job("j1", "A1", 1, command=("true",)))
+
+
+@pytest.mark.parametrize("answer", ["", "\n", "Submitted batch job 12", "sbatch: error"])
+def test_an_sbatch_answer_that_is_no_job_id_is_an_error_not_a_recorded_id(answer, tmp_path):
+    # an empty answer was recorded as the job's Slurm id: `scontrol release ` with no id, and
+    # the next epoch said the job had vanished
+    from optalloc.runners.slurm_cli import SlurmError
+
     with pytest.raises(SlurmError, match="not a Slurm job id"):
-        Submitter()._sbatch(Job("j1", "A1", 1, command=("true",)))
+        _sbatch(answer, tmp_path)
 
 
 def test_an_sbatch_answer_with_a_cluster_gives_the_job_id(tmp_path):
-    from optalloc.runners.slurm_submit import SubmitMixin
-    from optalloc.types import Job
-
-    class Cli:
-        def run(self, argv, input=None):
-            return "4242;west\n"
-
-    class Submitter(SubmitMixin):
-        cli, partition, log_dir, workdir = Cli(), None, tmp_path, tmp_path
-
-        def _shape(self, job):
-            return 1, 1
-
-        def _script(self, job):
-            return "#!/bin/sh\n"
-
-    assert Submitter()._sbatch(Job("j1", "A1", 1, command=("true",))) == "4242"
+    assert _sbatch("4242;west\n", tmp_path) == "4242"
 
 
 @pytest.mark.parametrize("value", ["\u0661", "1_0", "0x10"])

@@ -99,6 +99,15 @@ def test_an_idle_programs_spare_goes_to_the_better_ranked_program_and_its_better
 # ----------------------------------------------------------------------------- 2. priorities
 
 
+def _priority_epoch():
+    """2 x 8, A = B: B's protected 8-GPU job on n01; A_lo (priority 0, 4 GPUs), A_mid (1, 4),
+    A_hi (2, 6) and B_q (2 GPUs) queued."""
+    b = running("B_run", "B", "h100", [("n01", range(8))], start=NOW - 600, min_runtime_s=4 * H)
+    jobs = [b, q("A_lo", "A", 4, 0.0), replace(q("A_mid", "A", 4, 1.0), priority=1),
+            replace(q("A_hi", "A", 6, 2.0), priority=2), q("B_q", "B", 2, 3.0)]
+    return snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs, now=NOW)
+
+
 def test_a_higher_priority_job_starts_first_and_what_its_team_cannot_use_flows_to_the_sibling():
     # 2 x 8, A = B. B's protected 8-GPU job holds n01. A: A_lo (priority 0, 4 GPUs, first
     # submitted), A_mid (priority 1, 4), A_hi (priority 2, 6); B_q (2 GPUs). A's target 8 is
@@ -107,11 +116,7 @@ def test_a_higher_priority_job_starts_first_and_what_its_team_cannot_use_flows_t
     # (rule 2: "when its next jobs do not fit, the rest flows to its siblings rather than
     # to its lower-priority jobs"). A_lo + A_mid (8) would meet A's floor, but A_hi fits in
     # their place (rule 3): it starts, and B_q takes the 2 GPUs left.
-    b = running("B_run", "B", "h100", [("n01", range(8))], start=NOW - 600, min_runtime_s=4 * H)
-    jobs = [b, q("A_lo", "A", 4, 0.0), replace(q("A_mid", "A", 4, 1.0), priority=1),
-            replace(q("A_hi", "A", 6, 2.0), priority=2), q("B_q", "B", 2, 3.0)]
-    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs, now=NOW)
-    out, msg, _ = decide(snap)
+    out, msg, _ = decide(_priority_epoch())
     assert out == {
         "runs": {"A_hi": ("h100", (("n00", 6),)), "B_q": ("h100", (("n00", 2),)),
                  "B_run": ("h100", (("n01", 8),))},
@@ -136,11 +141,7 @@ def test_a_higher_priority_job_starts_first_and_what_its_team_cannot_use_flows_t
 def test_a_team_whose_next_jobs_do_not_fit_is_told_the_target_its_own_order_realizes():
     # the same epoch: by rule 2 and targets._inorder_fill's own docstring, A's target is
     # what its order realizes, 6 (A_mid's overshoot of 2 is no nearer than skipping's 2)
-    b = running("B_run", "B", "h100", [("n01", range(8))], start=NOW - 600, min_runtime_s=4 * H)
-    jobs = [b, q("A_lo", "A", 4, 0.0), replace(q("A_mid", "A", 4, 1.0), priority=1),
-            replace(q("A_hi", "A", 6, 2.0), priority=2), q("B_q", "B", 2, 3.0)]
-    snap = snapshot(nodes_of(2, 8), flat_org({"A": 1, "B": 1}), jobs, now=NOW)
-    _, msg, _ = decide(snap)
+    _, msg, _ = decide(_priority_epoch())
     assert msg["A_mid"].startswith(
         "project A's h100 target this epoch is 6 GPUs and it holds 6, 6 of them in 1 of its "
         "jobs with a higher priority than 1 (A_hi)"), msg["A_mid"]
