@@ -49,6 +49,16 @@ def epoch_too_short(seconds: float) -> str:
             "decides; a shorter one only makes a simulation endless)")
 
 
+def debug_protection_problem(debug_s: float, cap_s: float) -> str | None:
+    """Why a debug_protection at or past min_runtime_cap cannot be (a debug job is one
+    protected no longer than it: every allocated job would be one); None where it is below.
+    The config's policy section and `whatif --set` both ask."""
+    if debug_s < cap_s:
+        return None
+    return (f"debug_protection ({format_duration(debug_s)}) is not below min_runtime_cap "
+            f"({format_duration(cap_s)}): every allocated job would count as a debug job")
+
+
 def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
     """Policy from the `policy` mapping; defaults for what it omits (the published ones)."""
     policy = Policy()
@@ -71,12 +81,10 @@ def parse_policy(value: Any, loc: Loc, problems: Problems) -> Policy:
     # or past the cap on protections, every allocated job would be one (stop 58's judge)
     dbg = changes.get("debug_protection_s", policy.debug_protection_s)
     cap = changes.get("min_runtime_cap_s", policy.min_runtime_cap_s)
-    if ("debug_protection" in d or "min_runtime_cap" in d) and dbg >= cap:
+    if ("debug_protection" in d or "min_runtime_cap" in d) and (
+            what := debug_protection_problem(dbg, cap)):
         problems.add(loc.key("debug_protection" if "debug_protection" in d
-                             else "min_runtime_cap"),
-                     f"debug_protection ({format_duration(dbg)}) is not below min_runtime_cap "
-                     f"({format_duration(cap)}): "
-                     "every allocated job would count as a debug job",
+                             else "min_runtime_cap"), what,
                      "give a debug_protection of minutes (15m by default) below the cap")
     if "usage_mode" in d:
         m = problems.choice(d["usage_mode"], loc.key("usage_mode"), USAGE_MODES, "usage_mode")

@@ -93,16 +93,16 @@ def start_after(em: EpochModel, placed: Placed, h) -> float:
     return memo[h.job]
 
 
-def describe(em: EpochModel, h, placed: Placed | None = None) -> tuple[str, dict]:
-    """(message, details) of reservation `h` (optalloc.model.reservations.Held); with
-    `placed`, the expected start is start_after's (the jobs it counts are those running
+def describe(em: EpochModel, h, placed: Placed) -> tuple[str, dict]:
+    """(message, details) of reservation `h` (optalloc.model.reservations.Held) after the
+    plan `placed`: the expected start is start_after's (the jobs it counts are those running
     there at the snapshot: what the plan backfills there ends or loses protection by then)."""
     snap = em.snap
     job = snap.jobs[h.job]
     names = _names(snap, h.nodes)
     prot = [(j, e) for j, e, p in h.blockers if p and snap.now < e <= h.clear]
     loose = [j for j, e, p in h.blockers if not p or e <= snap.now]
-    start = h.start if placed is None else start_after(em, placed, h)
+    start = start_after(em, placed, h)
     # protected past the time its nodes are clear: they share a node the gang needs only part
     # of (a remainder or per-node pieces), and stay
     stay = [j for j, e, p in h.blockers if p and e > max(h.clear, snap.now)]

@@ -34,6 +34,7 @@ from optalloc.config.policy import (
     POLICY_KEYS,
     SOLVER_FIELDS,
     SOLVER_KEYS,
+    debug_protection_problem,
     parse_policy,
     parse_solver,
 )
@@ -121,10 +122,8 @@ def _fits_policy(config: Config, overrides: Sequence[str], source: str, jobs: li
         return
     loc = Loc(source, "; ".join(overrides))
     cap = p.min_runtime_cap_s
-    if p.debug_protection_s >= cap:
-        problems.add(loc, f"policy.debug_protection ({format_duration(p.debug_protection_s)}) is "
-                     f"not below policy.min_runtime_cap ({format_duration(cap)}): every "
-                     "allocated job would count as a debug job", "keep the cap above it")
+    if what := debug_protection_problem(p.debug_protection_s, cap):
+        problems.add(loc, what, "keep the cap above it")
     worst = max(jobs, key=lambda j: j.min_runtime_s, default=None)
     if worst is not None and worst.min_runtime_s > cap:
         n = sum(j.min_runtime_s > cap for j in jobs)
