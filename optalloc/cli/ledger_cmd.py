@@ -89,14 +89,18 @@ def _time_arg(value: str | None, flag: str) -> float:
         raise OptallocError(f"{flag}: {err}") from None
 
 
-def _recorded(store, ivs: list[Interval]) -> dict[tuple[str, float], Interval]:
-    """The intervals already in the DB under the same (job, start) as one of `ivs`."""
+def _recorded(store, ivs: list[Interval]) -> list[Interval]:
+    """The intervals already in the DB of the jobs of `ivs` that end after the earliest of
+    their starts: those one of them may overlap or record again (one read for both)."""
     if not ivs:
-        return {}
-    keys = {(iv.job_id, float(iv.start)) for iv in ivs}
+        return []
+    jobs = {iv.job_id for iv in ivs}
     since = min(float(iv.start) for iv in ivs)
-    return {(iv.job_id, float(iv.start)): iv for iv in store.intervals(since=since)
-            if (iv.job_id, float(iv.start)) in keys}
+    return [r for r in store.intervals(since=since) if r.job_id in jobs]
+
+
+def _by_start(recorded: list[Interval]) -> dict[tuple[str, float], Interval]:
+    return {(r.job_id, float(r.start)): r for r in recorded}
 
 
 # ---------------------------------------------------------------------------- commands
@@ -184,11 +188,11 @@ def cmd_record(args) -> int:
     if problems:
         raise OptallocError("\n".join(["nothing recorded:"] + [f"  - {p}" for p in problems]))
     with StateStore(args.state) as store:
-        clash = overlaps([iv], [r for r in store.intervals(since=iv.start)
-                                if r.job_id == iv.job_id])
+        recorded = _recorded(store, [iv])
+        clash = overlaps([iv], recorded)
         if clash:
             raise OptallocError(f"nothing recorded: {overlap_text(*clash[0])}")
-        before = _recorded(store, [iv]).get((iv.job_id, float(iv.start)))
+        before = _by_start(recorded).get((iv.job_id, float(iv.start)))
         if before is not None and same_interval(before, iv):
             print(f"already recorded: that interval of job {iv.job_id} (start {iv.start:.0f}, end "
                   f"{iv.end:.0f}) is in {args.state}; nothing changed")
@@ -210,11 +214,9 @@ def cmd_import(args) -> int:
     ivs = read_intervals_csv(args.file, config)
     refuse_overlaps(args.file, overlaps(ivs))  # before the state DB is opened (or made)
     with StateStore(args.state) as store:
-        jobs = {iv.job_id for iv in ivs}
-        since = min((iv.start for iv in ivs), default=0.0)
-        refuse_overlaps(args.file, overlaps(
-            ivs, [r for r in store.intervals(since=since) if r.job_id in jobs]))
-        before = _recorded(store, ivs)
+        recorded = _recorded(store, ivs)
+        refuse_overlaps(args.file, overlaps(ivs, recorded))
+        before = _by_start(recorded)
         new = [iv for iv in ivs if (old := before.get((iv.job_id, float(iv.start)))) is None
                or not same_interval(old, iv)]
         store.record_intervals(new)
