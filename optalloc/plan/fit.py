@@ -113,15 +113,25 @@ def slot_or_best_fit(pool: NodePool, t: int, size: int, exclude: list, slots: di
             if not pool.reserved:
                 break
     if best >= 0:
-        m = lst.pop(best)
+        m = lst[best]
         if evict and pool.free[m] < size:  # the model's node, or a twin whose work yields first
-            n = pool.evict_twin(m, ok, exclude)
-            if n != m and n in lst:
-                lst[lst.index(n)] = m
+            n = _fewest_lost(pool, t, size, exclude, hold, pool.evict_twin(m, ok, exclude))
+            lst.pop(lst.index(n) if n in lst else best)
             return n
-        return m
+        return lst.pop(best)
     if slots_first:
         n = pool.best_fit(t, size, exclude=exclude, evict=False, hold=hold)
         if n >= 0:
             return n
     return pool.best_fit(t, size, exclude=exclude, evict=True, hold=hold) if evict else -1
+
+
+def _fewest_lost(pool: NodePool, t: int, size: int, exclude: list, hold: float, n: int) -> int:
+    """Node n (the model's slot, which must evict), or the evicting best fit where fewer GPUs
+    of work are lost: the model is indifferent between evictions whose tiers tie, and its
+    slot had a 4-GPU start evict an 8-GPU unallocated job where a 4-GPU one would do (an
+    outside judge, stop 58). The slot consumed is the node taken where it is one."""
+    alt = pool.best_fit(t, size, exclude=exclude, evict=True, hold=hold)
+    if alt < 0 or alt == n or pool.eviction_cost(alt, size) >= pool.eviction_cost(n, size):
+        return n
+    return alt

@@ -221,30 +221,40 @@ class NodePool:
         return out
 
     def make_room(self, n: int, need: int) -> list[int]:
-        """Evict evictable jobs from node n until `need` GPUs are free, evicting as few GPUs as
-        it can: the smallest job that alone makes enough room, else the largest and repeat;
-        of jobs of one size, the one ranked last in the scheme's order (`yield_order`: the
+        """Evict evictable jobs from node n until `need` GPUs are free (`eviction`'s choice).
+        Returns the evicted job indices."""
+        out = self.eviction(n, need)
+        for j in out:
+            self.release(j)
+        return out
+
+    def eviction(self, n: int, need: int) -> list[int]:
+        """The evictable jobs make_room(n, need) evicts, changing nothing: as few GPUs as it
+        can, the smallest job that alone makes enough room, else the largest and repeat; of
+        jobs of one size, the one ranked last in the scheme's order (`yield_order`: the
         worse-ranked project's, then its team's last; DESIGN.md rules 1 and 3: by index it
         had evicted a team's earliest job, a b200-only one, while two later ones stayed on
-        b200 beside 16 free h100 GPUs: fresh draws at stop 43). Returns the evicted job
-        indices."""
+        b200 beside 16 free h100 GPUs: fresh draws at stop 43)."""
         pos = self.yield_order()
-        out = []
-        while self.free[n] < need:
-            owners = self.owner[n][self.owner[n] >= 0]
-            owners = owners[self.evictable[owners]]
-            if not len(owners):
-                break
-            vals, cnt = np.unique(owners, return_counts=True)
+        owners = self.owner[n][self.owner[n] >= 0]
+        owners = owners[self.evictable[owners]]
+        vals, cnt = np.unique(owners, return_counts=True)
+        free, out = int(self.free[n]), []
+        while free < need and len(vals):
             last = -pos[vals]  # the team's last first
-            short = need - self.free[n]
-            enough = cnt >= short
+            enough = cnt >= need - free
             if enough.any():
                 idx = np.flatnonzero(enough)
                 k = int(idx[np.lexsort((last[idx], cnt[idx]))[0]])
             else:
                 k = int(np.lexsort((last, -cnt))[0])
-            j = int(vals[k])
-            self.release(j)
-            out.append(j)
+            out.append(int(vals[k]))
+            free += int(cnt[k])
+            vals, cnt = np.delete(vals, k), np.delete(cnt, k)
         return out
+
+    def eviction_cost(self, n: int, need: int) -> int:
+        """GPUs of work lost (whole jobs, every node of theirs) if a start of `need` GPUs on
+        node n evicts (`eviction`)."""
+        return int(self.snap.job_gpus[self.eviction(n, need)].sum()) if self.free[n] < need \
+            else 0
