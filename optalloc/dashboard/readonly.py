@@ -14,11 +14,59 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 import urllib.parse
 
 from optalloc.errors import StateError
 from optalloc.state import SCHEMA_VERSION, StateStore
 from optalloc.state.check import schema_version_of
+
+
+def _connect(path: str, timeout: float) -> sqlite3.Connection:
+    """A connection that reads the state DB and never writes it, by what this user may do:
+
+    * a -wal or -journal beside it (an epoch is writing, or one stopped uncleanly): SQLite's
+      read-only mode, which reads the -wal through the -shm and never checkpoints;
+    * else, where this user may write the DB and its directory: read-write with writes
+      refused (`query_only`), so the last connection to close removes the -wal and -shm files
+      that reading in WAL mode makes (a read-only one left them behind, in the owner's mode);
+    * else (a group that may only read, as README "Files and modes" sets up: SQLite's
+      read-only mode cannot make the -shm it needs there, "attempt to write a readonly
+      database"): a copy of the file in memory, taken while it did not change (`_image`).
+      Without a -wal every committed write is in the file; an epoch that starts meanwhile
+      writes its own -wal first and the file only at its checkpoint, which the copy's
+      before-and-after check catches."""
+    full = os.path.abspath(path)
+    kw = dict(timeout=timeout, isolation_level=None, check_same_thread=False)
+    if any(os.path.lexists(full + s) for s in ("-wal", "-journal")):
+        return sqlite3.connect(f"file:{urllib.parse.quote(full)}?mode=ro", uri=True, **kw)
+    if os.access(full, os.W_OK) and os.access(os.path.dirname(full), os.W_OK | os.X_OK):
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(full)}?mode=rw", uri=True, **kw)
+        conn.execute("PRAGMA query_only = ON")
+        return conn
+    conn = sqlite3.connect(":memory:", **kw)
+    conn.deserialize(_image(full))
+    conn.execute("PRAGMA query_only = ON")
+    return conn
+
+
+def _image(full: str, tries: int = 5) -> bytes:
+    """The state DB's bytes, read while its size, time and inode stayed the same and no
+    -wal appeared beside it (else read again, `tries` times), marked as a rollback-journal
+    file: SQLite cannot open a WAL-mode file held in memory."""
+    for _ in range(tries):
+        before = os.stat(full)
+        with open(full, "rb") as f:
+            data = bytearray(f.read())
+        after = os.stat(full)
+        same = (before.st_ino, before.st_size, before.st_mtime_ns) == \
+            (after.st_ino, after.st_size, after.st_mtime_ns)
+        if same and len(data) == after.st_size and not os.path.lexists(full + "-wal"):
+            if len(data) >= 20 and data[18:20] == b"\x02\x02":
+                data[18:20] = b"\x01\x01"
+            return bytes(data)
+        time.sleep(0.2)
+    raise sqlite3.OperationalError(f"it changed while it was read, {tries} times; retry")
 
 
 class ReadOnlyStore(StateStore):
@@ -30,12 +78,13 @@ class ReadOnlyStore(StateStore):
         if not os.path.isfile(self.path):
             raise StateError(f"--state {self.path}: no such state DB; run `optalloc epoch` "
                              "first (it creates one)")
-        uri = "file:" + urllib.parse.quote(os.path.abspath(self.path)) + "?mode=ro"
         try:
-            self._conn = sqlite3.connect(uri, uri=True, timeout=self.busy_timeout_s,
-                                         isolation_level=None, check_same_thread=False)
+            self._conn = _connect(self.path, self.busy_timeout_s)
         except sqlite3.Error as err:
-            raise StateError(f"state DB {self.path}: cannot open read-only ({err})") from err
+            raise StateError(
+                f"state DB {self.path}: cannot open read-only ({err}); this user must be able "
+                "to read the state DB (and its -wal and -shm files while an epoch runs)"
+            ) from err
         try:
             with self._sqlite_errors():
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
