@@ -125,7 +125,8 @@ def open_private_new(path: str | os.PathLike, flags: int = os.O_WRONLY | os.O_AP
 SQLITE_HEADER = b"SQLite format 3\0"
 
 
-def refuse_foreign(path: str, app_id: int, tables) -> None:
+def refuse_foreign(path: str, app_id: int, tables,
+                   why: str = "optalloc will not add its tables to it") -> None:
     """StateError if a SQLite file with this application id and these tables is not an
     optalloc state file (a fresh, empty file is ours to take)."""
     if app_id == APPLICATION_ID:
@@ -135,7 +136,7 @@ def refuse_foreign(path: str, app_id: int, tables) -> None:
         shown = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
         raise StateError(
             f"state DB {path} is another program's SQLite database (application id {app_id}, "
-            f"tables {shown or 'none'}); optalloc will not add its tables to it. Point --state "
+            f"tables {shown or 'none'}); {why}. Point --state "
             "at an optalloc state file or a new path")
 
 

@@ -85,3 +85,18 @@ def test_a_db_this_user_cannot_read_is_refused_naming_what_it_needs(state, monke
     monkeypatch.setattr(readonly.sqlite3, "connect", deny)
     with pytest.raises(StateError, match="this user must be able to read the state DB"):
         ReadOnlyStore(state)
+
+
+def test_another_programs_sqlite_file_with_our_table_names_is_refused_not_read(tmp_path):
+    # a file with a meta table and a schema_version row, but another program's application
+    # id: `jobs --state` on it read its rows as optalloc's
+    other = tmp_path / "other.db"
+    conn = sqlite3.connect(other)
+    conn.execute("PRAGMA application_id = 1234")
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    conn.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StateError, match=r"another program's SQLite database \(application "
+                                         r"id 1234"):
+        ReadOnlyStore(other)

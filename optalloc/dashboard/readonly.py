@@ -20,6 +20,7 @@ import urllib.parse
 from optalloc.errors import StateError
 from optalloc.state import SCHEMA_VERSION, StateStore
 from optalloc.state.check import schema_version_of
+from optalloc.statefile import refuse_foreign
 
 
 def _connect(path: str, timeout: float) -> sqlite3.Connection:
@@ -88,7 +89,11 @@ class ReadOnlyStore(StateStore):
         try:
             with self._sqlite_errors():
                 self._conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
-                if not self.has_table("meta"):
+                (app_id,) = self._conn.execute("PRAGMA application_id").fetchone()
+                tables = [n for (n,) in self._conn.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'")]
+                refuse_foreign(self.path, app_id, tables, "it is not an optalloc state file")
+                if "meta" not in tables:
                     raise StateError(f"state DB {self.path} is not an optalloc state file (no "
                                      "meta table); point --state at the file `optalloc epoch` "
                                      "writes")
