@@ -379,3 +379,15 @@ def test_a_yaml_int_in_another_base_is_no_number_to_a_number_field(
             "org: {name: lab, children: [{name: A1, share: 1}]}\n")
     refused_in_lab(tmp_path, monkeypatch, capsys, prepare, ["validate", "cfg.yaml"],
                    [f"nodes[0].gpus: expected an integer, got a string ('{value}')"])
+
+
+def test_cancel_of_an_unknown_id_with_escape_bytes_shows_it_escaped(tmp_path, monkeypatch,
+                                                                     capsys):
+    # the terminal got the raw ESC [ 31 m of the typed id ("no such job" in red, or worse)
+    from tests.test_readme_judge_cases_s53 import _lab, _submit
+
+    _submit(_lab(tmp_path, monkeypatch), "a1")
+    capsys.readouterr()
+    assert main(["cancel", "x\x1b[31mred", "--state", "state.db"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "'x\\x1b[31mred': no such job" in err

@@ -41,8 +41,8 @@ def _row(store, table: str, sql: str, job_id: str) -> tuple | None:
 
 def _refusal(store, job_id: str) -> str | None:
     status = store.job_status(job_id) if store.get_job(job_id) is not None else None
-    if status is None:
-        return f"{job_id}: no such job"
+    if status is None:  # an id typed with escape bytes is shown escaped, never sent raw
+        return f"{job_id if job_id.isprintable() else repr(job_id)}: no such job"
     if status != "queued":
         return (f"{job_id}: it is {status}; only a queued job can be cancelled"
                 + (" (a running job is stopped only by a plan's preemption)"
