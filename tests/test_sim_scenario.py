@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from pathlib import Path
 
 import pytest
@@ -137,6 +138,13 @@ ERROR_CASES = [
       "S: simulation.node_events[0].state: unknown node state 'broken'; use one of: up, drain, down"]),
     ("a node event after the end", mutate("simulation.node_events", [{"at": "2d", "node": "n-1", "state": "down"}]),
      ["S: simulation.node_events[0].at: at 172800s is after the end of the simulation (86400s); move it inside simulation.duration or remove it"]),
+    ("a node event before the start, written as a YAML timestamp",  # was datetime's repr
+     lambda d: mutate("simulation.node_events", [
+         {"at": datetime.datetime(2025, 12, 31, 23, 0, tzinfo=datetime.timezone.utc),
+          "node": "n-1", "state": "down"}])(
+         mutate("simulation.start", "2026-01-01T00:00:00Z")(d)),
+     ["S: simulation.node_events[0].at: 2025-12-31T23:00:00+00:00 is before simulation.start "
+      "(3600 s before); give a time inside the simulation"]),
     ("a synthetic workload without a horizon",
      lambda d: {**mutate("workload", {"source": "synthetic"})(d), "simulation": {}},
      ["S: simulation.duration: a synthetic workload needs the simulated horizon; add `simulation: {duration: 7d}`"]),

@@ -110,7 +110,10 @@ def _parse_node_events(
         problems.known_keys(d, il, NODE_EVENT_KEYS, required=("at", "state"))
         at = _event_time(d["at"], il.key("at"), start, problems) if "at" in d else MISSING
         if at is not MISSING and at < 0:
-            problems.add(il.key("at"), f"must be >= 0, got {d['at']!r}", "give a time inside the simulation")
+            raw_at = d["at"]
+            shown = raw_at.isoformat() if isinstance(raw_at, datetime.datetime) else repr(raw_at)
+            problems.add(il.key("at"), f"{shown} is before simulation.start ({-at:g} s before)",
+                         "give a time inside the simulation")
             at = MISSING
         state = problems.choice(d["state"], il.key("state"), states, "node state") if "state" in d else MISSING
         if ("node" in d) == ("nodes" in d):
