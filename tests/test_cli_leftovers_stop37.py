@@ -101,8 +101,21 @@ def test_a_refused_sbatch_records_nothing_in_an_existing_state_db(lab, capsys, m
 def test_a_taken_id_is_refused_before_slurm_sees_the_job(lab, capsys, monkeypatch):
     assert main(SUBMIT + ["--project", "B1", "--gpus", "1", "--id", "s1", "--", "true"]) == 0
     fake(lab, monkeypatch, sbatch="echo 4242")
-    refused(capsys, TO_SLURM, "job id s1 already exists in st.db; choose a new id")
+    refused(capsys, TO_SLURM, "job id 's1' already exists in st.db; choose a new id with --id")
     assert calls(lab) == []
+
+
+def test_a_job_files_taken_id_is_refused_at_its_key_path(lab, capsys, monkeypatch):
+    # the message named the state DB but not the file or the job's place in it
+    assert main(SUBMIT + ["--project", "B1", "--gpus", "1", "--id", "s1", "--", "true"]) == 0
+    (lab / "jobs.yaml").write_text(
+        "jobs:\n"
+        "  - {id: fresh, project: A1, gpus: 1, command: [echo, a]}\n"
+        "  - {id: s1, project: A1, gpus: 1, command: [echo, b]}\n")
+    data = state_bytes(lab)
+    refused(capsys, SUBMIT + ["jobs.yaml"],
+            "jobs.yaml: jobs[1].id: job 's1' already exists in st.db; choose a new id")
+    assert state_bytes(lab) == data
 
 
 def test_jobs_slurm_took_before_it_refused_one_are_cancelled_and_nothing_is_queued(

@@ -127,7 +127,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise ConfigError([f"{args.rest[0]}: jobs[{i}].command: job {jobs[i].id!r} has no "
                            f"command; add one such as `command: [python, train.py]` (the "
                            f"{args.runner} runner needs an argv list to run)" for i in missing])
-    runner = None
+    runner, source = None, None if args.project else args.rest[0]
     if args.runner == "slurm":  # before the state DB or the log directory is created
         from optalloc.runners import make_runner, runner_options
         from optalloc.runners.slurm import slurm_log_dir
@@ -136,13 +136,13 @@ def cmd_submit(args: argparse.Namespace) -> int:
                                        slurm_conf=args.slurm_conf)
         if os.path.lexists(args.state):  # an id already taken is refused before Slurm sees it
             with StateStore(args.state) as store:
-                _refuse_taken(store, jobs, args.state)
+                _refuse_taken(store, jobs, args.state, source)
         # its table in memory: the Slurm ids are recorded with the jobs, once Slurm took them
         runner = make_runner("slurm", state_path=None, log_dir=slurm_log_dir(args.state),
                              **slurm_opts)
     try:
         slurm_ids = _to_slurm(runner, jobs, args.state) if runner is not None else {}
-        _queue(args.state, jobs, now, args.runner, slurm_ids, runner)
+        _queue(args.state, jobs, now, args.runner, slurm_ids, runner, source)
     finally:
         if runner is not None:
             runner.close()
@@ -156,11 +156,18 @@ def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _refuse_taken(store, jobs, state: str) -> None:
-    taken = [j.id for j in jobs if store.get_job(j.id) is not None]
-    if taken:
-        raise OptallocError(f"job id {', '.join(taken)} already exists in {state}; choose a "
-                            "new id")
+def _refuse_taken(store, jobs, state: str, source: str | None) -> None:
+    """An id the state DB has (live or finished) is refused where it was written: the job
+    file's `jobs[i].id` (`source`), or --id for a command-line job (source None)."""
+    taken = [(i, j.id) for i, j in enumerate(jobs) if store.get_job(j.id) is not None]
+    if not taken:
+        return
+    if source is None:
+        raise OptallocError(f"job id {taken[0][1]!r} already exists in {state}; choose a new "
+                            "id with --id")
+    raise OptallocError("\n".join(
+        f"{source}: jobs[{i}].id: job {jid!r} already exists in {state}; choose a new id"
+        for i, jid in taken))
 
 
 def _to_slurm(runner, jobs, state: str) -> dict[str, str]:
@@ -180,7 +187,7 @@ def _to_slurm(runner, jobs, state: str) -> dict[str, str]:
 
 
 def _queue(state: str, jobs, now: float, runner_name: str, slurm_ids: dict[str, str],
-           runner) -> None:
+           runner, source: str | None) -> None:
     """The jobs into the state DB, then the Slurm ids into the runner's table (a crash in
     between leaves held Slurm jobs with optalloc's comment, which the next epoch adopts; never a
     Slurm row without its job). Jobs Slurm took are cancelled when they cannot be queued."""
@@ -188,7 +195,7 @@ def _queue(state: str, jobs, now: float, runner_name: str, slurm_ids: dict[str, 
 
     try:
         with StateStore(state) as store, store.transaction():
-            _refuse_taken(store, jobs, state)  # again: another submit may have come between
+            _refuse_taken(store, jobs, state, source)  # again: another submit came between?
             for job in jobs:
                 store.add_job(job)
                 store.record_event(now, job.id, "submitted",
