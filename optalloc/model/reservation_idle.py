@@ -62,6 +62,20 @@ def charged_by_org(snap: Snapshot) -> np.ndarray:
     return out
 
 
+def ended_idle(snap: Snapshot, ended: list) -> np.ndarray:
+    """(O,) billing-weighted idle GPU-hours that the reservations `ended` (this epoch's
+    previous ones that do not continue; optalloc.types.Reservation) held so far, charged
+    under each org node as charged_by_org charges the records they leave (root 0)."""
+    leaf = np.zeros(snap.org.n)
+    for r in ended:
+        if r.project in snap.org.index and r.gpu_type in snap.type_names:
+            bw = snap.gpu_types[snap.type_names.index(r.gpu_type)].billing_weight
+            leaf[snap.org.index[r.project]] += idle_so_far(r, snap.now) * bw
+    out = snap.org.membership().astype(float) @ leaf
+    out[0] = 0.0
+    return out
+
+
 def carried(snap: Snapshot, new: list[ReservationIdle]) -> tuple[ReservationIdle, ...]:
     """The records the plan carries to the next epoch: the snapshot's still inside the
     window, then this epoch's (only those with idle time)."""
@@ -91,4 +105,5 @@ def committed(held: list, snap: Snapshot, M, levels, prot_h, bw) -> np.ndarray:
     return out
 
 
-__all__ = ["NEGLIGIBLE", "carried", "charged_by_org", "committed", "idle_so_far", "weights"]
+__all__ = ["NEGLIGIBLE", "carried", "charged_by_org", "committed", "ended_idle", "idle_so_far",
+           "weights"]

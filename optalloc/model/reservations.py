@@ -81,7 +81,12 @@ from optalloc.model.order import fair_tree_rank, project_order
 from optalloc.model.requirements import SMALL, Requirements
 from optalloc.model.free_times import (TeamFree, blockers, candidate_hold, choose_nodes,
                                        expected_start, own_ends, running_holds)
-from optalloc.model.reservation_idle import charged_by_org, committed, idle_so_far
+from optalloc.model.reservation_idle import (
+    charged_by_org,
+    committed,
+    ended_idle,
+    idle_so_far,
+)
 from optalloc.model.targets import Targets, horizons
 from optalloc.snapshot import Snapshot
 
@@ -184,6 +189,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     ratio = np.nan_to_num(np.asarray(snap.usage_ratio, float), nan=np.inf)
     prot_h = protection_s(snap.job_min_runtime, snap.policy.min_runtime_cap_s) / 3600.0
     past = charged_by_org(snap)  # idle GPU-hours of the subtree's ended reservations
+    ended_ids: set[str] = set()
     # the fair share a gang must fit: max(target once protections end, target, floor), less
     # what the subtree's protected jobs still hold at the gang's expected start
     O = snap.org.n
@@ -233,6 +239,8 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                 continue
             lv = path(p)
             idle = idle_so_far(prev_r, snap.now)
+            # (one that ended this epoch and is tried again has it in `past`: ended_idle below)
+            own_idle = 0.0 if prev_r is not None and prev_r.job_id in ended_ids else idle
             # the nodes first: the share test reads what the subtree still holds when they free
             pn = np.zeros(N, bool)
             if prev_r is not None and prev_r.gpu_type == snap.type_names[t]:
@@ -258,7 +266,7 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             at = max(start, snap.now)  # held: still protected when its nodes are clear
             short = (entitled[lv, t] - held_at(hj, lv, t, at) - _reserved(held, snap, M, lv, t)
                      - g)
-            cost = (g * prot_h[j] * bw[t] + idle * bw[t] + past[lv]
+            cost = (g * prot_h[j] * bw[t] + own_idle * bw[t] + past[lv]
                     + committed(held, snap, M, lv, prot_h, bw))
             after = ratio[lv] + np.divide(cost, E[lv], out=np.full(len(lv), np.inf),
                                           where=E[lv] > 0)
@@ -275,9 +283,9 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
                           f"its fair-share target ({entitled[o, t]:g} once protections end) "
                           "beside what its protected jobs still hold at the gang's expected "
                           f"start, the gang needs {g:g}; and its protected run"
-                          + (f", with {idle * bw[t] + past[ob]:.0f} GPU-hours its "
+                          + (f", with {own_idle * bw[t] + past[ob]:.0f} GPU-hours its "
                              "reservations have held idle in the window,"
-                             if idle * bw[t] + past[ob] > 0.05 else "")
+                             if own_idle * bw[t] + past[ob] > 0.05 else "")
                           + f" would take {snap.org.names[ob]}'s usage ratio over the window to "
                           f"{float(after.max()):.2f} (> {1.0 + slack:g}"
                           + (", the slack a reservation already held keeps" if slack else "")
@@ -331,8 +339,17 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
         held.append(h)
         projects.add(int(snap.job_project[j]))
         taken[h.nodes] = True
+    # the idle time of the previous reservations that end here counts against their projects
+    # in this epoch's tests already (from the next epoch on, the plan's ReservationIdle
+    # records do): a gang cancelled and resubmitted between two epochs reserved again as if
+    # its old reservation had held nothing (an outside judge, stop 59)
+    ended_ids.update(r.job_id for r in prev if r.job_id not in {snap.jobs[h.job].id
+                                                                 for h in held})
+    past += ended_idle(snap, [r for r in prev if r.job_id in ended_ids])
     # 2. new ones: share-test gangs, then budget-test ones ("Order" above), each by the
-    #    Fair-Tree rank of the project, then the project's own order
+    #    Fair-Tree rank of the project, then the project's own order; a gang whose project
+    #    has a higher-priority gang that qualifies either way waits for it (rule 3: the
+    #    share pass took the lower-priority gang's share test first, every epoch)
     jobs = sorted(by_job, key=lambda j: (rank[snap.job_project[j]], pos[j], j))
     for only in ("share", ""):
         for j in jobs:
@@ -341,11 +358,16 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
             p = int(snap.job_project[j])
             if p in projects or any(h.job == j for h in held):
                 continue
+            if only and _ahead(j) is not None:
+                continue
             h, _ = attempt(cands_of(j), prev_by_job.get(snap.jobs[j].id), only)
             if h is not None:
                 held.append(h)
                 projects.add(p)
                 taken[h.nodes] = True
+                if snap.jobs[j].id in ended_ids:  # made again: `committed` counts its idle
+                    past -= ended_idle(snap, [prev_by_job[snap.jobs[j].id]])
+                    ended_ids.discard(snap.jobs[j].id)
     # the previous reservations not continued, and why
     chosen = {snap.jobs[h.job].id for h in held}
     ended = []
