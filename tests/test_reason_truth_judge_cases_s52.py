@@ -202,12 +202,14 @@ def test_a_drain_nodes_leavers_name_the_drain_node_and_a_resumable_one_moves():
             running("D2", "B", "h100", [("d00", range(4, 8))], start=5 * H, resumable=False),
             running("K", "B", "h100", [("n00", range(4))], start=9.5 * H)]
     s = snapshot(nodes, flat_org({"A": 1, "B": 1}), jobs)
+    # (D2 is told it ends: not resumable, it is not requeued; since stop 59)
     leave = "node d00 is draining and the job is past its protection"
+    ends = f"{leave}; not resumable, it ends"
     assert why(run_epoch(s)) == {
         "D1": (R.MOVED, f"restarts on h100 (n00) in place of waiting: {leave}", ()),
-        "D2": (R.PREEMPTED_NODE_DRAIN, leave, ())}
+        "D2": (R.PREEMPTED_NODE_DRAIN, ends, ())}
     assert why(greedy(s)) == {"D1": (R.PREEMPTED_NODE_DRAIN, leave, ()),
-                              "D2": (R.PREEMPTED_NODE_DRAIN, leave, ())}
+                              "D2": (R.PREEMPTED_NODE_DRAIN, ends, ())}
 
 
 # ------------------------------------------------------------- preemptions (ilp and greedy)

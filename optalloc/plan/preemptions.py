@@ -124,6 +124,8 @@ def preemptions(
         named = f"{', '.join(need[:5])}{'...' if len(need) > 5 else ''}"
         if need:
             msg += f" ({named})"
+        if not job.resumable and j not in restarted and j not in placed.placements:
+            msg += "; not resumable, it ends"  # stopped, it is not requeued (as a down node's)
         if j in restarted:
             # a restart on its own type: its project holds the same, the GPUs where it ran
             # go to the jobs named (a gang that needs them whole, or a job ranked above it)

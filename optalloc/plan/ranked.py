@@ -92,7 +92,8 @@ def rank_pass(
                 Preemption(
                     job.id,
                     ReasonCode.PREEMPTED_NODE_DRAIN,
-                    f"node {drains} is draining and the job is past its protection",
+                    f"node {drains} is draining and the job is past its protection"
+                    + ("" if job.resumable else "; not resumable, it ends"),
                     grace,
                 )
             )
@@ -168,7 +169,8 @@ def rank_pass(
                         Preemption(
                             jobs[v].id,
                             victim_code(v),
-                            f"{job.id} (ranked higher) needs its GPUs",
+                            f"{job.id} (ranked higher) needs its GPUs"
+                            + ("" if jobs[v].resumable else "; not resumable, it ends"),
                             grace,
                             needed_by=(job.id,),
                         )
