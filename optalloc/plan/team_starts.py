@@ -84,3 +84,33 @@ def _starts_text(ctx: ReasonContext, jobs: np.ndarray, than: str, prio: int, typ
     ids = ", ".join(snap.jobs[j].id for j in jobs[:3]) + ("..." if len(jobs) > 3 else "")
     return (f"; {int(snap.job_gpus[jobs].sum())} of them run {len(jobs)} of its jobs with a "
             f"{than} priority than {prio} that {verb} on {type_name} this epoch ({ids})")
+
+
+def shape_beyond_room(ctx: ReasonContext, j: int, t: int, shape: str) -> str | None:
+    """Why job j (a gang over its project's target on t) waits where its shape, not its
+    share, holds it: the GPUs of its project's lower-priority starts on t and the free ones
+    add up to its size, yet it fits no placement even with those starts given back, so the
+    team's order lets them take the GPUs it cannot use (an outside judge, stop 59: A's
+    16-GPU whole-node gang, A ranked first, was told only that starting it would exceed A's
+    target while its eight 2-GPU teammates filled the one node B's protected jobs left
+    whole). None where that is not so."""
+    em, snap = ctx.em, ctx.em.snap
+    job = snap.jobs[j]
+    low = ctx.lower_starts(int(snap.job_project[j]), t, job.priority)
+    if not len(low) or ctx.placed.free is None:
+        return None
+    room = ctx.placed.free.astype(np.int64).copy()
+    idx = snap.node_index
+    for b in low.tolist():
+        for a in ctx.placed.placements[b].nodes:
+            room[idx[a.node]] += len(a.gpus)
+    sel = snap.node_up & (snap.node_type == t)
+    r = room[sel]
+    if int(r.sum()) < job.gpus or _fits(em.req, j, t, room, np.ones(len(room), bool), snap):
+        return None
+    tn = snap.type_names[t]
+    return (f"needs {job.gpus} GPUs as {shape}; with the {len(low)} jobs of project "
+            f"{job.project} with a lower priority that start on {tn} this epoch given back, "
+            f"{tn} would have {int(r.sum())} free GPUs, but the largest free node has "
+            f"{int(r.max())} and {int((r == snap.node_gpus[sel]).sum())} nodes are entirely "
+            "free: its shape holds it, not its share, and they take the GPUs it cannot use")
