@@ -391,3 +391,42 @@ def test_cancel_of_an_unknown_id_with_escape_bytes_shows_it_escaped(tmp_path, mo
     assert main(["cancel", "x\x1b[31mred", "--state", "state.db"]) == 2
     err = capsys.readouterr().err
     assert "\x1b" not in err and "'x\\x1b[31mred': no such job" in err
+
+
+def test_intervals_that_together_hold_more_gpus_than_the_cluster_has_are_refused(
+        tmp_path, monkeypatch, capsys):
+    # box has 4 h100 GPUs: three 2-GPU jobs at 00:30 each passed the per-row check and the
+    # ledger charged 6 GPUs of a 4-GPU cluster
+    def prepare(lab) -> None:
+        (lab / "iv.csv").write_text("job_id,project,gpu_type,gpus,start,end\n"
+                                    "j1,A1,h100,2,0,3600\nj2,A1,h100,2,1800,5400\n"
+                                    "j3,B1,h100,2,1800,3600\n")
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare, IMPORT + ["iv.csv"],
+                   ["iv.csv: at t=1800 the h100 intervals, these with the ones "
+                    "recorded, hold 6 GPUs at once, more than the 4 of the config's h100 nodes",
+                    "nothing was imported"])
+
+
+def test_an_interval_that_would_overfill_the_cluster_beside_recorded_ones_is_refused(
+        tmp_path, monkeypatch, capsys):
+    def prepare(lab) -> None:
+        for job, start, end in (("x1", "0", "3600"), ("x2", "0", "7200")):
+            assert main(["ledger", "record", "--config", "cfg.yaml", "--state", "st.db",
+                         "--project", "A1", "--gpu-type", "h100", "--gpus", "2", "--job", job,
+                         "--start", start, "--end", end]) == 0
+    refused_in_lab(tmp_path, monkeypatch, capsys, prepare,
+                   RECORD + ["x3", "--start", "1800", "--end", "2400"],
+                   ["nothing recorded: at t=1800 the h100 intervals", "hold 5 GPUs"])
+
+
+def test_back_to_back_intervals_that_fill_the_cluster_exactly_are_taken(
+        tmp_path, monkeypatch, capsys):
+    # an end and a start at the same time do not overlap; 4 of 4 GPUs at once is allowed
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cfg.yaml").write_text(
+        "gpu_types: [{name: h100}]\nnodes: [{name: box, gpu_type: h100, gpus: 4}]\n"
+        "org: {name: lab, children: [{name: A1, share: 1}]}\n")
+    (tmp_path / "iv.csv").write_text("job_id,project,gpu_type,gpus,start,end\n"
+                                      "j1,A1,h100,4,0,3600\nj2,A1,h100,4,3600,7200\n"
+                                      "j3,A1,h100,2,7200,9000\nj4,A1,h100,2,7200,9000\n")
+    assert main(IMPORT + ["iv.csv"]) == 0

@@ -50,7 +50,7 @@ def test_imported_and_recorded_intervals_show_up_in_the_report(paths, capsys):
     csv_file = tmp / "runs.csv"
     csv_file.write_text(HEADER + "j1,A1,h100,8,0,3600,true\n"
                                  "j2,B1,h100,4,1970-01-01T00:00:00Z,7200,\n"
-                                 "u1,A2,h100,8,0,7200,false\n")
+                                 "u1,A2,h100,4,0,7200,false\n")  # 16 of 16 GPUs at t=0
     assert main(["ledger", "import", "--config", cfg, "--state", db, str(csv_file)]) == 0
     assert "imported 3 intervals (16.0 allocated GPU-h)" in capsys.readouterr().out
     assert main(["ledger", "record", "--config", cfg, "--state", db, "--job", "j3", "--project",

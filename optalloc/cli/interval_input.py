@@ -237,3 +237,33 @@ def read_intervals_csv(path: str, config) -> list[Interval]:
             + [f"  - {p}" for p in problems]
         ))
     return out
+
+
+def over_capacity(ivs: list[Interval], others: list[Interval], type_gpus: dict[str, int]
+                  ) -> list[str]:
+    """Where the intervals `ivs` with the ones already recorded (`others`; one of `ivs` with
+    the same job and start replaces its row) hold more GPUs of a type at once than the
+    config's nodes of that type have, only at times one of `ivs` runs: one line per type
+    (the cluster cannot have run them all; the ledger would charge GPUs that never existed)."""
+    import numpy as np
+
+    mine = {(iv.job_id, float(iv.start)) for iv in ivs}
+    rows = [(iv, True) for iv in ivs] + [
+        (r, False) for r in others if (r.job_id, float(r.start)) not in mine]
+    out = []
+    for t in sorted({iv.gpu_type for iv in ivs}):
+        sel = [(iv, new) for iv, new in rows if iv.gpu_type == t]
+        time_ = np.array([x for iv, _ in sel for x in (iv.start, iv.end)], dtype=float)
+        gpus = np.array([g for iv, _ in sel for g in (iv.gpus, -iv.gpus)], dtype=np.int64)
+        new = np.array([d for _, n in sel for d in ((1, -1) if n else (0, 0))], dtype=np.int64)
+        order = np.lexsort((gpus, time_))  # an end before a start at the same time
+        held, running = np.cumsum(gpus[order]), np.cumsum(new[order])
+        bad = np.flatnonzero((held > type_gpus.get(t, 0)) & (running > 0))
+        if len(bad):
+            k = int(bad[0])
+            out.append(f"at {format_time(float(time_[order][k]))} the {t} intervals, these "
+                       f"with the ones recorded, hold {int(held[k])} GPUs at once, more than "
+                       f"the {type_gpus.get(t, 0)} of the config's {t} nodes; fix the GPUs or "
+                       "times (if the cluster had more then, list those nodes in the config, "
+                       "drained)")
+    return out

@@ -12,6 +12,7 @@ from optalloc.cli.interval_input import (
     RECORD_FLAGS,
     IntervalChecker,
     org_tree,
+    over_capacity,
     overlap_text,
     overlaps,
     read_intervals_csv,
@@ -89,14 +90,16 @@ def _time_arg(value: str | None, flag: str) -> float:
         raise OptallocError(f"{flag}: {err}") from None
 
 
-def _recorded(store, ivs: list[Interval]) -> list[Interval]:
-    """The intervals already in the DB of the jobs of `ivs` that end after the earliest of
-    their starts: those one of them may overlap or record again (one read for both)."""
+def _recorded(store, ivs: list[Interval]) -> tuple[list[Interval], list[Interval]]:
+    """The intervals already in the DB that end after the earliest start of `ivs` (those the
+    capacity check sums with them), and of those the ones of their jobs (those one of them may
+    overlap or record again): one read for all three checks."""
     if not ivs:
-        return []
+        return [], []
     jobs = {iv.job_id for iv in ivs}
     since = min(float(iv.start) for iv in ivs)
-    return [r for r in store.intervals(since=since) if r.job_id in jobs]
+    every = store.intervals(since=since)
+    return every, [r for r in every if r.job_id in jobs]
 
 
 def _by_start(recorded: list[Interval]) -> dict[tuple[str, float], Interval]:
@@ -188,10 +191,13 @@ def cmd_record(args) -> int:
     if problems:
         raise OptallocError("\n".join(["nothing recorded:"] + [f"  - {p}" for p in problems]))
     with StateStore(args.state) as store:
-        recorded = _recorded(store, [iv])
+        every, recorded = _recorded(store, [iv])
         clash = overlaps([iv], recorded)
         if clash:
             raise OptallocError(f"nothing recorded: {overlap_text(*clash[0])}")
+        full = over_capacity([iv], every, IntervalChecker(config).type_gpus)
+        if full:
+            raise OptallocError(f"nothing recorded: {full[0]}")
         before = _by_start(recorded).get((iv.job_id, float(iv.start)))
         if before is not None and same_interval(before, iv):
             print(f"already recorded: that interval of job {iv.job_id} (start {iv.start:.0f}, end "
@@ -213,9 +219,15 @@ def cmd_import(args) -> int:
     config = load_config(args.config)
     ivs = read_intervals_csv(args.file, config)
     refuse_overlaps(args.file, overlaps(ivs))  # before the state DB is opened (or made)
+    full = over_capacity(ivs, [], IntervalChecker(config).type_gpus)
+    if full:  # the file alone, before the state DB is opened (or made)
+        raise OptallocError(f"{args.file}: " + "; ".join(full) + "; nothing was imported")
     with StateStore(args.state) as store:
-        recorded = _recorded(store, ivs)
+        every, recorded = _recorded(store, ivs)
         refuse_overlaps(args.file, overlaps(ivs, recorded))
+        full = over_capacity(ivs, every, IntervalChecker(config).type_gpus)
+        if full:
+            raise OptallocError(f"{args.file}: " + "; ".join(full) + "; nothing was imported")
         before = _by_start(recorded)
         new = [iv for iv in ivs if (old := before.get((iv.job_id, float(iv.start)))) is None
                or not same_interval(old, iv)]
