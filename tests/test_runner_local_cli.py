@@ -92,7 +92,7 @@ def test_a_job_id_cannot_be_submitted_twice(env, capsys):
             "1", "--id", "dup", "--", "true"]
     assert run(capsys, *argv)[0] == 0
     code, _, err = run(capsys, *argv)
-    assert code == 2 and "job id dup already exists" in err
+    assert code == 2 and "job id 'dup' already exists" in err
 
 
 def test_gpus_without_a_driver_shows_the_configured_inventory(env, capsys, no_pynvml):
