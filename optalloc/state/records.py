@@ -98,6 +98,14 @@ class RecordsMixin:
         state, status = rows[0]
         return status or state
 
+    def job_end(self, job_id: str) -> tuple[float, str] | None:
+        """(end time, message) of an ended job; None while it is live or unknown."""
+        rows = self._read("SELECT end_time, message FROM jobs WHERE id = ? AND state = 'finished'",
+                          (job_id,))
+        if not rows or rows[0][0] is None:
+            return None
+        return float(rows[0][0]), rows[0][1] or ""
+
     # ------------------------------------------------------------------ epochs and events
 
     def record_epoch(
