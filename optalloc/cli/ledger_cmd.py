@@ -147,7 +147,7 @@ def cmd_report(args) -> int:
     rows = build_report(led, now, open_ivs)
     since = tracked_since(led, now)
     window_start = now - policy.lookback_s
-    lost = led.unattributed_gpu_hours(now)
+    lost = led.unattributed_gpu_hours(now, open_ivs)
     if lost > 0:
         notes.append(f"{lost:,.1f} GPU-h of projects or gpu_types no longer in the config are not shown")
     mode = (

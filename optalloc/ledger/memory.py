@@ -279,10 +279,12 @@ class Ledger:
         )
         return self.members @ per_node / 3600.0
 
-    def unattributed_gpu_hours(self, now: float) -> float:
+    def unattributed_gpu_hours(self, now: float,
+                               open_intervals: Sequence[Interval] = ()) -> float:
         """Allocated GPU-hours (kernel-weighted, weight 1 for unknown types) of intervals whose
-        project or gpu_type the tree does not know (only with strict=False)."""
-        cols = self.columns()
+        project or gpu_type the tree does not know (only with strict=False), running jobs'
+        runs so far (`open_intervals`) included, as the report's rows count them."""
+        cols = self.columns(open_intervals)
         lost = cols["allocated"] & ((cols["org"] < 0) | (cols["type"] < 0))
         k = kernel_integral(cols["start"][lost], cols["end"][lost], now, self.policy)
         w = np.where(cols["type"][lost] >= 0, self.weight[np.maximum(cols["type"][lost], 0)], 1.0)
