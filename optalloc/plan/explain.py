@@ -32,7 +32,10 @@ def _free_after(snap: Snapshot, plan: Plan) -> np.ndarray:
     return free
 
 
-def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
+def explain(snap: Snapshot, plan: Plan, job_id: str,
+            entitlement: dict[str, dict[str, float]] | None = None) -> dict[str, Any]:
+    """`entitlement`: each org node's per-type entitlement as the epoch ranked them (the
+    plan's recorded inputs); the snapshot's (today's config) where it has none."""
     if job_id not in snap.job_index:
         raise OptallocError(f"job {job_id!r} is not in this epoch's queue")
     j = snap.job_index[job_id]
@@ -46,7 +49,8 @@ def explain(snap: Snapshot, plan: Plan, job_id: str) -> dict[str, Any]:
             "org": nm,
             "depth": int(org.depth[o]),
             "usage_ratio": float(snap.usage_ratio[o]),
-            "entitlement": {t: float(org.entitlement[o, i]) for i, t in enumerate(snap.type_names)},
+            "entitlement": dict(entitlement[nm]) if entitlement and nm in entitlement else
+            {t: float(org.entitlement[o, i]) for i, t in enumerate(snap.type_names)},
         })
     d: dict[str, Any] = {
         "job": job_id,
