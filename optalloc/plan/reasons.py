@@ -41,6 +41,7 @@ from optalloc.plan.reason_facts import (  # noqa: F401 (path_ratios: re-exported
     _debug_state,
     free_by_type,
     path_ratios,
+    protected_line,
 )
 from optalloc.plan.team_starts import _above_starts, _below_starts, shape_beyond_room
 from optalloc.plan.true_causes import (
@@ -370,7 +371,6 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         return held
     if short or others <= 1e-9:
         # the target is cut by capacity (protected jobs, a full cluster), not by fair share
-        end = ctx.first_end[t]
         note = reserved_note(ctx.reserved, o, t)
         where = ((f"{snap.org.names[o]} is below its floor over all types ({Gs[o]:g} of "
                   f"{Fs[o]:g} GPUs{note}"
@@ -385,10 +385,8 @@ def _classify_plan(ctx: ReasonContext, j: int, types: list[int], details: dict):
         over = others_over(ctx, o, t)
         waits = ctx.reserved_outside(o, t)
         return ReasonCode.WAITING_FOR_CAPACITY, (
-            f"{where} and this job needs {g} more: {ctx.protected_gpus[t]:g} {tn[t]} GPUs "
-            "are protected"
-            + (f" (the first protection ends at {format_time(end)})" if end is not None else "")
-            + f", {fr[tn[t]]['free_gpus']} free"
+            f"{where} and this job needs {g} more: "
+            + protected_line(ctx, t1 if len(t1) > 1 else [t], fr)
             + (f", {low:g} run unallocated work (it yields to allocated work that fits)"
                if (low := ctx.unallocated_gpus(t)) > 0 else "")
             + (f"; the rest hold their own floors and targets: {held}" if held and not over
