@@ -169,25 +169,6 @@ def _demand(queue: Mapping[str, Job], refused, tree, nodes) -> tuple[dict, dict]
     return d.by_project(), d.placeable_by_project()
 
 
-def _end_samples(queue: Mapping[str, Job], tr, refused, tree, nodes, after: float | None,
-                 now: float) -> list[tuple]:
-    """(t, demand, placeable) at each time a job ended between the last epoch (`after`) and
-    `now`, oldest first: the jobs the last epoch knew (submitted by then) that had not ended
-    by t. An epoch's sample stood until the next epoch, so a job that finished at 5400 was
-    owed its GPUs to 7200 (an outside judge, stop 59); the simulator's samples keep the exact
-    times. Jobs submitted since the last epoch ask from `now`, as before."""
-    if after is None:
-        return []
-    ends = sorted({t for _, _, t, _ in tr.finished if after < t < now})
-    out = []
-    for t in ends:
-        alive = {k: j for k, j in queue.items() if j.submit_time <= after}
-        alive.update({job.id: job for job, _, te, _ in tr.finished
-                      if te > t and job.submit_time <= after})
-        out.append((t, *_demand(alive, refused, tree, nodes)))
-    return out
-
-
 def run_cycle(
     config: Config,
     store,
@@ -225,12 +206,9 @@ def run_cycle(
     since = now - policy.lookback_s if policy.usage_mode is UsageMode.WINDOW else None
     tree = OrgTree.build(holds.config.org, [g.name for g in config.gpu_types])
     demand, placeable = _demand(queue, refused, tree, nodes)
-    ended = _end_samples(queue, tr, refused, tree, nodes, store.last_epoch_time(), now)
     ledger = store.ledger(config.gpu_types, tree, policy, since=since)
     ledger.record_intervals(tr.intervals)
     ledger.record_capacity(now, capacity)
-    for sample in ended:
-        ledger.record_demand(*sample)
     ledger.record_demand(now, demand, placeable)
 
     # 4. decide
@@ -263,8 +241,6 @@ def run_cycle(
         for job in queue.values():
             store.upsert_job(job)
         store.record_capacity(now, capacity)
-        for sample in ended:
-            store.record_demand(*sample)
         store.record_demand(now, demand, placeable)
         store.record_epoch(
             now,
