@@ -260,16 +260,8 @@ def test_a_running_job_moves_to_the_idle_type_for_a_higher_priority_teammate_but
             msg["A_run"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the team's order among twins is not applied when one twin moves: the plan moves A_run2 "
-    "(submitted later) to b00 and preempts A_run1 (submitted first), both 8 GPUs, priority "
-    "0, past their protection at a checkpoint, the same speed everywhere. "
-    "optalloc/plan/victims.py:83 swapped_pairs pairs a stopped job only with twins the plan "
-    "KEEPS where they run (stay = movable & kept); a twin that runs elsewhere (a move or "
-    "restart column chosen, _stopped at victims.py:46-47) is neither stopped nor kept, so no "
-    "exchange is proposed (plan/outcome.py:106). Fix: also pair a stopped job i with a moved "
-    "twin q (same project, priority class, size, own type, relative speed on q's new type) "
-    "submitted later, and exchange q's move column for i's move column to the same type"))
+# Fixed at stop 59 (was a strict xfail): plan/victims.moved_pairs offers the stopped job the
+# later twin's move, and the score's tier of running work kept counts moved jobs.
 def test_of_two_twins_that_lose_a_type_the_earlier_submitted_one_is_the_one_that_moves():
     # h100 n00, n01 (8 each) + b200 b00 (8) = 24, pooled. A, B, C equal shares: entitled 8
     # each; C idle. Ratios A 0.5, B 0.0 (first). A_run1 (submitted at t=0) on n00 and

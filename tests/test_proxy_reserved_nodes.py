@@ -13,7 +13,9 @@ GPU was the only b300 GPU left free had j00009 stayed and j00743 waited, and j01
 it. Both checks counted it as room and called the plan a proxy (the repair, which places by
 the reservations, could not move j01269 and left it).
 
-The cluster below, 3 x 2 h100 GPUs: n00 runs R (A, past its protection) and Y (D, protected);
+The cluster below, 3 x 2 h100 GPUs: n00 runs R (A, past its 2-hour protection: restarted, it
+would hold its GPU past the gang's start, so it may not restart on a reserved node; with 1 h
+it restarts there in M's place, the last test) and Y (D, protected);
 n01 and n02 run D's jobs protected for 1 h more (n02:0 free), reserved for C's 4-GPU gang G;
 A queues M (15 min), B queues S (1 GPU). The epoch stops R for S on n00:0 and starts M on
 n02:0; had R stayed and M waited, the one free GPU is n02:0."""
@@ -37,8 +39,9 @@ from test_epoch_toy import H, flat_org, nodes_of, running, snapshot
 NOW = 10 * H
 
 
-def _snap(s_min: float = 8 * H, s_dur: float | None = None, reservations: int = 1):
-    jobs = [running("R", "A", "h100", [("n00", [0])], start=NOW - 4 * H, min_runtime_s=H,
+def _snap(s_min: float = 8 * H, s_dur: float | None = None, reservations: int = 1,
+          r_min: float = 2 * H):
+    jobs = [running("R", "A", "h100", [("n00", [0])], start=NOW - 4 * H, min_runtime_s=r_min,
                     submit_time=0.0),
             running("Y", "D", "h100", [("n00", [1])], start=NOW - H / 2, min_runtime_s=8 * H),
             running("P1", "D", "h100", [("n01", [0, 1])], start=NOW - 7 * H,
@@ -116,3 +119,19 @@ def test_a_start_counts_only_the_free_gpus_the_reservations_let_it_use(name, var
     assert list(np.isfinite(em.res.deadline)) == [False, reserved, reserved]
     assert {snap.jobs[k].id for k in proxy_breaks(em, _placed(em, plan))} == {
         j for j, _ in breaks}
+
+
+def test_a_stopped_job_that_may_restart_on_the_reserved_node_does_so_before_its_teammate_starts():
+    # R protected 1 h: restarted now it holds n02:0 to t=39600, before G's start (t=39660),
+    # so the reservation lets it. The team's order (rule 3: R running and submitted before
+    # M) has R restart there and M wait; since stop 59 the score counts a restarted job as
+    # running work that goes on, as a kept one (it counted neither, and M's start won)
+    snap = _snap(r_min=H)
+    plan = run_epoch(snap)
+    check_plan(snap, plan)
+    where = {p.job_id: [(a.node, a.gpus) for a in p.nodes] for p in plan.placements}
+    assert where["S"] == [("n00", (0,))] and where["R"] == [("n02", (0,))]
+    assert "M" not in where
+    assert {p.job_id: p.code.value for p in plan.preemptions} == {"R": "Moved"}
+    assert {p.job_id: p.code.value for p in plan.pending} == {"G": "Reserved",
+                                                              "M": "WaitingForCapacity"}

@@ -27,6 +27,8 @@ from optalloc.plan.score import placed_score
 from optalloc.plan.keeps_in_place import exchanged_in_place
 from optalloc.plan.victims import (
     exchanged_x,
+    moved_pairs,
+    moved_x,
     priority_swapped_x,
     priority_swaps,
     ranked_pairs,
@@ -108,6 +110,10 @@ def placed_outcome(em: EpochModel, x, source: str, **kw) -> Outcome:
         out, x, place_s = _exchanged(em, out, x, pairs, source, by_hold, place_s,
                                      "victims that yield first (submitted later, or losing "
                                      "less work)", kw)
+    pairs = moved_pairs(em, x, out.placed.kept)
+    if pairs:  # a twin that moves yields first too: the stopped job moves in its place
+        out, x, place_s = _better(em, out, x, moved_x(em, x, pairs), None, source, by_hold,
+                                  place_s, "moved twins that yield first", kw)
     pairs = priority_swaps(em, out.placed)
     if pairs:  # exchanged in place: the rest of the plan stands
         out, x, place_s = _better(em, out, x, priority_swapped_x(em, x, pairs),

@@ -16,7 +16,7 @@ rule 2, optalloc.model.fill; the epoch sets the targets from the greedy plan's i
 the idle GPUs of one that ties with it (A's 4-GPU and B's 3-GPU jobs on 2 x 8 GPUs: 8 + 6,
 not 16 + 0), as the objective already valued them; GPUs busy counts allocated and
 unallocated work; teams' order of the running work kept = allocated GPUs of running jobs kept
-where they run, each weighted by its place in its team's order (optalloc.model.order.team_place:
+where they run or moved (since stop 59: a move goes on running), each weighted by its place in its team's order (optalloc.model.order.team_place:
 priority, then submit time), so of two plans equal in all above, the one whose team stops its
 later submitted job of a priority wins (rule 3: a team that must give up GPUs stops its latest
 submitted job, although an earlier one would lose less work; greedy does so too), and the work
@@ -65,7 +65,10 @@ def score(em: EpochModel, jobs: np.ndarray, types: np.ndarray, preempted: np.nda
     fill = fill_met(snap, em.fill, jobs, types)
     busy = int(snap.job_gpus[jobs].sum())
     pre = np.asarray(preempted, np.int64)
-    stay = jobs[t1 & snap.job_running[jobs] & ~np.isin(jobs, pre)]  # kept where they run
+    # running work that goes on: kept where it runs, or moved (restarted on another type or
+    # node at once: it is not given up, so of two twins losing a type the later submitted
+    # stops and the earlier moves; an outside judge, stop 59)
+    stay = jobs[t1 & snap.job_running[jobs]]
     kept_in_team = float((snap.job_gpus[stay] * team_place(snap)[stay]).sum())
     churn = float((em.imp.lost_s[pre] * snap.job_gpus[pre]).sum())
     return (round(floors, 6), round(targets, 6), round(order, 6), alloc, round(fill, 6), busy,
