@@ -1030,8 +1030,9 @@ def _non_resumable_case():
     "plan above it (floors 2730.7 vs 2579.0). Fix: in gave_way, a non-resumable running "
     "job the plan stops has given way (tried: the epoch returns greedy's plan)"
     "; tried at stop 59 (that fix: passes, and the documented one-epoch wait goes too), but "
-    "it moved tests/test_epoch_repack_order.py's seed-6 pins and test_epoch_dive_points's "
-    "seed: not landed for want of time to re-derive them"))
+    "on the bench's 1,024-GPU seed 6 (tests/test_epoch_repack_order.py) the epoch's plan "
+    "then scores lower on the teams' order (831.5 against 832.5, floors and targets equal): "
+    "not landed"))
 def test_a_non_resumable_job_stopped_for_a_better_ranked_floor_does_not_hold_its_teammate():
     # 20 GPUs, A 2 : B 3 -> entitled A 8, B 12; A ratio 0 (first), B 2. A: a1 (6, protected)
     # on h1, a8 (8, queued): D 14, floor 8. B: bnr (priority 1, 3 GPUs, past protection, not
