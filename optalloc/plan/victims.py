@@ -91,23 +91,31 @@ def swapped_pairs(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> list[tuple
         return (int(snap.job_project[rj[i]]), int(rt[i]), int(snap.job_gpus[rj[i]]),
                 int(pc[rj[i]]), srel[i])
 
-    def yields_before(q: int, i: int) -> bool:  # kept q should stop in place of stopped i
-        a, b = rj[q], rj[i]
-        return sub[a] > sub[b] or (sub[a] == sub[b] and lost[a] < lost[b] - MIN_LOST_S)
-
     twins: dict = {}
     for i in stay.tolist():
         twins.setdefault(group(i), []).append(i)
     out = []
-    for i in sorted(gone.tolist(), key=lambda i: (sub[rj[i]], -lost[rj[i]])):
+    for i in sorted(gone.tolist(), key=lambda i: _yield_key(sub, lost, rj[i])):
         cands = twins.get(group(i))
         if not cands:
             continue
-        q = max(cands, key=lambda c: (sub[rj[c]], -lost[rj[c]]))
-        if yields_before(q, i):
+        q = max(cands, key=lambda c: _yield_key(sub, lost, rj[c]))
+        if _yields_before(sub, lost, rj[q], rj[i]):  # kept q stops in place of stopped i
             out.append((i, q))
             cands.remove(q)
     return out
+
+
+def _yield_key(sub: np.ndarray, lost: np.ndarray, j) -> tuple:
+    """Job j's place among its twins (larger: it yields first): submitted later, then
+    losing less work."""
+    return (sub[j], -lost[j])
+
+
+def _yields_before(sub: np.ndarray, lost: np.ndarray, a, b) -> bool:
+    """Twin a yields before twin b: submitted later (the team's order), or submitted at the
+    same time and losing less work by over MIN_LOST_S per GPU."""
+    return sub[a] > sub[b] or (sub[a] == sub[b] and lost[a] < lost[b] - MIN_LOST_S)
 
 
 def ranked_keeps(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> np.ndarray | None:
@@ -319,14 +327,13 @@ def moved_pairs(em: EpochModel, x: np.ndarray, kept: np.ndarray) -> list[tuple[i
     for c in np.flatnonzero(away & ~started).tolist():
         own.setdefault((int(cj[c]), int(ct[c])), []).append(c)
     out = []
-    for i in sorted(gone.tolist(), key=lambda i: (sub[rj[i]], -lost[rj[i]])):
+    for i in sorted(gone.tolist(), key=lambda i: _yield_key(sub, lost, rj[i])):
         for (k, cands) in twins.items():
             mine = own.get((int(rj[i]), k[5]))
             if not cands or not mine or key(i, k[5]) != k:
                 continue
-            c = max(cands, key=lambda c: (sub[cj[c]], -lost[cj[c]]))
-            a, b = cj[c], rj[i]
-            if sub[a] > sub[b] or (sub[a] == sub[b] and lost[a] < lost[b] - MIN_LOST_S):
+            c = max(cands, key=lambda c: _yield_key(sub, lost, cj[c]))
+            if _yields_before(sub, lost, cj[c], rj[i]):
                 out.append((c, mine[0]))
                 cands.remove(c)
                 break
