@@ -10,6 +10,7 @@ import numpy as np
 from optalloc.plan.backfill import candidates_by_job
 from optalloc.plan.held_reasons import _fits
 from optalloc.plan.reason_context import ReasonContext
+from optalloc.plan.reason_facts import free_by_type
 
 
 def _below_starts(ctx: ReasonContext, p: int, t: int, prio: int, type_name: str,
@@ -53,10 +54,7 @@ def _reserved_clause(ctx: ReasonContext, j: int, t: int, low: np.ndarray) -> str
                 "before its start and this job would not")
     if ctx.placed.free is None:
         return ""
-    room = ctx.placed.free.astype(np.int64).copy()
-    for b in low.tolist():
-        for a in ctx.placed.placements[b].nodes:
-            room[idx[a.node]] += len(a.gpus)
+    room = _room_with(ctx, low)
     if (_fits(em.req, j, t, room, np.ones(len(room), bool), snap)
             and not _fits(em.req, j, t, room, ~(res.deadline < hold), snap)):
         return (", or it would fit there only with free GPUs of nodes reserved for a gang, "
@@ -99,18 +97,23 @@ def shape_beyond_room(ctx: ReasonContext, j: int, t: int, shape: str) -> str | N
     low = ctx.lower_starts(int(snap.job_project[j]), t, job.priority)
     if not len(low) or ctx.placed.free is None:
         return None
-    room = ctx.placed.free.astype(np.int64).copy()
-    idx = snap.node_index
-    for b in low.tolist():
-        for a in ctx.placed.placements[b].nodes:
-            room[idx[a.node]] += len(a.gpus)
-    sel = snap.node_up & (snap.node_type == t)
-    r = room[sel]
-    if int(r.sum()) < job.gpus or _fits(em.req, j, t, room, np.ones(len(room), bool), snap):
-        return None
+    room = _room_with(ctx, low)
     tn = snap.type_names[t]
+    fr = free_by_type(snap, room)[tn]
+    if fr["free_gpus"] < job.gpus or _fits(em.req, j, t, room, np.ones(len(room), bool), snap):
+        return None
     return (f"needs {job.gpus} GPUs as {shape}; with the {len(low)} jobs of project "
             f"{job.project} with a lower priority that start on {tn} this epoch given back, "
-            f"{tn} would have {int(r.sum())} free GPUs, but the largest free node has "
-            f"{int(r.max())} and {int((r == snap.node_gpus[sel]).sum())} nodes are entirely "
+            f"{tn} would have {fr['free_gpus']} free GPUs, but the largest free node has "
+            f"{fr['largest_free_node']} and {fr['free_whole_nodes']} nodes are entirely "
             "free: its shape holds it, not its share, and they take the GPUs it cannot use")
+
+
+def _room_with(ctx: ReasonContext, starts: np.ndarray) -> np.ndarray:
+    """(N,) GPUs free after the plan, with those of the plan's starts `starts` given back."""
+    room = ctx.placed.free.astype(np.int64).copy()
+    idx = ctx.em.snap.node_index
+    for b in starts.tolist():
+        for a in ctx.placed.placements[b].nodes:
+            room[idx[a.node]] += len(a.gpus)
+    return room
