@@ -55,8 +55,13 @@ def charged_by_org(snap: Snapshot) -> np.ndarray:
     bw = np.array([g.billing_weight for g in snap.gpu_types], dtype=float)
     t = np.array([snap.type_names.index(r.gpu_type) for r in recs])
     p = np.array([snap.org.index[r.project] for r in recs])
-    leaf = np.bincount(p, weights=w * bw[t] * np.array([r.gpu_h for r in recs]),
-                       minlength=snap.org.n)
+    return _up_the_tree(snap, np.bincount(
+        p, weights=w * bw[t] * np.array([r.gpu_h for r in recs]), minlength=snap.org.n))
+
+
+def _up_the_tree(snap: Snapshot, leaf: np.ndarray) -> np.ndarray:
+    """(O,) what each project's entry of `leaf` charges under it and all its ancestors (the
+    root's 0)."""
     out = snap.org.membership().astype(float) @ leaf
     out[0] = 0.0
     return out
@@ -71,9 +76,7 @@ def ended_idle(snap: Snapshot, ended: list) -> np.ndarray:
         if r.project in snap.org.index and r.gpu_type in snap.type_names:
             bw = snap.gpu_types[snap.type_names.index(r.gpu_type)].billing_weight
             leaf[snap.org.index[r.project]] += idle_so_far(r, snap.now) * bw
-    out = snap.org.membership().astype(float) @ leaf
-    out[0] = 0.0
-    return out
+    return _up_the_tree(snap, leaf)
 
 
 def carried(snap: Snapshot, new: list[ReservationIdle]) -> tuple[ReservationIdle, ...]:

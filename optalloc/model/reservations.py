@@ -343,8 +343,8 @@ def compute_reservations(snap: Snapshot, req: Requirements, tg: Targets) -> Rese
     # in this epoch's tests already (from the next epoch on, the plan's ReservationIdle
     # records do): a gang cancelled and resubmitted between two epochs reserved again as if
     # its old reservation had held nothing (an outside judge, stop 59)
-    ended_ids.update(r.job_id for r in prev if r.job_id not in {snap.jobs[h.job].id
-                                                                 for h in held})
+    continued = {snap.jobs[h.job].id for h in held}
+    ended_ids.update(r.job_id for r in prev if r.job_id not in continued)
     past += ended_idle(snap, [r for r in prev if r.job_id in ended_ids])
     # 2. new ones: share-test gangs, then budget-test ones ("Order" above), each by the
     #    Fair-Tree rank of the project, then the project's own order; a gang whose project
