@@ -78,6 +78,7 @@ from optalloc.types import (
     Placement,
     Policy,
 )
+from tests.test_scheme_vs_greedy_judge_s54 import _pack  # running jobs by the shape rule
 
 H = 3600.0
 M = 60.0
@@ -677,29 +678,6 @@ def _reshare(org):
             return node
         return OrgNode(node.name, share=node.share, children=tuple(fix(c) for c in node.children))
     return fix(org, [False])
-
-
-def _pack(nodes, free, g, allowed, k):
-    """A running job placed by the shape rule: one node if it fits, else whole nodes."""
-    for t in dict.fromkeys(n.gpu_type for n in nodes):
-        if allowed and t not in allowed:
-            continue
-        pool = [n for n in nodes if n.gpu_type == t]
-        S = max(n.gpus for n in pool)
-        if g <= S:
-            for n in pool:
-                if len(free[n.name]) >= g:
-                    gp = tuple(free[n.name][:g])
-                    del free[n.name][:g]
-                    return Placement(f"j{k}", t, (NodeAlloc(n.name, gp),))
-        elif g % S == 0:
-            whole = [n for n in pool if n.gpus == S and len(free[n.name]) == S][: g // S]
-            if len(whole) == g // S:
-                for n in whole:
-                    free[n.name] = []
-                return Placement(f"j{k}", t, tuple(NodeAlloc(n.name, tuple(range(S)))
-                                                   for n in whole))
-    return None
 
 
 def snapshot_of(cfg: Config, ratio: dict):
