@@ -91,12 +91,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_submit(args: argparse.Namespace) -> int:
     from optalloc.cli.epoch_cmd import parse_now
     from optalloc.config import load_config, load_jobs, parse_jobs
+    from optalloc.runners import unused_flags
     from optalloc.state import StateStore, check_state_file
 
     now = time.time() if args.now is None else parse_now(args.now)
-    stray = [f for f, v in (("--partition", args.partition), ("--slurm-conf", args.slurm_conf))
-             if v is not None]
-    if stray and args.runner != "slurm":  # dropped without a word (stop 58's judge)
+    stray = unused_flags(args.runner, {"--partition": args.partition,
+                                       "--slurm-conf": args.slurm_conf})
+    if stray:  # dropped without a word (stop 58's judge)
         raise OptallocError(f"{', '.join(stray)}: for --runner slurm only (this is --runner "
                             f"{args.runner}); leave it out or add --runner slurm")
     config = load_config(args.config)

@@ -48,6 +48,15 @@ def make_runner(name: str, **opts: Any):
     raise OptallocError(f"unknown runner {name!r}; choose one of: {', '.join(RUNNERS)}")
 
 
+RUNNER_FLAGS = {"noop": (), "local": ("--runner-dir", "--node"),
+                "slurm": ("--partition", "--slurm-conf")}
+
+
+def unused_flags(runner: str, given: dict[str, Any]) -> list[str]:
+    """The runner flags of `given` ({flag: value}) set but not read by `runner`."""
+    return [flag for flag, v in given.items() if v is not None and flag not in RUNNER_FLAGS[runner]]
+
+
 def runner_options(name: str, config: Config | None, *, runner_dir=None, node=None,
                    partition=None, slurm_conf=None) -> tuple[str, dict[str, Any]]:
     """(runner name, make_runner options but `state_path`) from the command line's flags,
@@ -59,11 +68,8 @@ def runner_options(name: str, config: Config | None, *, runner_dir=None, node=No
     if key not in RUNNERS:
         raise OptallocError(f"--runner {name!r} is unknown; choose one of: {', '.join(RUNNERS)}")
     # a flag the runner does not read would be dropped without a word (stop 58's judge)
-    used = {"noop": (), "local": ("--runner-dir", "--node"),
-            "slurm": ("--partition", "--slurm-conf")}[key]
-    stray = [flag for flag, v in (("--runner-dir", runner_dir), ("--node", node),
-                                  ("--partition", partition), ("--slurm-conf", slurm_conf))
-             if v is not None and flag not in used]
+    stray = unused_flags(key, {"--runner-dir": runner_dir, "--node": node,
+                               "--partition": partition, "--slurm-conf": slurm_conf})
     if stray:
         which = {"--runner-dir": "local", "--node": "local", "--partition": "slurm",
                  "--slurm-conf": "slurm"}
