@@ -325,18 +325,6 @@ def test_a_job_that_finishes_between_epochs_is_charged_to_its_exact_end_and_free
     assert (led["B"]["owed_gpu_h"], led["B"]["met_gpu_h"]) == pytest.approx((8.0, 8.0))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the cron ledger keeps a finished job's demand until the next epoch: optalloc/cycle.py "
-    "run_cycle records a demand sample only at the epoch's `now`, so a1's finish, reported "
-    "with its exact time (5400), leaves the 3600 sample (A: 4 GPUs) standing to 7200: A owed "
-    "8 GPU-h where it asked 4 GPUs for 1.5 h (owed 6), met/owed 75%. Tried at stop 59 (a "
-    "sample at each end between epochs, of the jobs the last epoch knew): this case passes, "
-    "but the simulator's decision ledger samples demand at epoch ticks on purpose, as cron "
-    "does (sim/engine.py _record_demand), and tests/test_turn_equivalence.py then finds the "
-    "two paths' debt differing (0 vs 0.056). Both must change together: the simulator would "
-    "record, at an end off a tick, the demand of the jobs known at the last tick, and its "
-    "tick samples only once the tick is reached (the ledger's samples must stay in time "
-    "order). At a 5-minute cron the error is at most one epoch of each ended job's GPUs"))
 def test_the_ledger_owes_a_finished_project_nothing_after_its_jobs_exact_end(
         tmp_path, monkeypatch, capsys):
     # Hour 0 (0-3600): A asks 4 (a1), entitled 4: owed 4, delivered 4. Hour 1 (3600-7200):

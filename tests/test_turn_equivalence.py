@@ -6,8 +6,10 @@ by epoch.
 "The same" is exact for the plans (placements, preemptions, pending reasons) and for the
 queue each decision saw, the run intervals the ledger charged, and the capacity and demand the
 ledger holds at every epoch; usage ratios agree to rounding (the cron ledger is reloaded from
-SQLite, so its sums run in another order). The simulator also samples demand between epochs
-(when a job arrives or ends), which cron cannot see; at the epochs the two agree. The simulator
+SQLite, so its sums run in another order). Both ledgers take a demand sample at each epoch
+and at each end of a job the last epoch knew (its exact time, reported by the runner); the
+simulator's metrics also sample demand at each arrival, which cron cannot see; at the epochs
+the two agree. The simulator
 skips epochs where nothing waits; cron decides at every one, and those plans change nothing.
 """
 
@@ -24,6 +26,7 @@ from optalloc.sim.engine import simulate
 from optalloc.sim.policies import make_policy
 from optalloc.sim.runner import SimulatedRunner
 from optalloc.sim.scenario import NodeEvent, Scenario
+from optalloc.sim.tick_demand import TickDemand
 from optalloc.state import StateStore
 from optalloc.turn import interval
 from optalloc.types import (
@@ -125,10 +128,18 @@ def step_at(samples, t):
 
 @pytest.mark.parametrize("policy", ["greedy", "ilp"])
 @pytest.mark.parametrize("grace_s", [0.0, 60.0], ids=["no grace", "60 s grace"])
-def test_the_cron_path_and_the_simulator_make_the_same_plans_and_ledger(tmp_path, policy, grace_s):
+def test_the_cron_path_and_the_simulator_make_the_same_plans_and_ledger(
+        tmp_path, monkeypatch, policy, grace_s):
     cfg = config(grace_s)
     cron, store = through_cron(tmp_path, cfg, policy)
     sim = Recording(make_policy(policy))
+    ledger_demand = []  # the samples the simulator's decision ledger took (t, owed, placeable)
+    record = TickDemand._record
+
+    def keep(self, t):
+        record(self, t)
+        ledger_demand.append((t, self.demand.by_project(), self.demand.placeable_by_project()))
+    monkeypatch.setattr(TickDemand, "_record", keep)
     sc = Scenario("same", cfg, JOBS, duration_s=END, early_solve=False, node_events=EVENTS)
     result = simulate(sc, sim, check=True, refresh_s=EPOCH)
 
@@ -155,13 +166,21 @@ def test_the_cron_path_and_the_simulator_make_the_same_plans_and_ledger(tmp_path
     assert all(j.end_time is not None for j in result.jobs)  # the workload ran to its end
     sim_demand = [(d.time, dict(d.allocated_by_project)) for d in result.demand]
     sim_capacity = [(c.time, dict(c.by_type)) for c in result.capacity]
+    ends = 0
     for t, demand in store.demand_samples():
-        assert demand == step_at(sim_demand, t), f"demand at t={t}"
+        assert demand == step_at([(s, d) for s, d, _ in ledger_demand], t), f"demand at t={t}"
+        if t % EPOCH == 0:  # at an epoch, what the simulator's metrics hold too
+            assert demand == step_at(sim_demand, t), f"demand at t={t}"
+        else:  # a job's end between epochs, of the jobs the last epoch knew
+            ends += 1
+    assert ends >= 2
     # and what of it could run (optalloc.demand): a1-big (20 GPUs, 8 + 8 + 4 on h100) cannot
     # while h3 is down
     sim_fit = [(d.time, dict(d.placeable_by_project)) for d in result.demand]
     for t, fit in store.placeable_demand_samples():
-        assert fit == step_at(sim_fit, t), f"placeable demand at t={t}"
+        assert fit == step_at([(s, f) for s, _, f in ledger_demand], t), f"placeable at t={t}"
+        if t % EPOCH == 0:
+            assert fit == step_at(sim_fit, t), f"placeable demand at t={t}"
     for t, capacity in store.capacity_samples():
         assert capacity == step_at(sim_capacity, t), f"capacity at t={t}"
     assert math.isclose(

@@ -44,6 +44,7 @@ from optalloc.sim.result import (CapacitySample, DemandSample, EpochRecord, JobR
                                  job_nodes, widest_node)
 from optalloc.sim.runner import SimulatedRunner
 from optalloc.sim.scenario.spec import Scenario
+from optalloc.sim.tick_demand import TickDemand
 from optalloc.turn import (
     Demand,
     Ended,
@@ -116,6 +117,7 @@ class _Simulation:
         self.capacity_samples: list[CapacitySample] = []
         self.demand = Demand(tree, self.nodes.values())
         self.demand_changed = True
+        self.ticks = TickDemand(tree, self.nodes.values(), self.ledger, self.epoch_s)
         self.dirty = True
         self.last_decision = -math.inf
         self.decision_wanted_at = math.inf
@@ -286,6 +288,7 @@ class _Simulation:
                 rec.completed = o.status == "finished"
                 self.demand.add(o.run, -1)
                 self.demand_changed = True
+                self.ticks.end(o.run, o.event.time)
 
     def _submit(self, job: Job) -> None:
         self.queue[job.id] = job
@@ -293,6 +296,7 @@ class _Simulation:
         self.n_queued += 1
         self.demand.add(job)
         self.demand_changed = True
+        self.ticks.submit(job)
         self.dirty = True
 
     def _node_event(self, name: str, state: NodeState, now: float) -> None:
@@ -307,12 +311,16 @@ class _Simulation:
         self._record_capacity(now)
         if self.demand.set_nodes(self.nodes.values()):  # what can run changed
             self.demand_changed = True
+        self.ticks.nodes_changed()
         self.draining = any(n.state is NodeState.DRAIN for n in self.nodes.values())
         self.dirty = True
 
     # ------------------------------------------------------------------ samples
 
     def _record_demand(self, t: float) -> None:
+        # the decisions' ledger sees demand as cron does (optalloc.sim.tick_demand); the
+        # metrics keep the exact times
+        self.ticks.tick(t, self.nodes.values())
         if not self.demand_changed:
             return
         self.demand_changed = False
@@ -322,10 +330,6 @@ class _Simulation:
             self.demand_samples[-1] = sample
         else:
             self.demand_samples.append(sample)
-        # the decisions' ledger sees demand as cron does, sampled at each epoch (a change
-        # between two epochs counts from the next); the metrics keep the exact times
-        tick = math.ceil(t / self.epoch_s - 1e-9) * self.epoch_s
-        self.ledger.record_demand(tick, by, fit)
 
     def _record_capacity(self, t: float) -> None:
         by = capacity_by_type(self.cfg.gpu_types, self.nodes.values())
