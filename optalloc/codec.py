@@ -17,7 +17,9 @@ from optalloc.types import (
     FloorViolation,
     Job,
     JobState,
+    Node,
     NodeAlloc,
+    NodeState,
     PendingReason,
     Placement,
     Plan,
@@ -58,6 +60,14 @@ def placement_from_dict(d: Mapping[str, Any]) -> Placement:
         nodes=tuple(NodeAlloc(str(a["node"]), tuple(int(g) for g in a["gpus"])) for a in d["nodes"]),
         allocated=bool(d.get("allocated", True)),
     )
+
+
+def nodes_from_dicts(docs, gpu_types) -> tuple[Node, ...]:
+    """The nodes an epoch recorded (its plan's inputs, `to_dict` of each), with their states
+    then; nodes of a type the config no longer has are left out."""
+    types = {g.name for g in gpu_types}
+    return tuple(Node(d["name"], d["gpu_type"], int(d["gpus"]), NodeState(d["state"]))
+                 for d in docs if d.get("gpu_type") in types)
 
 
 def job_from_dict(d: Mapping[str, Any]) -> Job:

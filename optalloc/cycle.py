@@ -38,6 +38,7 @@ from typing import Iterable, Mapping
 
 from optalloc.clock import Clock, WallClock
 from optalloc.codec import (
+    nodes_from_dicts,
     plan_reservation_idle_from_dict,
     plan_reservations_from_dict,
     plan_to_dict,
@@ -59,8 +60,7 @@ from optalloc.turn import (
     effective_nodes,
     observe,
 )
-from optalloc.types import (Config, Interval, Job, Node, NodeState, Plan, SolverSettings,
-                            UsageMode)
+from optalloc.types import Config, Interval, Job, Node, Plan, SolverSettings, UsageMode
 
 
 @dataclass(frozen=True)
@@ -201,11 +201,7 @@ def _epoch_nodes(last: Mapping, gpu_types, nodes) -> tuple[Node, ...]:
     """The nodes with their states as the `last` epoch recorded them (its plan's inputs; the
     current ones where it kept none)."""
     doc = ((last.get("plan") or {}).get("inputs") or {}).get("nodes")
-    if not isinstance(doc, list):
-        return tuple(nodes)
-    types = {g.name for g in gpu_types}
-    return tuple(Node(d["name"], d["gpu_type"], int(d["gpus"]), NodeState(d["state"]))
-                 for d in doc if d.get("gpu_type") in types)
+    return nodes_from_dicts(doc, gpu_types) if isinstance(doc, list) else tuple(nodes)
 
 
 def run_cycle(

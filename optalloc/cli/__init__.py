@@ -14,7 +14,8 @@ from optalloc.errors import OptallocError
 COMMAND_MODULES = (
     "validate",  # optalloc validate PATH
     "ledger_cmd",  # optalloc ledger report|record|import
-    "epoch_cmd",  # optalloc epoch, optalloc explain
+    "epoch_cmd",  # optalloc epoch
+    "explain_cmd",  # optalloc explain
     "jobs_cmd",  # optalloc submit, optalloc jobs
     "cancel_cmd",  # optalloc cancel
     "sim_cmd",  # optalloc simulate, optalloc whatif
