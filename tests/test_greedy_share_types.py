@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from optalloc.plan.ranked import greedy_order, greedy_walk
+from optalloc.plan.greedy_order import greedy_order, greedy_walk
 from optalloc.sim.invariants import check_plan
 from optalloc.sim.policies import make_policy
 from optalloc.snapshot import build_snapshot

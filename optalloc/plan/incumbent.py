@@ -7,7 +7,7 @@ import numpy as np
 
 from optalloc.model.build import EpochModel
 from optalloc.plan.holdings import Placed
-from optalloc.plan.ranked import greedy_pass
+from optalloc.plan.greedy_order import greedy_pass
 
 
 def greedy_placed(em: EpochModel) -> Placed | None:

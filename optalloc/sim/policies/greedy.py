@@ -24,7 +24,8 @@ import time
 import numpy as np
 
 from optalloc.model.order import fair_tree_rank
-from optalloc.plan.ranked import greedy_order, greedy_pass, make_plan, pending_reasons
+from optalloc.plan.greedy_order import greedy_order, greedy_pass
+from optalloc.plan.ranked import make_plan, pending_reasons
 from optalloc.snapshot import Snapshot
 from optalloc.types import Plan, ReasonCode
 
