@@ -1042,16 +1042,9 @@ def _head_of_line_case():
     return cfg, {"A": 0.0, "B": 2.0, "C": 4.0}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "optalloc/model/targets.py:212 _inorder_fill() keeps a project's whole budget where "
-    "'the first job in line does not fit at all' (line 228, `if taken` at 245), reading "
-    "only the budget, not whether the job can run beside the protected jobs: C's only job "
-    "(8 GPUs) fits no node this epoch, yet C keeps the target the short branch of waterfill "
-    "(line 177-183) gave it: 24 - 20 protected = 4 for A's 1 and C's 8 floor GPUs above "
-    "protection, A 4.44 -> 4, C 3.56 -> 4. A (first, below its floor 5) is cut to 4, so aq "
-    "meets no floor or target GPU and keeping B's bold (24 allocated GPUs against 23) wins; "
-    "greedy stops bold for aq. Fix: a job whose shape fits no up node beside the protected "
-    "jobs is no demand of the in-order caps (tried: targets A 5, B 19, C 0; ilp = greedy)"))
+# Fixed at stop 60 (was a strict xfail): the floor of a waiting single-node job that fits no up
+# node beside the protected jobs is no lower bound of the targets' water-filling
+# (targets._runnable_floors): targets A 5, B 19, C 0.
 def test_a_gang_that_fits_nowhere_beside_protected_jobs_leaves_its_share_to_a_better_ranked_job():
     # 24 GPUs, entitled 8 each; ratios A 0, B 2, C 4. Protected: A's a4 (4 of n0), B's b16
     # (n1 + n2): 20 GPUs. bold (B, 4 of n0) is past its protection. Floors A min(5, 8) = 5,
@@ -1182,15 +1175,8 @@ def _sibling_flow_case():
     return cfg, {"P0": 2.0, "P1": 4.0, "A1": 2.0, "A2": 4.0, "B1": 0.0, "B2": 2.0}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "optalloc/model/targets.py:364-374 compute_targets(): the in-order caps are applied to "
-    "every leaf in one pass: A1 on its first budget 2 (a11 1; a14's 4 overshoots by 3 > 1) "
-    "is capped at 1 and A2 on 4 (a22 2; a28 fits nowhere) at 2 at the same time, so the re-"
-    "fill offers A2's unusable 2 to no one in P0 (A1 is capped too) and P0's target ends "
-    "at 3, its floor 6 cut to 3; keeping P1's b14 then wins. Rule 2: the rest flows to the "
-    "siblings first: A1 on 4 realizes a11 + a14 = 5. Fix: cap one leaf per pass (the one "
-    "losing most) and re-run the in-order fill on the others' new budgets (tried: A1 4, "
-    "A2 2, P0 6, and the epoch stops b14 for a14 as greedy does)"))
+# Fixed at stop 60 (was a strict xfail): the in-order caps take one leaf per family a pass,
+# the one losing most (targets.most_lost_per_family): A2 capped at 2, A1 on 4 realizes 5.
 def test_a_projects_unusable_share_reaches_its_sibling_before_another_program():
     # 12 GPUs, P0 = P1 (6 each), P0 ratio 2 first, P1 4. P0: A1 (share 1, ratio 2) wants
     # a11 (1, priority 1, debug) and a14 (4, priority 0); A2 (share 2, ratio 4) a22 (2) and

@@ -6,15 +6,15 @@ o that may run on t this epoch: running jobs that may stay on their type (a job 
 protection on a drain node leaves, so it is not demand this epoch), and startable jobs split
 across their allowed types in proportion to the project's entitled GPUs there.
 
-Floor F[o,t]: whole GPUs o is entitled to and wants (`nested_floors`): min(D, ent[o,t] * cap_t)
-at the top level of the tree (for a node owed GPU-hours, lifted by an idle top-level
-sibling's share where the target gives it: `lifted_floors`); below it, a parent's floor
-shared among its children in proportion to their entitlements, each capped by its demand, what a child does not want
-going to its siblings (DESIGN.md rule 2: unused share flows to siblings first), then rounded
-down. Each child on its own, min(D, ent * cap), left a sibling's unused share to the parent's
-floor alone: a program of two projects of which one had work met its floor with its
-project's 8-GPU job (4) but only 2 of that project's, where a one-project program's job met 4
-and 4, and took a contested node from the better-ranked program.
+Floor F[o,t]: whole GPUs o is entitled to and wants (`nested_floors`): min(D, ent[o,t] *
+cap_t) at the top level of the tree (for a node owed GPU-hours, lifted by an idle top-level
+sibling's share where the target gives it: `lifted_floors`); below it, a parent's floor shared
+among its children in proportion to their entitlements, each capped by its demand, what a
+child does not want going to its siblings (DESIGN.md rule 2: unused share flows to siblings
+first), then rounded down. Each child on its own, min(D, ent * cap), left a sibling's unused
+share to the parent's floor alone: a program of two projects of which one had work met its
+floor with its project's 8-GPU job (4) but only 2 of that project's, where a one-project
+program's job met 4 and 4, and took a contested node from the better-ranked program.
 
 Target T[o,t], by hierarchical water-filling top-down (Fair Tree, rule 1 and 2 of DESIGN.md
 section 8): a parent's target A is split among its children c so that
@@ -30,15 +30,22 @@ proportion to their shares, and a subtree's rank comes before anything inside it
 lookback window (decay mode: half-life / ln 2), H = max(min_runtime cap, epoch): the time a
 start commits GPUs for.
 
-In-order caps: a project's jobs take its target in the project's own order (priority, then
-running, then submit; protected jobs first), skipping a job that does not fit what is left
-(backfill), or taking it when overshooting by it realizes the target more nearly than skipping
-(a 2-GPU job on a target of 3.6 with 2 used). When that realizes a whole GPU less than the
-target, the project is capped there
-and the water-filling runs again, so the rest flows to siblings instead of to the project's
-lower-priority jobs (at most three passes). Not when the first job in line does not fit at
-all: a head-of-line gang may be worth overshooting the target for (its floor), which the
-model decides.
+In-order caps (optalloc.model.inorder): a project's jobs take its target in the project's own
+order (priority, then running, then submit; protected jobs first), skipping a job that does
+not fit what is left (backfill), or taking it when overshooting by it realizes the target more
+nearly than skipping (a 2-GPU job on a target of 3.6 with 2 used). When that realizes a whole
+GPU less than the target, the project is capped there and the water-filling runs again, so the
+rest flows to siblings instead of to the project's lower-priority jobs: one project of a
+family a pass, the one losing most, its siblings' orders tried again on their new budgets
+(they may realize more of a larger one), at most CAP_PASSES passes, the last capping every
+project still short. Not when the first job in line does not fit the budget at all: a
+head-of-line gang may be worth overshooting the target for (its floor), which the model
+decides.
+
+A waiting single-node job that fits no up node beside the protected jobs cannot run this
+epoch: its floor is no lower bound of the water-filling (`_runnable_floors`), so it takes no
+part of the GPUs left beside the protected jobs (rule 2: a job that cannot run leaves its
+share to others); its demand still counts above the floors.
 """
 
 from __future__ import annotations
@@ -49,13 +56,23 @@ from functools import cached_property
 import numpy as np
 
 from optalloc.model.debt import fair_debt_tilt
-from optalloc.model.order import clipped_ratios, project_order
+from optalloc.model.inorder import (  # noqa: F401  (pooled reads them from here)
+    _inorder_fill,
+    blocked_jobs,
+    counted_running,
+    lookahead_on,
+    most_lost_per_family,
+)
+from optalloc.model.order import clipped_ratios
 from optalloc.model.requirements import Requirements, runs_elsewhere
 from optalloc.org import share_capped
 from optalloc.snapshot import Snapshot
 from optalloc.types import UsageMode
 
-PASSES = 3
+PASSES = 3  # the pooled targets' passes (optalloc.model.pooled)
+# the in-order caps' passes per type: each caps one leaf per family (most_lost_per_family),
+# the last every leaf still short
+CAP_PASSES = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,14 +154,6 @@ def horizons(snap: Snapshot) -> tuple[float, float]:
     return float(window), min(horizon, float(window) / 2.0)
 
 
-def counted_running(snap: Snapshot, req: Requirements) -> np.ndarray:
-    """(K,) bool: running tier-1 jobs that may stay on their type this epoch."""
-    rj, rt = req.run_job, req.run_type
-    if not len(rj):
-        return np.zeros(0, dtype=bool)
-    return snap.job_tier1[rj, rt] & (~snap.job_on_drain[rj] | snap.job_protected[rj])
-
-
 def _demand(snap: Snapshot, req: Requirements, cap_up: np.ndarray):
     O, T = snap.org.n, len(snap.gpu_types)
     leaf = np.zeros((O, T))
@@ -207,52 +216,6 @@ def _fill_tree(snap, cap, floor, prot, upper, rho, kappa) -> np.ndarray:
         low = np.maximum(prot[ch], floor[ch])
         target[ch] = waterfill(target[o], low, upper[ch], rho[ch], kappa[ch], prot[ch])
     return target
-
-
-def _inorder_fill(snap: Snapshot, req: Requirements, budget: np.ndarray) -> np.ndarray:
-    """(O,) GPUs each project's own order realizes of `budget` (O,) GPUs (leaves only), or the
-    whole budget where the project's first job in line beyond its protected ones does not fit
-    at all (a head-of-line gang needs more than the budget: floors and targets decide in the
-    model whether it is worth the overshoot, so the budget is not given away)."""
-    rj = req.run_job[counted_running(snap, req)]
-    cj = np.unique(req.cand_job[snap.job_tier1[req.cand_job, req.cand_type]]) \
-        if len(req.cand_job) else np.zeros(0, np.int64)
-    jobs = np.unique(np.concatenate([rj, cj])).astype(np.int64)
-    out = np.zeros(snap.org.n)
-    if not len(jobs):
-        return out
-    proj = snap.job_project[jobs]
-    g = snap.job_gpus[jobs].astype(float)
-    total = np.bincount(proj, weights=g, minlength=snap.org.n)
-    need = np.flatnonzero(total > budget + 1e-9)
-    out[:] = np.minimum(total, budget)
-    if not len(need):
-        return out
-    pos = project_order(snap)[jobs]
-    prot = snap.job_protected[jobs]
-    order = np.lexsort((pos, ~prot, proj))
-    sel = np.isin(proj[order], need)
-    for p, gpus, fixed in _groups(proj[order][sel], g[order][sel], prot[order][sel]):
-        used, b, taken = 0.0, budget[p] + 1e-9, False
-        for x, f in zip(gpus, fixed):
-            if f or used + x <= b:
-                used += x
-                taken |= not f
-            elif used + x - b < b - used:  # overshooting realizes the budget more nearly
-                used += x
-                taken = True
-                break
-        if taken:
-            out[p] = used
-    return out
-
-
-def _groups(keys: np.ndarray, vals: np.ndarray, flags: np.ndarray):
-    if not len(keys):
-        return
-    cut = np.r_[0, np.flatnonzero(np.diff(keys)) + 1, len(keys)]
-    for a, b in zip(cut[:-1], cut[1:]):
-        yield int(keys[a]), vals[a:b].tolist(), flags[a:b].tolist()
 
 
 def capacities(snap: Snapshot, req: Requirements) -> tuple[np.ndarray, np.ndarray]:
@@ -340,12 +303,6 @@ def owed_nodes(snap: Snapshot) -> np.ndarray:
     return fair_debt_tilt(snap) > 0
 
 
-def lookahead_on(snap: Snapshot) -> bool:
-    """Whether the lookahead runs: only it reads the targets without protections
-    (`Targets.unprotected`), so they are not computed otherwise."""
-    return int(snap.policy.max_reservations) > 0
-
-
 def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     org = snap.org
     O = org.n
@@ -359,19 +316,22 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     rho = r * (1.0 - horizon / window)
     kappa = org.entitlement * cap[None, :] * (window / horizon)
     upper = D.copy()
-    target = _fill_tree(snap, cap, F, P, upper, rho, kappa)
+    Fb = _runnable_floors(snap, req, share, D, F, M)
+    target = _fill_tree(snap, cap, Fb, P, upper, rho, kappa)
     leaves = org.is_leaf
-    for _ in range(PASSES - 1):
+    for i in range(CAP_PASSES - 1):
         budget = target.sum(axis=1)
         filled = _inorder_fill(snap, req, budget)
         capped = leaves & (filled < budget - 1.0 + 1e-6)  # a whole GPU lost, not rounding
         if not capped.any():
             break
+        if i < CAP_PASSES - 2:
+            capped = most_lost_per_family(org, capped, budget - filled)
         scale = np.divide(filled, budget, out=np.zeros(O), where=budget > 0)
         leaf_upper = np.where(capped[:, None], target * scale[:, None], upper * leaves[:, None])
         leaf_upper = np.where(leaves[:, None], np.minimum(leaf_upper, upper), 0.0)
         upper = M @ leaf_upper
-        target = _fill_tree(snap, cap, np.minimum(F, upper), P, upper, rho, kappa)
+        target = _fill_tree(snap, cap, np.minimum(Fb, upper), P, upper, rho, kappa)
     target = _integerize(snap, np.maximum(target, 0.0), upper)
     free = (_fill_tree(snap, cap_up, np.minimum(F, upper), np.zeros_like(P), upper, rho, kappa)
             if lookahead_on(snap) else np.zeros((0, 0)))
@@ -379,6 +339,27 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
                            owed_nodes(snap))
     return Targets(lifted, target, D, P, cap, share, horizon, window, free, upper=upper,
                    lift_base=F if lifted is not F else np.zeros((0, 0)))
+
+
+def _runnable_floors(snap, req, share, D, F, M) -> np.ndarray:
+    """(O, T) the floors the water-filling gives first (its lower bounds): nested_floors of
+    the demand less that of waiting single-node jobs that fit no up node beside the protected
+    jobs (inorder.blocked_jobs), or F where there are none. Such a job cannot run this epoch, so
+    its floor takes no part of the GPUs left beside the protected jobs (README rule 2: a job
+    that cannot run leaves its share to others); its demand still counts above the floors,
+    by the Fair-Tree order. Before, on 3 x 8 GPUs with 20 protected, C's 8-GPU job (no node
+    with 8 free) took 3.56 of the 4 left for floors, A's 1-GPU job (ranked first, below its
+    floor) got target 4 of its floor 5 and B's job past its protection kept A's GPU."""
+    blocked = blocked_jobs(snap, req)
+    if not blocked.any():
+        return F
+    cj, ct = req.cand_job, req.cand_type
+    on = blocked[cj] & snap.job_tier1[cj, ct]
+    leaf = np.zeros_like(D)
+    np.add.at(leaf, (snap.job_project[cj[on]], ct[on]), snap.job_gpus[cj[on]] * share[on])
+    cap_up = snap.capacity_by_type(up_only=True).astype(float)
+    runnable = np.maximum(D - M @ leaf, 0.0)
+    return np.minimum(F, nested_floors(snap.org, runnable, snap.org.entitlement * cap_up))
 
 
 def _integerize(snap: Snapshot, target: np.ndarray, upper: np.ndarray) -> np.ndarray:
