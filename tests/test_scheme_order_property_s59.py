@@ -916,22 +916,13 @@ def _routing_case():
     return cfg, {"A": 0.0, "B": 2.0}
 
 
-ROUTE_REASON = (
-    "optalloc/model/pooled.py:202 route(): its max-min stage (the z column, line 299-305) "
-    "routes every leaf z * want, want its pooled TARGET, rank-blind, so a contested type is "
-    "shared among projects whatever the Fair-Tree order; _fit (line 177-185) then caps the "
-    "short leaves at what they got and Targets.share_floor (targets.py:106, min(pool_floor, "
-    "target)) cuts their floors to it. Rule 2 routes the floors first and then the spare "
-    "lowest ratio first. Fix: a max-min stage over the floors min(FP, want), held, then "
-    "each leaf's want in the Fair-Tree order (lexicographic) instead of one z for all "
-    "(tried: both routing cases keep greedy's plan)")
+# Both routing cases below were strict xfails until stop 60: route() gave every leaf z * want
+# with one z for all (rank-blind), so a contested type was shared whatever the Fair-Tree
+# order, _fit capped the short leaves at what they got and Targets.share_floor cut their
+# floors to it. Now the floors are routed first (leximin, held), then the wants in the
+# Fair-Tree order (optalloc/model/route.py).
 
 
-@pytest.mark.xfail(strict=True, reason=ROUTE_REASON + (
-    ". Here: wants A 8, B 6; h100 must hold 8z-2 of A and 6z-2 of B, z = 6/7, A routed 6.86, "
-    "capped at 7, its floor cut 8 -> 7, though A 8 and B 4 both route (h100 A 6 + B 2, "
-    "b200 A 2 + B 2); keeping a2 (A 7x2 + B 2) then ties stopping it (A 6x2 + B 4) on "
-    "floors and the target tier (A 7, B 5) stops it"))
 def test_a_contested_type_is_routed_to_the_floors_first_so_a_better_ranked_job_keeps_its_place():
     # Pooled 16 GPUs, A 3 : B 1 -> entitled A 12, B 4; A ratio 0 (first), B 2. A: a1 (4,
     # protected) and a2 (2, h100 only, past its protection) on h0, a3 (2, any type) queued:
@@ -953,10 +944,6 @@ def test_a_contested_type_is_routed_to_the_floors_first_so_a_better_ranked_job_k
     assert _held(cfg, runs) == {"A": 8, "B": 2}
 
 
-@pytest.mark.xfail(strict=True, reason=ROUTE_REASON + (
-    ". Here: wants A 8, B 7 (C idle); h100 holds 8z-4 of A and 7z-2 of B, z = 2/3, A 5.33 "
-    "-> capped 5, A's own order (a2 4 before a0 4) realizes 4, the floor 5 is cut to 4, and "
-    "a0 is stopped for b4 (B 6 of target 5)"))
 def test_an_idle_siblings_share_on_a_contested_type_goes_to_the_better_ranked_project_first():
     # Same pooled pattern with an idle project. 16 GPUs: h0 (h100, 4), b1 (b200, 4), b2
     # (b200, 8); shares A 2, B 1, C 3 (idle): entitled A 5.33, B 2.67, C 8; ratios A 0,

@@ -17,10 +17,11 @@ is a GPU of another to the ledger), the targets are (else each type is filled al
 1. **Pooled**: the same water-filling, floors and in-order caps as per type, on one pooled
    capacity C = sum_t cap_t, demand D_o = the GPUs of o's jobs (each counted once),
    entitlement E_o = sum_t ent[o, t] cap_t, protected GPUs summed over types.
-2. **Routed**: each project's pooled target X_p goes onto the types its jobs allow, max-min:
-   the largest z such that every project gets z X_p within the types' capacities, the jobs'
-   allowed types (at most the GPUs of its jobs allowed on t) and its protected GPUs (they
-   stay where they run), then as many GPUs as possible at that z (two small LPs, HiGHS).
+2. **Routed** (optalloc.model.route): each project's pooled target X_p goes onto the types
+   its jobs allow (at most the GPUs of its jobs allowed on t; its protected GPUs stay where
+   they run), within the types' capacities: the floors first, level by level (max-min,
+   held), then the org nodes' targets in the Fair-Tree order (rule 2: the spare to the
+   lowest ratio first; tied nodes max-min), then as many GPUs as possible (small LPs, HiGHS).
 3. **Capped**: a project that cannot get its pooled target on the types its jobs allow (its
    type is full) is capped at what it got and the pooled water-filling runs again, so the
    rest flows to its siblings (at most PASSES times).
@@ -53,7 +54,8 @@ from optalloc.model.targets import (
     nested_floors,
     owed_nodes,
 )
-from optalloc.model.order import clipped_ratios
+from optalloc.model.order import clipped_ratios, tree_position
+from optalloc.model.route import Levels, route
 from optalloc.snapshot import Snapshot
 
 
@@ -163,7 +165,8 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
     M = org.membership().astype(float)
     leaves = org.is_leaf
     leaf_up = np.where(leaves, dp, 0.0)
-    groups = _subtrees(org)
+    tree = _levels(org)
+    order = -tree_position(snap)  # the Fair-Tree order, a subtree before anything in it
     for _ in range(PASSES + 1):
         upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
         pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
@@ -174,7 +177,8 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
             upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
             pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
-        X = route(want, full, prot, cap, speed, stay, groups=groups)
+        X = route(want, full, prot, cap, speed, stay, tree=tree,
+                  floor=FP[:, 0], order=order)
         got = X.sum(axis=1)
         short = leaves & (got < want - 0.5)
         if not short.any():
@@ -186,157 +190,13 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
     return M @ _whole_by_type(X, cap)
 
 
-def _subtrees(org) -> list[np.ndarray]:
-    """Per level of inner nodes below the root, top-down: (nodes, O) bool, the leaves under
-    each inner node of that level (route's max-min goes level by level)."""
+def _levels(org) -> Levels:
+    """The inner nodes below the root with the leaves under each, every node's depth and
+    parent: route holds a subtree's floor and want before its projects'."""
     M = org.membership()
-    inner = ~np.asarray(org.is_leaf)
-    out = []
-    for d in range(1, int(org.depth.max(initial=0))):
-        sel = np.flatnonzero(inner & (org.depth == d))
-        if len(sel):
-            out.append(M[sel] & np.asarray(org.is_leaf)[None, :])
-    return out
-
-
-def route(want: np.ndarray, full: np.ndarray, prot: np.ndarray, cap: np.ndarray,
-          speed: np.ndarray | None = None, stay: np.ndarray | None = None,
-          groups: list[np.ndarray] | None = None) -> np.ndarray:
-    """(O, T) GPUs of each leaf's pooled target `want` (O,) placed on types, max-min: every
-    leaf gets at least z * want with the largest z, then the most GPUs in all, then the most
-    GPUs of each leaf up to its want (the surplus goes to leaves below their want first),
-    then the most running work left where it runs (`stay` (O, T): GPUs of running jobs past their
-    protection on t, which `full` also counts on the other types they may move to: a job is
-    moved only where that raises z or the GPUs routed), then, among those routings, the most
-    work by `speed` (O, T: how fast the leaf's work runs on t relative to its best type;
-    without it, or where it is the same everywhere, any such routing); a leaf's GPUs on t
-    within [prot, full] (its protected jobs stay, at most what its jobs allowed on t ask),
-    each type within its capacity. Equal shares route as well onto one type as another, so
-    without the speed step a project whose jobs run 3x faster on h100 could be routed onto
-    a100 and one indifferent to the type onto h100: the targets' floors then hold each
-    there, above anything the work tier can pay. `groups` (route's levels of inner nodes,
-    `_subtrees`): a leaf may take up to what its subtree wants (each subtree's sum stays
-    within it), and before the leaves, each level's subtrees get at least z_d times what their
-    leaves want, the largest z_d, held, top-down: the Fair Tree's subtrees come before the
-    projects inside them. Leaf by leaf alone, a better-ranked program's only project confined
-    to h100 got 2/3 of its target there beside a worse-ranked program's project, whose
-    sibling could run on b200 and met that program's floor (greedy: 8 and 8)."""
-    from scipy.optimize import linprog
-    from scipy.sparse import coo_matrix, hstack, vstack
-
-    O, T = full.shape
-    lo_all = np.minimum(prot, full)
-    p, t = np.nonzero((full > 0) & (want[:, None] > 0) | (lo_all > 0))
-    X = np.zeros((O, T))
-    if not len(p):
-        return X
-    lo, hi = lo_all[p, t], full[p, t]
-    leaves = np.unique(p)
-    li = np.searchsorted(leaves, p)
-    n, L = len(p), len(leaves)
-    w = want[leaves]
-    held = np.bincount(li, weights=lo, minlength=L)  # protected GPUs per leaf
-    top = np.maximum(w, held)
-    # per level: (the leaves under each node (nodes, L), what they want (nodes,)); a leaf may
-    # take what its subtree wants, the subtree's sum within it (rows below)
-    levels = [(G[:, leaves], G[:, leaves].astype(float) @ w) for G in groups or ()]
-    for under, gw in levels:
-        top = np.maximum(top, (under * gw[:, None]).max(axis=0, initial=0.0))
-    types = np.unique(t)
-    ti = np.searchsorted(types, t)
-    st = np.minimum(stay[p, t], hi) if stay is not None else np.zeros(n)
-    ws = np.flatnonzero(st > 0)  # pairs with running work that may stay: a column each
-    m = len(ws)
-    # columns: x (n), z, s (m: the movable running GPUs routed where they run: s <= stay,
-    # s <= x - lo, above the protected GPUs that stay anyway)
-    # rows: [leaf sums <= top] [-(leaf sums) + w z <= 0] [type sums <= cap] [s - x <= -lo]
-    k = np.arange(n)
-    R = 2 * L + len(types)
-    rows = np.concatenate([li, L + li, 2 * L + ti, L + np.arange(L), R + np.arange(m),
-                           R + np.arange(m)])
-    cols = np.concatenate([k, k, k, np.full(L, n), ws, n + 1 + np.arange(m)])
-    vals = np.concatenate([np.ones(n), -np.ones(n), np.ones(n), w, -np.ones(m), np.ones(m)])
-    A = coo_matrix((vals, (rows, cols)), shape=(R + m, n + 1 + m)).tocsr()
-    b = np.concatenate([top, np.zeros(L), cap[types], -lo[ws]])
-    bounds = np.concatenate([np.stack([lo, hi], 1), [[0.0, 1.0]],
-                             np.stack([np.zeros(m), st[ws]], 1)])
-    N = n + 1 + m
-
-    def best(c: np.ndarray):
-        r = linprog(c, A_ub=A, b_ub=b, bounds=bounds, method="highs")
-        return r if r.status == 0 else None
-
-    def at_least(c: np.ndarray, value: float) -> None:  # keep stage c^T v >= value
-        nonlocal A, b
-        A = vstack([A, coo_matrix(-c[None, :])]).tocsr()
-        b = np.concatenate([b, [-(value - 1e-6 * max(1.0, abs(value)))]])
-
-    for under, gw in levels:  # subtrees' sums within what their leaves want
-        gi, pk = np.nonzero(under[:, li])  # (node, pair): the pair's leaf is under the node
-        A = vstack([A, coo_matrix((np.ones(len(gi)), (gi, pk)), shape=(len(gw), N))]).tocsr()
-        b = np.concatenate([b, np.maximum(gw, under.astype(float) @ held)])
-    for under, gw in levels:  # level by level: subtrees' sums >= z_d * what their leaves want
-        use = np.flatnonzero(gw > 0)
-        if not len(use):
-            continue
-        gi, pk = np.nonzero(under[use][:, li])
-        k_g = len(use)
-        # -(pairs under the node) + want z_d <= 0, z_d a new column at the end
-        A = hstack([A, coo_matrix((A.shape[0], 1))]).tocsr()
-        new = coo_matrix((np.concatenate([-np.ones(len(gi)), gw[use]]),
-                          (np.concatenate([gi, np.arange(k_g)]),
-                           np.concatenate([pk, np.full(k_g, N)]))), shape=(k_g, N + 1))
-        A = vstack([A, new]).tocsr()
-        b = np.concatenate([b, np.zeros(k_g)])
-        bounds = np.concatenate([bounds, [[0.0, 1.0]]])
-        N += 1
-        c = np.zeros(N)
-        c[-1] = -1.0
-        r = best(c)
-        if r is None:
-            break
-        bounds[-1] = [max(0.0, float(r.x[-1]) - 1e-7), 1.0]
-    c = np.zeros(N)
-    c[n] = -1.0
-    r = best(c)
-    if r is None:
-        X[p, t] = lo
-        return X
-    bounds[n] = [max(0.0, float(r.x[n]) - 1e-7), 1.0]
-    # y_l <= want_l and <= the leaf's GPUs, a column each: the surplus over z * want goes to
-    # leaves still below what they want before any leaf above it. Without it the surplus lay
-    # at any vertex, a leaf left below its want was capped there by _fit's next pass and
-    # its tied sibling took the rest every epoch (an outside judge, stop 53: b1 1, b2 7 of
-    # P1's 8 that a, confined to a full h100, could not use, where shares say 4 + 4)
-    A = hstack([A, coo_matrix((A.shape[0], L))]).tocsr()
-    A = vstack([A, coo_matrix((np.concatenate([-np.ones(n), np.ones(L)]),
-                               (np.concatenate([li, np.arange(L)]),
-                                np.concatenate([k, N + np.arange(L)]))),
-                              shape=(L, N + L))]).tocsr()
-    b = np.concatenate([b, np.zeros(L)])
-    bounds = np.concatenate([bounds, np.stack([np.zeros(L), w], 1)])
-    N += L
-    rest = N - (n + 1 + m)  # the levels' z_d columns (held) and the y_l
-    gpus = np.concatenate([np.ones(n), np.zeros(1 + m + rest)])
-    wants = np.concatenate([np.zeros(N - L), np.ones(L)])
-    s = speed[p, t] if speed is not None else np.ones(n)
-    # the most GPUs at that z; then each leaf's up to its want; then running work stays;
-    # then speed
-    stages = [gpus, wants]
-    if m:
-        stages.append(np.concatenate([np.zeros(n + 1), np.ones(m), np.zeros(rest)]))
-    if np.ptp(s) > 1e-9:
-        stages.append(np.concatenate([s, np.zeros(1 + m + rest)]))
-    for goal in stages:
-        r2 = best(-goal)
-        if r2 is None:
-            break
-        r = r2
-        at_least(goal, float(goal @ r.x))
-    x = r.x[:n]
-    near = np.rint(x)  # the stages' tolerances leave GPUs a few 1e-7 off whole numbers
-    X[p, t] = np.clip(np.where(np.abs(x - near) < 1e-5, near, x), lo, hi)
-    return X
+    ids = np.flatnonzero(~np.asarray(org.is_leaf) & (org.depth >= 1))
+    return Levels(ids, M[ids] & np.asarray(org.is_leaf)[None, :], np.asarray(org.depth),
+                  np.asarray(org.parent))
 
 
 def _whole_by_type(X: np.ndarray, cap: np.ndarray) -> np.ndarray:
