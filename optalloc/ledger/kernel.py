@@ -84,6 +84,20 @@ def step_integrals(
     return np.diff(at_edges, axis=0)
 
 
+def window_rows(times: np.ndarray, edges: np.ndarray) -> slice:
+    """The rows of a sorted step function's `times` that `step_integrals` over `edges` reads:
+    from the last time at or before edges[0] (the value in effect there; the first row where
+    none is) to the last before edges[-1], at least one row. `step_integrals(times[s],
+    values[s], edges)` is `step_integrals(times, values, edges)` bit for bit (the same
+    breakpoints, each segment on the same row, summed in the same order), so a caller selects
+    columns of the window's rows only: a 60-day simulation holds ~28,000 demand samples, each
+    epoch's lookback window a few hundred of them."""
+    if not len(times):
+        return slice(0, 0)
+    lo = max(int(np.searchsorted(times, edges[0], side="right")) - 1, 0)
+    return slice(lo, max(int(np.searchsorted(times, edges[-1], side="left")), lo + 1))
+
+
 def interval_bins(
     start: np.ndarray, end: np.ndarray, rate: np.ndarray, group: np.ndarray, n_groups: int,
     edges: np.ndarray,

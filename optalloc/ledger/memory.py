@@ -20,7 +20,7 @@ import numpy as np
 
 from optalloc.errors import OptallocError
 from optalloc.ledger.columns import Columns
-from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals
+from optalloc.ledger.kernel import interval_bins, kernel_integral, step_integrals, window_rows
 from optalloc.ledger.owed import OwedDelivered
 from optalloc.ledger.shortfall import shortfalls
 from optalloc.org import OrgTree
@@ -77,7 +77,6 @@ class Ledger:
         self._demand = Columns({"t": (np.float64, None), "gpus": (np.float64, O),
                                 "placeable": (np.float64, O)}, capacity=256)
         self._capacity = Columns({"t": (np.float64, None), "gpus": (np.float64, T)}, capacity=256)
-        self._sorted_cache: dict[tuple[str, str], tuple[int, np.ndarray, np.ndarray]] = {}
         self._cols_cache: tuple[int, dict[str, np.ndarray]] | None = None
 
     # ------------------------------------------------------------------ recording
@@ -211,7 +210,10 @@ class Ledger:
         n = len(self._iv)
         if self._cols_cache is None or self._cols_cache[0] != n:
             cols = {k: self._iv[k] for k in ("start", "end", "gpus", "type", "org", "allocated")}
-            cols["charge"] = self._charge(cols)
+            m, old = self._cols_cache if self._cols_cache is not None else (0, None)
+            # rows are only appended and the charge is per row: the new rows' only
+            cols["charge"] = self._charge(cols) if old is None or m > n else np.concatenate(
+                [old["charge"], self._charge({k: v[m:] for k, v in cols.items()})])
             self._cols_cache = (n, cols)
         return self._with_open(self._cols_cache[1], open_intervals)
 
@@ -239,18 +241,12 @@ class Ledger:
         wins, because the sort is stable and lookups take the last of equal times); `upto`:
         only the first that many recorded (`marks`); `column`: the demand's "placeable"."""
         cols = self._demand if which == "demand" else self._capacity
-        if upto is not None and upto < len(cols):
-            t, v = cols["t"][:upto], cols[column][:upto]
-            order = np.argsort(t, kind="stable")
-            return t[order], v[order]
-        cached = self._sorted_cache.get((which, column))
-        if cached is not None and cached[0] == len(cols):
-            return cached[1], cached[2]
-        t, v = cols["t"], cols[column]
+        n = len(cols) if upto is None else min(upto, len(cols))
+        t = cols["t"][:n]
+        if not bool((t[1:] < t[:-1]).any()):  # recorded in time order (cron, the simulator):
+            return t, cols[column][:n]  # the stable sort is the identity (60 days: 0.8 ms)
         order = np.argsort(t, kind="stable")
-        out = (t[order], v[order])
-        self._sorted_cache[(which, column)] = (len(cols), *out)
-        return out
+        return t[order], cols[column][:n][order]
 
     @property
     def n_intervals(self) -> int:
@@ -381,10 +377,12 @@ class Ledger:
         ent = self.tree.entitlement[self.leaf_index]  # (P, T)
         n_iv, n_dem, n_cap = marks if marks is not None else (None, None, None)
         ct, cv = self._samples("capacity", n_cap)
-        cap_s = step_integrals(ct, cv, edges, before="first")  # (H, T) GPU-seconds
+        w = window_rows(ct, edges)  # the window's rows, the same integrals
+        cap_s = step_integrals(ct[w], cv[w], edges, before="first")  # (H, T) GPU-seconds
         entitled_h = ent @ cap_s.T / 3600.0  # (P, H)
         dt, dv = self._samples("demand", n_dem)
-        dem_s = step_integrals(dt, dv[:, self.leaf_index], edges, before="zero")  # (H, P)
+        w = window_rows(dt, edges)
+        dem_s = step_integrals(dt[w], dv[w][:, self.leaf_index], edges, before="zero")  # (H, P)
         demanded_h = dem_s.T / 3600.0
         cols = self._columns_upto(n_iv, open_intervals)
         leaf_pos = np.full(self.tree.n + 1, -1, dtype=np.int64)

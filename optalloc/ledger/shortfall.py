@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from optalloc.ledger.kernel import step_integrals
+from optalloc.ledger.kernel import step_integrals, window_rows
 from optalloc.types import Interval
 
 SHORT_EPS = 1e-6  # GPU-hours: a shortfall below this is float noise
@@ -39,7 +39,9 @@ def shortfalls(led, now: float, open_intervals: Sequence[Interval] = (),
     owed = led.members @ led._per_leaf(od.owed_total())
     # the fair share is capped at the placeable demand: what could run on the up nodes
     pt, pv = led._samples("demand", n_dem, "placeable")
-    placeable_h = step_integrals(pt, pv[:, led.leaf_index], od.edges, before="zero").T / 3600.0
+    w = window_rows(pt, od.edges)  # the window's rows: the same integrals, no (N, P) copy
+    placeable_h = step_integrals(pt[w], pv[w][:, led.leaf_index], od.edges,
+                                 before="zero").T / 3600.0
     fair = led.tree.fair_shares(led._per_node(placeable_h),
                                 led._per_node(od.entitled_h)).sum(axis=1)
     # below SHORT_EPS GPU-hours is the float noise of the hourly sums, not a debt: a
