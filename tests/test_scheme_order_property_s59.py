@@ -1099,15 +1099,9 @@ def _exact_tilt_case():
     return cfg, {"A": 2.0, "B": 6.0, "C": 0.0, "D": 4.0}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "optalloc/model/objective/impact.py:175 and 205-206 tier_weights(): a floor GPU weighs "
-    "omega * (1 + tilt + eps), eps = tie * (0.5 + 0.5 * tree_position) added per GPU "
-    "(tie = 0.5 / ((8 + 1) * 1 + 1) = 0.05). At exactly twice the size the tilt ties (A 1 x "
-    "2 = B 2 x 1) and the per-GPU tie-break sums to more for the larger floor: A 1 x "
-    "(2 + 0.0417) = 2.042 < B 2 x (1 + 0.025) = 2.05 (plan_score floors 153.125 vs 153.75), "
-    "so B's floor, ranked last and exactly twice as large, wins where the README says 'a "
-    "floor up to twice as large loses'. Fix: weigh (1 + tilt) * (1 + eps) so the rank-"
-    "ordered tie-break decides exact ties (tried: j0 runs)"))
+# Fixed at stop 60 (was a strict xfail): impact.tier_weights multiplies the tilt's factor by
+# 1 + the tie-break instead of adding the tie-break per GPU, which summed to more for B's two
+# GPUs (1 x 2.042 < 2 x 1.025) and gave the exact tie to the worse-ranked, larger floor.
 def test_a_floor_exactly_twice_as_large_still_loses_to_the_better_ranked_one():
     # 8 GPUs, shares A 1, B 2, C 2, D 2 (C, D idle): entitled 8/7 per share, A 1.14, B 2.29.
     # Ratios C 0, A 2, D 4, B 6: of the projects with work A is first (place 1, weight 2)

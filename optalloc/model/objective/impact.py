@@ -125,7 +125,7 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     a contested node from a better-ranked project under the root (DESIGN.md rule 1). Trees
     whose projects all sit at one depth are unchanged.
 
-    A floor GPU of org node o is worth omega * (1 + RANK_TILT * q(o) + eps_o), q(o) in [0, 1]
+    A floor GPU of org node o is worth omega (1 + RANK_TILT q(o)) (1 + eps_o), q(o) in [0, 1]
     o's place among the projects with work this epoch (tilt_position: in the Fair-Tree order,
     an inner node at its best project's place). The tilt (stop 37): where whole jobs make two
     floors exclusive, the one the scheme ranks first is met unless the other is more than
@@ -145,8 +145,9 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     top-ranked program and 1,946 fewer in all).
     eps_o = FLOOR_TIE * (1 + p(o)) / 2, p(o) in [0, 1] o's place in the Fair-Tree order over
     every org node (order.tree_position: every node of a better-ranked subtree above every
-    node of a worse-ranked one; equal paths tie), breaks ties between equal sizes and ranks.
-    With f = 1 /
+    node of a worse-ranked one; equal paths tie), breaks ties between equal sizes and ranks,
+    and between floors whose tilts tie exactly (A first, 1 GPU x 2 against B last, 2 x 1:
+    added per GPU, B's two ties summed to more and the floor twice as large won). With f = 1 /
     (1 + ratio) the tie-break summed each level's ratio over a GPU's path, so a project of
     low ratio under a slightly worse-ranked program won a tie against a better-ranked
     program's (found by a hand-written case; DESIGN.md rule 1). FLOOR_TIE * (capacity + 1)
@@ -202,11 +203,15 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     lift = np.maximum(tilt, np.minimum((1.0 + rank) * (1.0 + np.maximum(
         debt, fair_debt_tilt(snap))) - 1.0, _ahead_tilt(snap, place, tilt)))
 
+    # the tie-break multiplies the tilt's factor rather than adding to it: added, it summed
+    # per GPU, so a worse-ranked floor exactly twice as large (tilts tied: 1 x 2 = 2 x 1)
+    # won the tie by its GPU count (1 x (2 + 0.042) < 2 x (1 + 0.025), a judge's case, stop
+    # 59); multiplied, exact ties go to the better-ranked floor (2 x 1.042 > 2 x 1.025)
     def weight(t):
-        return omega[None, :] * (1.0 + t[:, None] + eps[:, None]) * share[:, None]
+        return omega[None, :] * ((1.0 + t) * (1.0 + eps))[:, None] * share[:, None]
 
     def unit(t):  # a floor whose work may move yields its rank's tilt and one tie
-        return (tie + t)[:, None] * omega[None, :] * share[:, None]
+        return (tie + t * (1.0 + eps))[:, None] * omega[None, :] * share[:, None]
 
     return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
 
