@@ -867,17 +867,20 @@ def test_unallocated_work_that_may_run_anywhere_leaves_the_only_type_its_teammat
     assert out == {-1}
 
 
-def test_a_teammate_of_a_stopped_non_resumable_job_waits_its_one_epoch_as_documented():
-    # README rule 3, "Also left": "a job held back behind a stopped teammate that is not
-    # resumable waits its one epoch all the same (its message now says the teammate ends)".
+def test_a_teammate_of_a_stopped_non_resumable_job_starts_beside_the_floor_that_stopped_it():
+    # Until stop 60 README rule 3, "Also left": "a job held back behind a stopped teammate
+    # that is not resumable waits its one epoch all the same". Since stop 60 a non-resumable
+    # job that the plan stops gave way where work ranked above it takes its own place
+    # (keep_displaced.gave_way): it ends, so its teammate below it starts (rule 3: nothing
+    # waits ahead of d; rule 6: an allocated job that fits idle GPUs does not wait).
     # n0 (4) + n1 (8) h100, A = B (entitled 6 each), ratios A 2, B 0: B first. A runs r
     # (priority 1, 4 GPUs, a debug job 90 min in: past its 15 min, not resumable) on n1 and
     # unallocated u (1 GPU) on n0; queued: B's g (8 GPUs, debug), A's unallocated v, w (1
     # each) and A's debug d (priority 0, 1 GPU). Floors A 5 (r 4 + d 1), B 6: g needs n1
     # whole, so r is stopped for B's floor (B ranked first, 6 floor GPUs against A's 4:
-    # rule 1) and ends. d would fit on n0 (4 GPUs: u, v, w and d), but the keep_order row
-    # of r holds it this epoch: it waits, told r ends; the unallocated v and w take n0 with
-    # u and one GPU idles (the documented price). Greedy starts d there.
+    # rule 1) and ends. d fits on n0 (4 GPUs: u, v, w and d): it starts beside the
+    # unallocated u, v and w, as greedy does (until stop 60 r's keep_order row held it an
+    # epoch, told r ends, and one GPU of n0 idled).
     cfg = _cfg([Node("n0", "h100", 4), Node("n1", "h100", 8)], _flat(("A", 1.0), ("B", 1.0)),
                [_run("u", "A", [("n0", (0,))], 0.0, 10 * M, submit=0.0),
                 _run("r", "A", [("n1", range(4))], 900.0, 90 * M, prio=1, submit=1.0,
@@ -888,14 +891,13 @@ def test_a_teammate_of_a_stopped_non_resumable_job_waits_its_one_epoch_as_docume
     ratio = {"A": 2.0, "B": 0.0}
     runs, pre, pend, msg = _outcome(cfg, ratio)
     assert runs == {"u": ("h100", (("n0", 1),)), "v": ("h100", (("n0", 1),)),
-                    "w": ("h100", (("n0", 1),)), "g": ("h100", (("n1", 8),))}
+                    "w": ("h100", (("n0", 1),)), "g": ("h100", (("n1", 8),)),
+                    "d": ("h100", (("n0", 1),))}
     assert pre == {"r": ("PreemptedForFairShare", ("g",))}
-    assert pend == {"d": "LowerPriorityInProject"}
-    assert "not resumable, ends" in msg["d"] and "r of project A" in msg["d"]
-    # (the fix suggested for the non-resumable xfail below, in keep_displaced.gave_way, lifts
-    # this wait too: d would start beside u, v, w, as greedy does)
-    out, tiers = judge(cfg, ratio)  # greedy better (d runs), excused as documented
-    assert out == {0, 1} and tiers[-1][0].startswith("excused")
+    assert pend == {}
+    assert "not resumable, it ends" in msg["r"]
+    out, _ = judge(cfg, ratio)  # the same plan as greedy's
+    assert out == {0}
 
 
 # ----------------------------------------------------------------------------- counterexamples
@@ -983,21 +985,11 @@ def _non_resumable_case():
     return cfg, {"A": 0.0, "B": 2.0}
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "optalloc/model/keep_displaced.py:80 gave_way() (line 116 and _no_room_on_nodes) asks "
-    "whether the stopped bnr (3 GPUs) would fit beside the plan's allocated work but blo: "
-    "it would by count and on h2 (4 free), so greedy's plan, which stops bnr for a8 and "
-    "starts blo, breaks bnr's keep_order row and is not eligible. But bnr is not "
-    "resumable: stopped, it ends and is never requeued, so nothing passes it. Without blo "
-    "(the README's documented one-epoch wait) stopping bnr scores A 8x2 + B 0 = 16 on "
-    "floors against keeping it, A 6x2 + B 5 = 17, so the epoch keeps bnr and A's 8-GPU "
-    "job waits (told GangDoesNotFit), status 'optimal', while plan_score ranks greedy's "
-    "plan above it (floors 2730.7 vs 2579.0). Fix: in gave_way, a non-resumable running "
-    "job the plan stops has given way (tried: the epoch returns greedy's plan)"
-    "; tried at stop 59 (that fix: passes, and the documented one-epoch wait goes too), but "
-    "on the bench's 1,024-GPU seed 6 (tests/test_epoch_repack_order.py) the epoch's plan "
-    "then scores lower on the teams' order (831.5 against 832.5, floors and targets equal): "
-    "not landed"))
+# Fixed at stop 60 (was a strict xfail): keep_displaced.gave_way asked whether bnr would fit
+# anywhere on h100 beside the plan's work but blo (on h2's 4 free GPUs it would), though
+# bnr, not resumable, ends when stopped; it now asks whether bnr fits in its own place (h0,
+# taken by A's a8): it does not, so it gave way and greedy's plan is eligible. The bench's
+# seed 6 keeps its plan (tests/test_epoch_repack_order.py).
 def test_a_non_resumable_job_stopped_for_a_better_ranked_floor_does_not_hold_its_teammate():
     # 20 GPUs, A 2 : B 3 -> entitled A 8, B 12; A ratio 0 (first), B 2. A: a1 (6, protected)
     # on h1, a8 (8, queued): D 14, floor 8. B: bnr (priority 1, 3 GPUs, past protection, not
