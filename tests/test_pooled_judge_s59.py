@@ -437,23 +437,9 @@ def test_a_program_with_no_b200_share_gets_b200_only_as_unallocated_work_split_b
     assert "no share of b200" in msg["a_u1"], msg["a_u1"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "floor_yield with per-type budgets lowers the movable floor only one tie below the other "
-    "floor, so the work tier decides: optalloc/model/objective/impact.py:208-209 `unit(t)` = "
-    "(tie + tilt) x omega, applied at optalloc/model/constraints/fairshare.py:100 (seg - "
-    "yields x unit). Here yield[A, h100] = 1.0 (fairshare.floor_yield is right), A's h100 "
-    "floor GPU 304.17 - 154.17 = 150.0 against B's 152.08: the move plan's floors are worth "
-    "4 x 152.08 = 608.3 against the keep's 4 x 150 = 600, but the keep column of A_run is "
-    "worth 15.0 and B_q's start 5.0 (+ the move 1.5e-4), so the keep wins 615 to 613.3 "
-    "(LP 'optimal', floor violation B h100 0 of 4, b00 idle). With B_q 6 or 8 GPUs, or A "
-    "ranked second or tied, A_run moves. Tried locally: unit(t) = (1 + tie + t) x omega (a "
-    "yielding floor GPU worth no more than a tie) moves A_run here and keeps "
-    "tests/test_epoch_moves.py, test_epoch_gpu_types.py, test_epoch_hand_written_clusters.py "
-    "passing (reverted); alternatively count a move column in the mover's per-type floor row "
-    "up to its yield, as the pooled rows do. Tried at stop 59 (that unit): this case passes "
-    "but tests/test_bench_naive.py's property test then finds an instance where the naive "
-    "element-by-element model's optimum (4.25) differs from optalloc's (5.10): a yielding "
-    "floor worth more than its segment changes the model's structure, so not landed"))
+# Fixed at stop 60 (was a strict xfail): a yielded floor GPU was worth one tie less than the
+# other's (A 150.0 against B 152.08), so the work tier (keep 15.0 against a start 5.0)
+# kept A_run; it is now worth a target GPU (impact.tier_weights, the floor yield's unit).
 def test_with_per_type_budgets_a_movable_job_yields_a_confined_floor_whatever_the_ranks():
     # h100 n00 (8, billing 1.0) + b200 b00 (8, billing 1.6): per-type budgets. A = B:
     # entitled 4 h100 + 4 b200 each. Ratios A 0.1 (first), B 0.5. n00: A_run (8, any type,

@@ -50,8 +50,9 @@ def floor_yield(snap, req, demand: np.ndarray) -> np.ndarray:
     through whole jobs, the one held by work that can restart elsewhere yields: both are
     then met, one of them on the other type (8 h100 + 8 b200, per-type budgets, ratios
     equal: A's movable job kept h100 while B, confined to it, waited below its floor and
-    b200 idled). It outweighs the rank tilt and the usage-ratio tie-break (A ranked first
-    yields all the same), never a floor GPU. `demand` (O, T), the targets' demand: the share
+    b200 idled). It outweighs the rank tilt, the usage-ratio tie-break (A ranked first
+    yields all the same) and the work tier: a yielded floor GPU is worth a target GPU
+    (impact.tier_weights). `demand` (O, T), the targets' demand: the share
     is of what o wants on t where that is more than it holds, so a floor its waiting jobs
     confined to t would meet does not yield with the job that can move (a helper's case,
     stop 37: A's movable job took A's whole h100 floor's yield with it, and A's h100-only job

@@ -95,8 +95,7 @@ class Impact:
     floor_weight: np.ndarray  # (O, K) omega_k per floor segment of each org node (tie-break)
     fill_weight: float = 0.0  # W_F per unallocated GPU within its project's fill target
     # (O, K) what a floor GPU held by work that may move elsewhere yields of omega_k
-    # (fairshare.floor_yield): (FLOOR_TIE + the node's rank tilt) * omega_k, times the row's
-    # path share (tier_weights)
+    # (fairshare.floor_yield): the floor weight less the node's target weight (tier_weights)
     floor_unit: np.ndarray = field(default_factory=lambda: np.zeros((0, K_SEGMENTS)))
     # (O,) per debug GPU beyond its project's target: half a deepest project's target GPU at
     # that depth (W_T(leaf) / 2 before the path balance of tier_weights)
@@ -114,7 +113,7 @@ class Impact:
 
 def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     """(target weight per org node (O,), floor segment weights per org node (O, K), the floor
-    yield's unit per org node and segment (O, K): (FLOOR_TIE + its tilt) * omega, the debug
+    yield's unit per org node and segment (O, K): the floor weight less the target's, the debug
     weight per org node (O,), and the floor weights and units of a lifted floor (O, K) x 2).
 
     A GPU of a project counts in the share rows of every node on its path, so every project's
@@ -153,10 +152,16 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     program's (found by a hand-written case; DESIGN.md rule 1). FLOOR_TIE * (capacity + 1)
     * depth < 1/2, so the tie-break summed over every floor GPU of a plan stays below one
     floor GPU. A floor GPU on t held by running work that could restart on another type
-    yields up to its tilt and one tie (optalloc.model.constraints.fairshare.floor_yield):
-    below every floor that does not yield, so a move that meets both floors is made whatever
-    the ranks (A ranked first keeps no h100 floor that B, confined there, needs while A's job
-    could restart on idle b200)."""
+    yields all but a target GPU's weight (optalloc.model.constraints.fairshare.floor_yield):
+    below every floor that does not yield by a floor GPU, which outweighs the work tier, so
+    a move that meets both floors is made whatever the ranks (A ranked first keeps no h100
+    floor that B, confined there, needs while A's job could restart on idle b200). It yielded
+    its tilt and one tie (stop 37), and where the floors' GPUs were few the work tier
+    decided: 8 h100 + 8 b200, per-type budgets, A first, A's 8-GPU job on h100 against B's
+    4-GPU h100-only job, the keep worth 15.0 and the start 5.0 outweighed 4 x 2.08 of B's
+    floor over A's yielded one (an outside judge, stop 59). Not the whole floor (a yielded
+    floor GPU worth a tie, stop 59): below the target tier a floor segment is no longer
+    concave and the naive element-by-element model's optimum differed from the model's."""
     depth = snap.org.depth
     D = int(depth.max(initial=1))
     w_leaf = FOOTPRINT * V_MAX
@@ -210,8 +215,8 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     def weight(t):
         return omega[None, :] * ((1.0 + t) * (1.0 + eps))[:, None] * share[:, None]
 
-    def unit(t):  # a floor whose work may move yields its rank's tilt and one tie
-        return (tie + t * (1.0 + eps))[:, None] * omega[None, :] * share[:, None]
+    def unit(t):  # a floor whose work may move yields all but a target GPU's weight
+        return weight(t) - wt[:, None]
 
     return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
 
