@@ -137,6 +137,16 @@ def _allowed_code(snap: Snapshot) -> np.ndarray:
     return type_set_codes(snap.job_allowed)
 
 
+def job_resumable(snap: "Snapshot") -> np.ndarray:
+    """(J,) bool, read-only: each job restarts where it is stopped (Job.resumable); read once
+    per snapshot (the model's candidates, the restart cost and the give-way rows ask)."""
+    return snap.derived(_resumable)
+
+
+def _resumable(snap: "Snapshot") -> np.ndarray:
+    return np.fromiter((j.resumable for j in snap.jobs), bool, len(snap.jobs))
+
+
 def type_set_codes(rows: np.ndarray) -> np.ndarray:
     """(R,) one non-negative integer per (R, T) bool row, rows alike getting one: bit t set where
     type t is in the row's set, or, past 62 types (an int64 holds no more bits), the row's

@@ -42,11 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from optalloc.shape import fits_nodes
-
-
-def _resumable(snap) -> np.ndarray:
-    """(J,) bool: the job restarts where it is stopped (Job.resumable)."""
-    return np.fromiter((j.resumable for j in snap.jobs), bool, len(snap.jobs))
+from optalloc.snapshot import job_resumable
 
 
 def own_type_rows(req, keep_i: np.ndarray, keep_c: np.ndarray) -> np.ndarray:
@@ -125,7 +121,7 @@ def gave_way(em, keep_i: np.ndarray, keep_c: np.ndarray, started: np.ndarray,
     if placements is not None and len(rest):
         # a job that is not resumable restarts nowhere: stopped, it ends, so it gave way where
         # work ranked above it takes its own place (not where it would fit elsewhere)
-        ends = ~_resumable(snap)[run[rest]] & ~np.asarray(kept, bool)[keep_i[rest]]
+        ends = ~job_resumable(snap)[run[rest]] & ~np.asarray(kept, bool)[keep_i[rest]]
         if ends.any():
             out[rest[ends]] = _no_room_in_place(em, keep_i[rest[ends]], on, items,
                                                 placements, owner)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optalloc.shape import PIECES, SHAPE_NAMES, SMALL, WHOLE, fits_types, shapes
-from optalloc.snapshot import Snapshot
+from optalloc.snapshot import Snapshot, job_resumable
 from optalloc.types import ReasonCode
 
 __all__ = ["PIECES", "SHAPE_NAMES", "SMALL", "WHOLE", "Requirements", "compute_requirements"]
@@ -113,7 +113,7 @@ def compute_requirements(snap: Snapshot) -> Requirements:
     # any up node at once as a queued job would (rule 5 empties the node; it gives their
     # project's place to no one: before, a project below its floor was requeued while the
     # only free node went, in the same plan, to a lower-ranked project's new job)
-    resumable = np.fromiter((j.resumable for j in snap.jobs), bool, len(snap.jobs))
+    resumable = job_resumable(snap)
     leaving = snap.job_running & snap.job_on_drain & ~snap.job_protected & resumable
     startable = ~snap.job_running | (displaced & resumable) | leaving
     cj, ct = np.nonzero(fits & startable[:, None])

@@ -66,7 +66,7 @@ from optalloc.model.order import (
     project_order,
     tree_position,
 )
-from optalloc.snapshot import Snapshot
+from optalloc.snapshot import Snapshot, job_resumable
 
 ALPHA = 0.5  # Fair-Tree order of the project, for GPUs beyond the targets
 BETA_PRIORITY = 0.2  # declared priority inside a project
@@ -277,7 +277,7 @@ def lost_work(snap: Snapshot) -> np.ndarray:
                  dtype=float), nan=snap.now), snap.now)
     interval = np.array([j.checkpoint_interval_s or pol.checkpoint_interval_s for j in snap.jobs],
                         dtype=float)
-    resumable = np.array([j.resumable for j in snap.jobs], dtype=bool)
+    resumable = job_resumable(snap)
     ran = np.maximum(snap.now - start, 0.0)
     since = np.where(resumable & (interval > 0), np.mod(ran, np.maximum(interval, 1e-9)), ran)
     return np.where(snap.job_running, since + pol.restart_overhead_s, 0.0)
