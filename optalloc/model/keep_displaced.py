@@ -145,13 +145,11 @@ def _no_room_on_nodes(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     pool's `owner` grid the items' nodes are read from it (`_held_items`) in one pass."""
     snap, req = em.snap, em.req
     typ, proj, gpus, level, in_t, in_g, rank = items
-    held = (_held_items(req, on, in_t, owner, len(snap.jobs)) if owner is not None
-            else _placed_items(snap, req, on, in_t, placements))
+    held = _held_with_use(em, on, items, placements, owner)
     if held is None:
         return np.zeros(len(keep_i), bool)
-    item, node, cnt = held
-    N, T = len(snap.nodes), len(snap.gpu_types)
-    used = np.bincount(node, weights=cnt, minlength=N)
+    item, node, cnt, used = held
+    T = len(snap.gpu_types)
     # the items u_g may leave out, grouped by project and type: a running job's teammates
     # below it are found among its own group's (before, every key scanned every item: XL's
     # 2,900 keys a call over 16,000 items took 0.12 s)
@@ -179,8 +177,7 @@ def _no_room_on_nodes(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
             below = below[level[item[below]] <= 2 * ra]
             if t not in up_t:
                 up_t[t] = snap.node_up & (snap.node_type == t)
-            left = snap.node_gpus - (used - np.bincount(node[below], weights=cnt[below],
-                                                        minlength=N))
+            left = _left_beside(snap, used, node[below], cnt[below])
             left = left_of[(p, t, ra)] = np.maximum(left[up_t[t]], 0)
         no_room[u] = not bool(fits_nodes(size, pieces, rem, left))
     return no_room[back.reshape(-1)]
@@ -201,23 +198,40 @@ def _no_room_in_place(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     the teams' order at 831.5, not 832.5 (stop 60)."""
     snap, req = em.snap, em.req
     typ, proj, gpus, level, in_t, in_g, rank = items
-    held = (_held_items(req, on, in_t, owner, len(snap.jobs)) if owner is not None
-            else _placed_items(snap, req, on, in_t, placements))
+    held = _held_with_use(em, on, items, placements, owner)
     if held is None:
         return np.zeros(len(keep_i), bool)
-    item, node, cnt = held
-    N = len(snap.nodes)
-    used = np.bincount(node, weights=cnt, minlength=N)
+    item, node, cnt, used = held
     out = np.zeros(len(keep_i), bool)
     for r, k in enumerate(np.asarray(keep_i).tolist()):
         a, t = int(req.run_job[k]), int(req.run_type[k])
         mine = in_g[item] & (proj[item] == snap.job_project[a]) & (typ[item] == t)
         mine &= level[item] <= 2 * rank[a]
-        left = snap.node_gpus - (used - np.bincount(node[mine], weights=cnt[mine], minlength=N))
+        left = _left_beside(snap, used, node[mine], cnt[mine])
         at = req.run_pair_k == k
         n, g = req.run_pair_node[at], req.run_pair_gpus[at]
         out[r] = bool((~snap.node_up[n] | (g > left[n] + 1e-9)).any())
     return out
+
+
+def _held_with_use(em, on: np.ndarray, items, placements: dict, owner: np.ndarray | None):
+    """The allocated items the plan runs (`_held_items` from the pool's `owner` grid, else
+    `_placed_items`) as (item, node, GPUs, GPUs used per node), or None where a start has no
+    placement (the nodes are unknown)."""
+    snap, req = em.snap, em.req
+    in_t = items[4]
+    held = (_held_items(req, on, in_t, owner, len(snap.jobs)) if owner is not None
+            else _placed_items(snap, req, on, in_t, placements))
+    if held is None:
+        return None
+    item, node, cnt = held
+    return item, node, cnt, np.bincount(node, weights=cnt, minlength=len(snap.nodes))
+
+
+def _left_beside(snap, used: np.ndarray, node: np.ndarray, cnt: np.ndarray) -> np.ndarray:
+    """(N,) GPUs left on each node beside the work `used` counts but the items on `node` with
+    `cnt` GPUs (a running job's team below it, which it may hold back)."""
+    return snap.node_gpus - (used - np.bincount(node, weights=cnt, minlength=len(snap.nodes)))
 
 
 def _placed_items(snap, req, on, in_t, placements: dict):
