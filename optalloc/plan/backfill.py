@@ -53,19 +53,26 @@ def candidates_by_job(em: EpochModel) -> tuple[dict, dict, dict, dict, dict, dic
     by_job = {j: cs[a:b] for j, a, b in bounds}
     vk = {j: pairs[a:b] for j, a, b in bounds}
     types_of = {j: ts[a:b] for j, a, b in bounds}
-    preds: dict[int, list[int]] = {}  # per job: its `order` predecessors
-    for a, b in zip(em.prec_a.tolist(), em.prec_b.tolist()):
-        preds.setdefault(b, []).append(a)
+    preds = _lists_by(em.prec_b, em.prec_a)  # per job: its `order` predecessors
     # per candidate: the running jobs (req.run_job positions) it may start only beside
-    keeps: dict[int, list[int]] = {}
-    for i, c in zip(em.keep_i.tolist(), em.keep_c.tolist()):
-        keeps.setdefault(c, []).append(i)
+    keeps = _lists_by(em.keep_c, em.keep_i)
     # per candidate: the jobs ahead of it in its team's order on its type (`order_types`)
-    typed: dict[int, list[int]] = {}
-    for a, c in zip(em.ordx_a.tolist(), em.ordx_c.tolist()):
-        typed.setdefault(c, []).append(a)
+    typed = _lists_by(em.ordx_c, em.ordx_a)
     out = em.__dict__["_candidates_by_job"] = (by_job, vk, types_of, preds, keeps, typed)
     return out
+
+
+def _lists_by(keys: np.ndarray, values: np.ndarray) -> dict[int, list[int]]:
+    """Per distinct key, the values at its positions, in their order: one stable sort, not a
+    setdefault per pair (XL's 65,000 + 59,000 + 97,000 pairs took 0.2 s that way)."""
+    keys = np.asarray(keys)
+    if not len(keys):
+        return {}
+    o = np.argsort(keys, kind="stable")
+    k, v = keys[o], np.asarray(values)[o].tolist()
+    first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
+    ends = first[1:].tolist() + [len(k)]
+    return {key: v[a:b] for key, a, b in zip(k[first].tolist(), first.tolist(), ends)}
 
 
 def value_groups(em: EpochModel) -> tuple[list, list, list, list]:
