@@ -28,7 +28,9 @@ def greedy_placed(em: EpochModel) -> Placed | None:
     for pl in res.placements:
         j = snap.job_index[pl.job_id]
         job = snap.jobs[j]
-        if job.running and job.placement == pl and j in run_of:
+        # the pass keeps a running job's own Placement object: `is` first (a kept job's
+        # dataclass == compared every node's GPU tuple: 1% of the XL epoch)
+        if job.running and (job.placement is pl or job.placement == pl) and j in run_of:
             kept[run_of[j]] = True
             continue
         c = int(cand[j, tidx[pl.gpu_type]])
