@@ -39,6 +39,7 @@ from optalloc.confined import confined_caps
 from optalloc.model.debt import pooled_applies  # noqa: F401 (re-exported: tests, callers)
 from optalloc.model.requirements import Requirements
 from optalloc.model.targets import (
+    CAP_PASSES,
     PASSES,
     Targets,
     _demand,
@@ -51,6 +52,7 @@ from optalloc.model.targets import (
     horizons,
     lookahead_on,
     lifted_floors,
+    most_lost_per_family,
     nested_floors,
     owed_nodes,
 )
@@ -157,25 +159,19 @@ def _confined(org, dp: np.ndarray, full: np.ndarray, cap_up: np.ndarray) -> np.n
 
 
 def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None,
-         stay=None):
+         stay=None, FB=None):
     """(O, T) whole per-type targets: pooled water-filling with in-order caps, routed onto
     types; a project that cannot be routed is capped at what it got and the pooled filling
-    runs again."""
+    runs again. FB: the floors the filling gives first (FP where None)."""
     org = snap.org
     M = org.membership().astype(float)
     leaves = org.is_leaf
-    leaf_up = np.where(leaves, dp, 0.0)
+    routed = np.where(leaves, dp, 0.0)  # each leaf's bound: its demand, or what was routed
     tree = _levels(org)
     order = -tree_position(snap)  # the Fair-Tree order, a subtree before anything in it
+    args = (C, FP if FB is None else FB, Ppool, rho, kappa)
     for _ in range(PASSES + 1):
-        upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
-        pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
-        filled = _inorder_fill(snap, req, pooled[:, 0])
-        capped = leaves & (filled < pooled[:, 0] - 1.0 + 1e-6)
-        if capped.any():  # the project's own order realizes less: the rest flows on
-            leaf_up = np.where(capped, filled, leaf_up)
-            upper = np.minimum(M @ leaf_up, D[:, 0])[:, None]
-            pooled = _fill_tree(snap, C, np.minimum(FP, upper), Ppool, upper, rho, kappa)
+        pooled, upper = _capped(snap, req, args, routed, M, D)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
         X = route(want, full, prot, cap, speed, stay, tree=tree,
                   floor=FP[:, 0], order=order)
@@ -186,8 +182,39 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
         # capped at the whole GPUs routed, each type's remainder by largest fraction: A and B
         # confined to 8 h100 and routed 4.36 and 3.64 were capped at 4 and 3 each rounded
         # down, and the GPU lost went to C, which may run anywhere (C 9, B 3)
-        leaf_up = np.where(short, _whole_by_type(X, cap).sum(axis=1), leaf_up)
+        routed = np.where(short, _whole_by_type(X, cap).sum(axis=1), routed)
     return M @ _whole_by_type(X, cap)
+
+
+def _capped(snap, req, args, routed, M, D):
+    """(pooled (O, 1), upper (O, 1)): the pooled water-filling (args: capacity, floors,
+    protected, rho, kappa) with the in-order caps as the per-type targets apply them
+    (targets.compute_targets): a leaf whose own order realizes a whole GPU less than its budget
+    is capped there, one leaf of a family a pass (the one losing most, its siblings' orders
+    tried again on their new budgets), at most CAP_PASSES passes, the last capping every leaf
+    still short (each leaf's bound: what was `routed`, or its demand). Capped all at once in one
+    pass (until stop 61), P0 {A1, A2} on 4 h100 + 8 b200: A1 realized 1 of 2 and A2 2 of 4,
+    P0 held 3 of its floor 6 and a GPU went to no one; now A1 4, A2 2
+    (tests/test_inorder_caps_s61.py)."""
+    C, F, Ppool, rho, kappa = args
+    org = snap.org
+    leaves = org.is_leaf
+
+    def fill(leaf_up):
+        up = np.minimum(M @ leaf_up, D[:, 0])[:, None]
+        return _fill_tree(snap, C, np.minimum(F, up), Ppool, up, rho, kappa), up
+
+    leaf_up = routed
+    for i in range(CAP_PASSES - 1):
+        pooled, upper = fill(leaf_up)
+        filled = _inorder_fill(snap, req, pooled[:, 0])
+        capped = leaves & (filled < pooled[:, 0] - 1.0 + 1e-6)
+        if not capped.any():
+            return pooled, upper
+        if i < CAP_PASSES - 2:
+            capped = most_lost_per_family(org, capped, pooled[:, 0] - filled)
+        leaf_up = np.where(capped, filled, leaf_up)
+    return fill(leaf_up)
 
 
 def _levels(org) -> Levels:
