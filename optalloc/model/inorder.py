@@ -28,11 +28,27 @@ def lookahead_on(snap: Snapshot) -> bool:
     return int(snap.policy.max_reservations) > 0
 
 
-def _inorder_fill(snap: Snapshot, req: Requirements, budget: np.ndarray) -> np.ndarray:
+def overshoot_room(cap: np.ndarray, prot: np.ndarray, usable: np.ndarray) -> np.ndarray:
+    """(O,) the most GPUs each leaf could hold this epoch: on the types its jobs may use
+    (`usable` (O, T) > 0), the capacity `cap` (T,) less what the other projects' protected
+    jobs hold there (`prot` (O, T), leaves' rows), which stay whatever the targets say."""
+    others = prot.sum(axis=0)[None, :] - prot
+    return np.where(usable > 0, cap[None, :] - others, 0.0).sum(axis=1)
+
+
+def _inorder_fill(snap: Snapshot, req: Requirements, budget: np.ndarray,
+                  room: np.ndarray | None = None) -> np.ndarray:
     """(O,) GPUs each project's own order realizes of `budget` (O,) GPUs (leaves only), or the
     whole budget where the project's first job in line beyond its protected ones does not fit
     the budget at all (a head-of-line gang needs more than the budget: floors and targets
-    decide in the model whether it is worth the overshoot, so the budget is not given away)."""
+    decide in the model whether it is worth the overshoot, so the budget is not given away).
+    A job that does not fit what is left is taken where overshooting by it realizes the budget
+    at least as nearly as skipping (a tie is taken: the GPUs over the target one epoch are
+    under it the next, so a project of lumpy jobs gets its share over time, as greedy's order
+    gives it), but a single-node job never beyond `room` (O,) (overshoot_room): the GPUs the
+    other projects' protected jobs hold cannot take that overshoot, so the job is skipped and
+    the project capped at what its order realizes. A multi-node gang keeps its claim (its
+    nodes free at different times, as blocked_jobs says: the lookahead reserves them)."""
     rj = req.run_job[counted_running(snap, req)]
     cj = np.unique(req.cand_job[snap.job_tier1[req.cand_job, req.cand_type]]) \
         if len(req.cand_job) else np.zeros(0, np.int64)
@@ -51,13 +67,16 @@ def _inorder_fill(snap: Snapshot, req: Requirements, budget: np.ndarray) -> np.n
     prot = snap.job_protected[jobs]
     order = np.lexsort((pos, ~prot, proj))
     sel = np.isin(proj[order], need)
-    for p, gpus, fixed in _groups(proj[order][sel], g[order][sel], prot[order][sel]):
+    top = np.full(snap.org.n, np.inf) if room is None else room + 1e-9
+    gang = ((req.shape[jobs] != SMALL) & req.fits[jobs]).any(axis=1)[order][sel]
+    for p, gpus, fixed, multi in _groups(proj[order][sel], g[order][sel], prot[order][sel],
+                                         gang):
         used, b, taken = 0.0, budget[p] + 1e-9, False
-        for x, f in zip(gpus, fixed):
+        for x, f, m in zip(gpus, fixed, multi):
             if f or used + x <= b:
                 used += x
                 taken |= not f
-            elif used + x - b < b - used:  # overshooting realizes the budget more nearly
+            elif used + x - b < b - used and (m or used + x <= top[p]):  # as nearly; can run
                 used += x
                 taken = True
                 break
@@ -110,9 +129,9 @@ def most_lost_per_family(org, capped: np.ndarray, lost: np.ndarray) -> np.ndarra
     return out
 
 
-def _groups(keys: np.ndarray, vals: np.ndarray, flags: np.ndarray):
+def _groups(keys: np.ndarray, *cols: np.ndarray):
     if not len(keys):
         return
     cut = np.r_[0, np.flatnonzero(np.diff(keys)) + 1, len(keys)]
     for a, b in zip(cut[:-1], cut[1:]):
-        yield int(keys[a]), vals[a:b].tolist(), flags[a:b].tolist()
+        yield (int(keys[a]), *(c[a:b].tolist() for c in cols))

@@ -54,6 +54,7 @@ from optalloc.model.targets import (
     lifted_floors,
     most_lost_per_family,
     nested_floors,
+    overshoot_room,
     owed_nodes,
 )
 from optalloc.model.order import clipped_ratios, tree_position
@@ -170,8 +171,9 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
     tree = _levels(org)
     order = -tree_position(snap)  # the Fair-Tree order, a subtree before anything in it
     args = (C, FP if FB is None else FB, Ppool, rho, kappa)
+    room = overshoot_room(cap, prot, full)
     for _ in range(PASSES + 1):
-        pooled, upper = _capped(snap, req, args, routed, M, D)
+        pooled, upper = _capped(snap, req, args, routed, M, D, room)
         want = np.where(leaves, _integerize(snap, np.maximum(pooled, 0.0), upper)[:, 0], 0.0)
         X = route(want, full, prot, cap, speed, stay, tree=tree,
                   floor=FP[:, 0], order=order)
@@ -186,7 +188,7 @@ def _fit(snap, req, C, FP, Ppool, D, dp, rho, kappa, full, prot, cap, speed=None
     return M @ _whole_by_type(X, cap)
 
 
-def _capped(snap, req, args, routed, M, D):
+def _capped(snap, req, args, routed, M, D, room):
     """(pooled (O, 1), upper (O, 1)): the pooled water-filling (args: capacity, floors,
     protected, rho, kappa) with the in-order caps as the per-type targets apply them
     (targets.compute_targets): a leaf whose own order realizes a whole GPU less than its budget
@@ -207,7 +209,7 @@ def _capped(snap, req, args, routed, M, D):
     leaf_up = routed
     for i in range(CAP_PASSES - 1):
         pooled, upper = fill(leaf_up)
-        filled = _inorder_fill(snap, req, pooled[:, 0])
+        filled = _inorder_fill(snap, req, pooled[:, 0], room)
         capped = leaves & (filled < pooled[:, 0] - 1.0 + 1e-6)
         if not capped.any():
             return pooled, upper

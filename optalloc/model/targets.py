@@ -32,15 +32,16 @@ start commits GPUs for.
 
 In-order caps (optalloc.model.inorder): a project's jobs take its target in the project's own
 order (priority, then running, then submit; protected jobs first), skipping a job that does
-not fit what is left (backfill), or taking it when overshooting by it realizes the target more
-nearly than skipping (a 2-GPU job on a target of 3.6 with 2 used). When that realizes a whole
-GPU less than the target, the project is capped there and the water-filling runs again, so the
-rest flows to siblings instead of to the project's lower-priority jobs: one project of a
-family a pass, the one losing most, its siblings' orders tried again on their new budgets
-(they may realize more of a larger one), at most CAP_PASSES passes, the last capping every
-project still short. Not when the first job in line does not fit the budget at all: a
-head-of-line gang may be worth overshooting the target for (its floor), which the model
-decides.
+not fit what is left (backfill), or taking it when overshooting by it realizes the target at
+least as nearly as skipping (a 2-GPU job on a target of 3.6 with 2 used; a tie is taken) and,
+for a single-node job, the other projects' protected jobs leave room for it (overshoot_room).
+When that realizes a whole GPU less than the target, the project is capped there and the
+water-filling runs again, so the rest flows to siblings instead of to the project's
+lower-priority jobs: one project of a family a pass, the one losing most, its siblings' orders
+tried again on their new budgets (they may realize more of a larger one), at most CAP_PASSES
+passes, the last capping every project still short. Not when the first job in line does not
+fit the budget at all: a head-of-line gang may be worth overshooting the target for (its
+floor), which the model decides.
 
 A waiting single-node job that fits no up node beside the protected jobs cannot run this
 epoch: its floor is no lower bound of the water-filling (`_runnable_floors`), so it takes no
@@ -62,6 +63,7 @@ from optalloc.model.inorder import (  # noqa: F401  (pooled reads them from here
     counted_running,
     lookahead_on,
     most_lost_per_family,
+    overshoot_room,
 )
 from optalloc.model.order import clipped_ratios
 from optalloc.model.requirements import Requirements, runs_elsewhere
@@ -319,9 +321,10 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     Fb = _runnable_floors(snap, req, share, D, F, M)
     target = _fill_tree(snap, cap, Fb, P, upper, rho, kappa)
     leaves = org.is_leaf
+    room = overshoot_room(cap, prot_leaf, leaf)
     for i in range(CAP_PASSES - 1):
         budget = target.sum(axis=1)
-        filled = _inorder_fill(snap, req, budget)
+        filled = _inorder_fill(snap, req, budget, room)
         capped = leaves & (filled < budget - 1.0 + 1e-6)  # a whole GPU lost, not rounding
         if not capped.any():
             break
