@@ -16,11 +16,13 @@ of 16 must average E GPUs, it runs a fraction f = E / 16 of the hours.
 Found: a project's debt beyond its siblings is capped at its program's own (debt.debt_tilt),
 so where the program gets its share every hour the sibling of a gang larger than its own
 part is never repaid (the flat and two-level cases: ilp g 384 / s 192). A fix was built and
-measured at stop 54, not landed (REPAY below): what its siblings owe a node beyond that cap
+measured at stop 54, not landed: what its siblings owe a node beyond that cap
 weighed on its floor GPUs in plans that keep the other subtrees' floors whole (repay rows
 with a 0/1 switch per repaid node). It passed these cases and every fairness file, but on
-the traces it cost more than it gave. Also left: a gang larger than its whole program's
-floor, which needs another program's floor repaid.
+the traces it cost more than it gave. Stop 61 (debt.sibling_scale): what the cap holds back
+lowers the owing siblings' rows instead (the owed node weighs no more against another
+subtree); the flat, two-level and one-epoch cases pass. Still left: a gang larger than its
+whole program's floor, which needs another program's floor repaid.
 """
 
 from __future__ import annotations
@@ -45,17 +47,6 @@ def gangs(p, n=60):
     return endless(p, n, gpus=16)
 
 
-REPAY = ("optalloc/model/debt.py (debt_tilt's bound): the sibling's debt beyond the gang "
-         "project is capped at the program's own, 0 where the program gets its share every "
-         "hour, so the gang runs every hour (g 384 / s 192). Stop 54's repay rows (what the "
-         "siblings owe beyond the cap, weighed on the node's floor GPUs in plans that meet the "
-         "other subtrees' floors, a 0/1 switch per repaid node) pass this case but were not "
-         "landed: itp-cluster04 10 days, 3 seeds, against the same code without them: debug "
-         "p90 14.3 -> 26.0 min (every seed worse), worst project hourly 90.22 -> 89.45%, owed "
-         "hourly 96.09 -> 95.73%; gangs 7 days: worst project hourly 59.7 -> 66.2% but seed 2's "
-         "worst project over the period 89.7 -> 76.8%")
-
-
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -73,7 +64,7 @@ CASES = [
         "inside-a-program-a-gang-project-larger-than-its-share-and-its-sibling-take-turns",
         scenario(gangs("g") + endless("s", 800) + endless("q", 400),
                  O("root", 1, O("P", 3, O("g"), O("s")), O("Q", 1, O("q"))), nodes=(8,) * 4),
-        {"g": 288.0, "s": 288.0, "q": 192.0}, fault=REPAY),
+        {"g": 288.0, "s": 288.0, "q": 192.0}),
     Case(  # unequal shares: root -> P (3) [g (1), s (3)], Q (1) [q]; 4 x 8: P 24 (g 6,
         # s 18), Q 8. g 16 f = 6 -> f = 3/8; s 8 in gang hours, 24 in the others:
         # 8 * 3/8 + 24 * 5/8 = 18. g 144, s 432, q 192
@@ -89,7 +80,7 @@ CASES = [
         scenario(gangs("g") + endless("s", 800) + endless("q", 400),
                  O("root", 1, O("P", 3, O("P1", 1, O("P11", 1, O("g"))), O("P2", 1, O("s"))),
                    O("Q", 1, O("q"))), nodes=(8,) * 4),
-        {"g": 288.0, "s": 288.0, "q": 192.0}, fault=REPAY),
+        {"g": 288.0, "s": 288.0, "q": 192.0}),
     Case(  # the gang larger than the program's share, unequal program shares: root -> P (1)
         # [g, s], Q (2) [q]; 3 x 8: P 8 (g 4, s 4), Q 16. g 16 f = 4 -> f = 1/4 (6 h);
         # s 4 x 24 = 96 (0 in gang hours, more in the others); Q keeps 16 on average,
@@ -151,7 +142,6 @@ from optalloc.epoch import run_epoch  # noqa: E402
 from tests.test_debt_review_cases import decide, nodes, queued, snap_of  # noqa: E402
 
 
-@pytest.mark.xfail(strict=True, reason=REPAY)
 def test_a_project_owed_by_its_gang_sibling_gets_its_floor_back_inside_the_programs_share():
     # root -> P (3) [g, s], Q (1) [q]; 4 x 8: P 24 (g 12, s 12), Q 8. g waits with one 16-GPU
     # job, s with 24 1-GPU jobs, q with 8; usage ratios all 1.0 (every rank tilt the same),
@@ -161,7 +151,9 @@ def test_a_project_owed_by_its_gang_sibling_gets_its_floor_back_inside_the_progr
     # bounded by P's own (0) on its floor rows; what the rule owes it beyond that weighs
     # 2w * 3.33 per floor GPU of s that meets Q's floor (Q 8 in the first two plans, 0 in
     # the third): 120 + 53 = 173, 104 + 80 = 184, 96 + 0 = 96. So s runs 24, q 8, g's gang
-    # waits (today, capped, the gang runs: 120 > 104; REPAY)
+    # waits (capped alone, the gang ran: 120 > 104). Stop 61's sibling_scale gives the same
+    # plan: g's row keeps 1 / 4.33 of its weight (2w / 4.33 = 0.46w): 48 + 5.5 + 16 + 32 =
+    # 101.5 for the gang, 48 + 24 + 32 = 104 for s 24 + q 8, 48 + 5.5 + 24 = 77.5
     org = O("root", 1, O("P", 3, O("g"), O("s")), O("Q", 1, O("q")))
     jobs = queued("g", 1, 16) + queued("s", 24, 1) + queued("q", 8, 1)
     snap = snap_of(org, nodes(4), jobs, {n: 1.0 for n in ("P", "g", "s", "Q", "q")},
@@ -194,7 +186,7 @@ def test_a_project_owed_inside_its_program_still_lets_the_program_take_spare_gpu
     # 13; ratios all 1.0; s owed 100 GPU-h beyond g. Floors: P 8 (g 1, s 7), Q 2; Q wants no
     # more, so its other 6 are spare and go to P (rule 2), and no GPU idles while a job fits
     # (rule 6): g 1, s 13, q 2, all 16 busy, and the plan is proved optimal (rule 8). (Stop
-    # 54's candidate repay rows, REPAY, broke this twice before they passed: written as
+    # 54's candidate repay rows broke this twice before they passed: written as
     # "only while P holds at most its floor" they forbade P more than 9 GPUs (ilp lost to
     # greedy in tests/test_epoch_dominance.py), and with their 0/1 switch placed wrongly
     # they paid the best plan to leave the spare idle: "feasible", gap 5.5)

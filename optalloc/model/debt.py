@@ -113,16 +113,36 @@ def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> 
     ratio. One unit per epoch of the share (300 s) instead of per hour flipped floors twelve
     times as fast, with more preemptions and less owed delivered hour by hour (README, "How
     an epoch decides")."""
+    return _debts(snap, g_max, short)[0]
+
+
+def sibling_scale(snap: Snapshot, g_max: float) -> np.ndarray:
+    """(O,) a factor in (0, 1] on each org node's floor rows: what its parent's other children
+    with work owe beyond the parent's own debt (debt_tilt's `bound`, which keeps that part off
+    the owed node's rows). The bound keeps a project's debt to its sibling from taking another
+    subtree's floor (rule 1), but alone it left the sibling unpaid wherever the program gets
+    its share every hour: root -> P [g, s], Q [q] on 4 x 8, g only 16-GPU gangs, g's gang
+    (12 floor GPUs of g, 8 of s) beat s's 24 (12 of s) every epoch, g 384 / s 192 GPU-hours
+    a day where the turns give 288 / 288 (rule 2). So what the bound holds back weighs
+    relative to the siblings instead: a child of P with the unbounded debt r and the bounded b
+    keeps (1 + r) / (1 + b) of its rows' weight over the most-owed child's ratio, the
+    most-owed keeps all of its weight, the others (and their subtrees) lose some. Inside P
+    the floors then trade as with the whole debt; the owed child's floor weighs no more
+    against another subtree than before. 1 where no bound binds."""
+    return _debts(snap, g_max, None)[1]
+
+
+def _debts(snap: Snapshot, g_max: float, short: np.ndarray | None):
     org = snap.org
-    out = np.zeros(org.n)
+    out, one = np.zeros(org.n), np.ones(org.n)
     if not len(snap.jobs) or org.n < 2 or not debt_applies(snap):
-        return out
+        return out, one
     short = snap.owed_shortfall if short is None else short
     if not short.any():
-        return out
+        return out, one
     work = nodes_with_work(snap)
     if work.sum() < 2:
-        return out
+        return out, one
     ent_gpus = org.entitlement @ snap.capacity_by_type(up_only=True)
     unit_h = DEBT_UNIT_S / 3600.0
     debt = np.where(work & (ent_gpus > 0), short / np.maximum(ent_gpus * unit_h, 1e-9), 0.0)
@@ -136,20 +156,31 @@ def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> 
     # a node's floor GPUs count in its ancestors' rows too, so what its siblings owe it must
     # not outweigh its parent where the parent competes (rule 1: a subtree's rank before
     # anything inside it): beyond its siblings it carries at most its parent's own debt
-    # (`bound`: unbounded under a node that competes with nobody)
+    # (`bound`: unbounded under a node that competes with nobody); what it holds back weighs
+    # relative to the siblings (sibling_scale)
     bound = np.where(alone & (org.depth == 1), np.inf, rel)
+    raw = rel.copy()
     for d in range(2, int(org.depth.max(initial=0)) + 1):
         at = alone & (org.depth == d)
         rel[at] = rel[parent[at]]
         bound[at] = bound[parent[at]]
         at = work & ~alone & (org.depth == d)
+        raw[at] = rel[at]
         rel[at] = np.minimum(rel[at], bound[parent[at]])
         bound[at] = rel[at]
     # the largest size ratio two exclusive floors can have: a 1-GPU floor against what one
     # allocated job meets (two whole nodes of a gang at least). At 2 x 8 alone, a 1-GPU share
     # against whole-cluster 24-GPU gangs never ran (needs 21: a judge's case)
     big = float(snap.job_gpus[snap.job_tier1.any(axis=1)].max(initial=0))
-    return np.clip(rel, 0.0, max(DEBT_CAP * g_max, big))
+    cap = max(DEBT_CAP * g_max, big)
+    out = np.clip(rel, 0.0, cap)
+    sib = work & ~alone & (org.depth >= 2)
+    ratio = np.where(sib, (1.0 + np.clip(raw, 0.0, cap)) / (1.0 + out), 1.0)
+    most = np.ones(org.n)  # per parent: the largest ratio among its children
+    np.maximum.at(most, parent[sib], ratio[sib])
+    local = np.where(sib, ratio / most[parent], 1.0)
+    M = org.membership()  # M[u, v]: u is v or an ancestor of v
+    return out, np.exp(np.log(local) @ M.astype(float))
 
 
 def fair_debt_tilt(snap: Snapshot) -> np.ndarray:

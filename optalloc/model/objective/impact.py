@@ -59,6 +59,7 @@ from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exp
     nodes_with_work,
     projects_with_placeable_work,
     projects_with_work,
+    sibling_scale,
 )
 from optalloc.model.order import (
     order_score,
@@ -212,11 +213,15 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # per GPU, so a worse-ranked floor exactly twice as large (tilts tied: 1 x 2 = 2 x 1)
     # won the tie by its GPU count (1 x (2 + 0.042) < 2 x (1 + 0.025), a judge's case, stop
     # 59); multiplied, exact ties go to the better-ranked floor (2 x 1.042 > 2 x 1.025)
+    # what a node's siblings owe it beyond its parent's debt: their rows weigh less
+    # (debt.sibling_scale), so it acts inside the parent's floor, not against other subtrees
+    scale = sibling_scale(snap, g_max)
+
     def weight(t):
-        return omega[None, :] * ((1.0 + t) * (1.0 + eps))[:, None] * share[:, None]
+        return omega[None, :] * ((1.0 + t) * (1.0 + eps) * scale)[:, None] * share[:, None]
 
     def unit(t):  # a floor whose work may move yields all but a target GPU's weight
-        return weight(t) - wt[:, None]
+        return np.maximum(weight(t) - wt[:, None], 0.0)
 
     return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
 
