@@ -198,3 +198,28 @@ def test_a_project_owed_inside_its_program_still_lets_the_program_take_spare_gpu
     ran = Counter(j[0] for j in got["runs"])  # jobs started per project (ids: project + n)
     assert ran == {"g": 1, "s": 13, "q": 2} and got["preempted"] == {} and got["pending"] == {}
     assert run_epoch(snap).report.status == "optimal"
+
+
+def test_what_a_project_owes_its_sibling_keeps_its_programs_rank_against_another_program():
+    # root -> P [g, s], Q [q]; 2 x 8: P 8 (g 4, s 4), Q 8. P ranks first (ratio 0.1), Q last
+    # (2.0). s runs four 1-GPU jobs on n01 (protected) and is owed 100 GPU-h beyond g (P as a
+    # whole nothing: g's surplus nets it), past the cap. g waits with an 8-GPU job, q with a
+    # 6-GPU one: only n00 holds either. g's meets 4 floor GPUs of P and 4 of g, each worth
+    # 2w (rank 1); q's 6 of Q and 6 of q, worth w each: 16 against 12, P's floor first (rule
+    # 1: within twice the size). What s is owed inside P must not hand Q the node: a first
+    # form of stop 61's sibling_scale lowered g's row to 1/17 and q's job ran (8.5 < 12);
+    # what g's row loses now goes to P's row (debt.parent_transfer), so a GPU of g within
+    # P's floor weighs as before
+    from optalloc.types import Job, JobState, NodeAlloc, Placement
+
+    def on_n01(i):  # s's i-th job, running 10 min on GPU i of n01, protected 1 h
+        pl = Placement(f"s{i:02d}", "h100", (NodeAlloc("n01", (i,)),))
+        return Job(f"s{i:02d}", "s", 1, min_runtime_s=3600.0, state=JobState.RUNNING,
+                   start_time=10 * 3600.0 - 600, placement=pl)
+
+    org = O("root", 1, O("P", 1, O("g"), O("s")), O("Q", 1, O("q")))
+    jobs = [on_n01(i) for i in range(4)] + queued("g", 1, 8) + queued("q", 1, 6)
+    usage = {"P": 0.1, "g": 0.1, "s": 0.1, "Q": 2.0, "q": 2.0}
+    snap = snap_of(org, nodes(2), jobs, usage, {"s": 100.0})
+    got, _ = decide(snap)
+    assert "g00" in got["runs"] and "q00" in got["pending"]

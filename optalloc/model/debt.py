@@ -125,10 +125,16 @@ def sibling_scale(snap: Snapshot, g_max: float) -> np.ndarray:
     (12 floor GPUs of g, 8 of s) beat s's 24 (12 of s) every epoch, g 384 / s 192 GPU-hours
     a day where the turns give 288 / 288 (rule 2). So what the bound holds back weighs
     relative to the siblings instead: a child of P with the unbounded debt r and the bounded b
-    keeps (1 + r) / (1 + b) of its rows' weight over the most-owed child's ratio, the
-    most-owed keeps all of its weight, the others (and their subtrees) lose some. Inside P
-    the floors then trade as with the whole debt; the owed child's floor weighs no more
-    against another subtree than before. 1 where no bound binds."""
+    keeps (1 + r) / (1 + b) of its rows' weight over the most-owed child's ratio (the factor
+    holds for its whole subtree's rows), the most-owed keeps all of its weight, and P's row
+    gains what the least-owed child's path lost (parent_transfer). Inside P's floor the
+    children then trade as with the whole debt, and a GPU of the least-owed within P's floor
+    weighs what it did against other subtrees. A first form without the transfer lowered the
+    over-served child against every other subtree too: P ranked first lost an equal trade of
+    floors to a worse-ranked program (rule 1; the s54 file's rank case). What is left: where
+    a plan holds P below its floor, a floor GPU of the owed child weighs up to the lowered
+    rows' weight more against another subtree, and one of the least-owed child beyond P's
+    floor that much less. 1 where no bound binds."""
     return _debts(snap, g_max, None)[1]
 
 
@@ -209,3 +215,32 @@ def debt_applies(snap: Snapshot) -> bool:
     project above its share of the only type its jobs can use was 'owed' GPUs of a type they
     cannot use, and its debt took that type from a better-ranked project."""
     return len(snap.gpu_types) <= 1 or pooled_applies(snap)
+
+
+def parent_transfer(snap: Snapshot, full: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """(O,) what each parent's floor row gains of its children's rows lowered by
+    sibling_scale: `full` (O,) a floor GPU's weight per row unscaled, `scale` the factors.
+    A parent gains what a floor GPU's path below it lost in its most-lowered child (the least
+    owed), so that child's GPUs within the parent's floor weigh as before against other
+    subtrees, the owed child's more."""
+    org = snap.org
+    out = np.zeros(org.n)
+    if np.all(scale >= 1.0):
+        return out
+    M = org.membership()  # M[u, v]: u is v or an ancestor of v
+    Mf = M.astype(float)
+    parent = np.asarray(org.parent)
+    leaf = projects_with_work(snap)
+    for p in np.unique(parent[scale < 1.0]):
+        if p < 0:
+            continue
+        below = M[p] & (np.arange(org.n) != p)  # strictly below p
+        lost = np.where(below, full * (scale[p] - scale), 0.0)
+        path = lost @ Mf  # per leaf: what its path below p lost
+        best = 0.0
+        for c in np.flatnonzero(parent == p):
+            v = M[c] & leaf
+            if v.any():
+                best = max(best, float(path[v].min()))
+        out[p] = best
+    return out

@@ -55,6 +55,7 @@ from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exp
     debt_applies,
     debt_tilt,
     fair_debt_tilt,
+    parent_transfer,
     placeable_types,
     nodes_with_work,
     projects_with_placeable_work,
@@ -214,11 +215,15 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # won the tie by its GPU count (1 x (2 + 0.042) < 2 x (1 + 0.025), a judge's case, stop
     # 59); multiplied, exact ties go to the better-ranked floor (2 x 1.042 > 2 x 1.025)
     # what a node's siblings owe it beyond its parent's debt: their rows weigh less
-    # (debt.sibling_scale), so it acts inside the parent's floor, not against other subtrees
+    # (debt.sibling_scale) and the parent's row gains what the least-owed child's lost
+    # (debt.parent_transfer), so it acts inside the parent's floor: a GPU of the over-served
+    # child within that floor weighs as before against other subtrees
     scale = sibling_scale(snap, g_max)
 
     def weight(t):
-        return omega[None, :] * ((1.0 + t) * (1.0 + eps) * scale)[:, None] * share[:, None]
+        full = omega[0] * (1.0 + t) * (1.0 + eps) * share
+        w = full * scale + parent_transfer(snap, full, scale)
+        return (omega / omega[0])[None, :] * w[:, None]
 
     def unit(t):  # a floor whose work may move yields all but a target GPU's weight
         return np.maximum(weight(t) - wt[:, None], 0.0)
