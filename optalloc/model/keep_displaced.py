@@ -145,15 +145,9 @@ def _no_room_on_nodes(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     pool's `owner` grid the items' nodes are read from it (`_held_items`) in one pass."""
     snap, req = em.snap, em.req
     rank = items[6]
-    held = _held_with_use(em, on, items, placements, owner)
-    if held is None:
+    room = _team_room(em, on, items, placements, owner)
+    if room is None:
         return np.zeros(len(keep_i), bool)
-    item, node, cnt, used = held
-    T = len(snap.gpu_types)
-    # the items u_g may leave out, grouped by project and type: a running job's teammates
-    # below it are found among its own group's (before, every key scanned every item: XL's
-    # 2,900 keys a call over 16,000 items took 0.12 s)
-    mine, pt = _team_items(items, item, T)
     up_t: dict = {}  # per type: its up nodes
     left_of: dict = {}  # per (project, type, rank): GPUs per up node of t beside the rest
     # one answer per distinct (project, type, rank, shape) of the running jobs asked about
@@ -169,11 +163,9 @@ def _no_room_on_nodes(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
             zip(*(np.asarray(col)[one].tolist() for col in cols))):
         left = left_of.get((p, t, ra))
         if left is None:
-            below = _below(items, item, mine, pt, p * T + t, ra)
             if t not in up_t:
                 up_t[t] = snap.node_up & (snap.node_type == t)
-            left = _left_beside(snap, used, node[below], cnt[below])
-            left = left_of[(p, t, ra)] = np.maximum(left[up_t[t]], 0)
+            left = left_of[(p, t, ra)] = np.maximum(room(p, t, ra)[up_t[t]], 0)
         no_room[u] = not bool(fits_nodes(size, pieces, rem, left))
     return no_room[back.reshape(-1)]
 
@@ -193,10 +185,9 @@ def _no_room_in_place(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     the teams' order at 831.5, not 832.5 (stop 60)."""
     snap, req = em.snap, em.req
     rank = items[6]
-    held = _held_with_use(em, on, items, placements, owner)
-    if held is None:
+    room = _team_room(em, on, items, placements, owner)
+    if room is None:
         return np.zeros(len(keep_i), bool)
-    item, node, cnt, used = held
     T = len(snap.gpu_types)
     # one answer per running position asked about, one room per (project, type, rank) of
     # theirs (before, every row scanned every item: XL's rows took 0.2 s a call)
@@ -205,7 +196,6 @@ def _no_room_in_place(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     code = (snap.job_project[a].astype(np.int64) * T + t) * (int(rank.max(initial=0)) + 1)
     _, first, grp = np.unique(code + rank[a], return_index=True, return_inverse=True)
     grp = grp.reshape(-1)
-    mine, pt = _team_items(items, item, T)
     # the running pairs of the positions asked about, by group
     pk = np.asarray(req.run_pair_k, np.int64)
     pos = np.searchsorted(ks, pk).clip(0, len(ks) - 1)
@@ -218,8 +208,7 @@ def _no_room_in_place(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     bad = np.zeros(len(sel), bool)
     for u, f in enumerate(first.tolist()):
         p, tt, ra = int(snap.job_project[a[f]]), int(t[f]), int(rank[a[f]])
-        below = _below(items, item, mine, pt, p * T + tt, ra)
-        left = _left_beside(snap, used, node[below], cnt[below])
+        left = room(p, tt, ra)
         s0, s1 = bounds[u], bounds[u + 1]
         n, g = req.run_pair_node[sel[s0:s1]], req.run_pair_gpus[sel[s0:s1]]
         bad[s0:s1] = ~snap.node_up[n] | (g > left[n] + 1e-9)
@@ -228,42 +217,38 @@ def _no_room_in_place(em, keep_i: np.ndarray, on: np.ndarray, items, placements:
     return out_k[back.reshape(-1)]
 
 
-def _held_with_use(em, on: np.ndarray, items, placements: dict, owner: np.ndarray | None):
-    """The allocated items the plan runs (`_held_items` from the pool's `owner` grid, else
-    `_placed_items`) as (item, node, GPUs, GPUs used per node), or None where a start has no
-    placement (the nodes are unknown)."""
+def _team_room(em, on: np.ndarray, items, placements: dict, owner: np.ndarray | None):
+    """A function (project, type, rank) -> (N,) GPUs left on each node beside the allocated
+    work the plan `on` runs there (`_held_items` from the pool's `owner` grid, else
+    `_placed_items`) but that project's jobs on that type at or below the rank (the team's
+    jobs a running job may hold back), one answer per key; None where a start has no
+    placement (the nodes are unknown). A running job's teammates below it are found among
+    its own (project, type) group's items (before, every key scanned every item: XL's 2,900
+    keys a call over 16,000 items took 0.12 s)."""
     snap, req = em.snap, em.req
-    in_t = items[4]
+    typ, proj, _, level, in_t, in_g, _ = items
     held = (_held_items(req, on, in_t, owner, len(snap.jobs)) if owner is not None
             else _placed_items(snap, req, on, in_t, placements))
     if held is None:
         return None
     item, node, cnt = held
-    return item, node, cnt, np.bincount(node, weights=cnt, minlength=len(snap.nodes))
-
-
-def _team_items(items, item: np.ndarray, T: int) -> tuple[np.ndarray, np.ndarray]:
-    """The held items a running job may leave out (its team's, `in_g`), sorted by their
-    (project, type) code: (positions into `item`, codes)."""
-    typ, proj, _, _, _, in_g, _ = items
+    N, T = len(snap.nodes), len(snap.gpu_types)
+    used = np.bincount(node, weights=cnt, minlength=N)
     mine = np.flatnonzero(in_g[item])
     pt = proj[item[mine]] * T + typ[item[mine]]
     by_pt = np.argsort(pt, kind="stable")
-    return mine[by_pt], pt[by_pt]
+    mine, pt = mine[by_pt], pt[by_pt]
+    memo: dict = {}
 
-
-def _below(items, item: np.ndarray, mine: np.ndarray, pt: np.ndarray, code: int,
-           ra: int) -> np.ndarray:
-    """Of `_team_items`, those of one (project, type) `code` at or below rank `ra`."""
-    lo, hi = np.searchsorted(pt, [code, code + 1])
-    below = mine[lo:hi]
-    return below[items[3][item[below]] <= 2 * ra]
-
-
-def _left_beside(snap, used: np.ndarray, node: np.ndarray, cnt: np.ndarray) -> np.ndarray:
-    """(N,) GPUs left on each node beside the work `used` counts but the items on `node` with
-    `cnt` GPUs (a running job's team below it, which it may hold back)."""
-    return snap.node_gpus - (used - np.bincount(node, weights=cnt, minlength=len(snap.nodes)))
+    def room(p: int, t: int, ra: int) -> np.ndarray:
+        if (p, t, ra) not in memo:
+            lo, hi = np.searchsorted(pt, [p * T + t, p * T + t + 1])
+            below = mine[lo:hi]
+            below = below[level[item[below]] <= 2 * ra]
+            memo[(p, t, ra)] = snap.node_gpus - (
+                used - np.bincount(node[below], weights=cnt[below], minlength=N))
+        return memo[(p, t, ra)]
+    return room
 
 
 def _placed_items(snap, req, on, in_t, placements: dict):
