@@ -19,7 +19,7 @@ part is never repaid (the flat and two-level cases: ilp g 384 / s 192). A fix wa
 measured at stop 54, not landed: what its siblings owe a node beyond that cap
 weighed on its floor GPUs in plans that keep the other subtrees' floors whole (repay rows
 with a 0/1 switch per repaid node). It passed these cases and every fairness file, but on
-the traces it cost more than it gave. Stop 61 (debt.sibling_scale): what the cap holds back
+the traces it cost more than it gave. Stop 61 (debt.floor_debts): what the cap holds back
 lowers the owing siblings' rows instead (the owed node weighs no more against another
 subtree); the flat, two-level and one-epoch cases pass. Still left: a gang larger than its
 whole program's floor, which needs another program's floor repaid.
@@ -151,7 +151,7 @@ def test_a_project_owed_by_its_gang_sibling_gets_its_floor_back_inside_the_progr
     # bounded by P's own (0) on its floor rows; what the rule owes it beyond that weighs
     # 2w * 3.33 per floor GPU of s that meets Q's floor (Q 8 in the first two plans, 0 in
     # the third): 120 + 53 = 173, 104 + 80 = 184, 96 + 0 = 96. So s runs 24, q 8, g's gang
-    # waits (capped alone, the gang ran: 120 > 104). Stop 61's sibling_scale gives the same
+    # waits (capped alone, the gang ran: 120 > 104). Stop 61's floor_debts gives the same
     # plan: g's row keeps 1 / 4.33 of its weight (2w / 4.33 = 0.46w): 48 + 5.5 + 16 + 32 =
     # 101.5 for the gang, 48 + 24 + 32 = 104 for s 24 + q 8, 48 + 5.5 + 24 = 77.5
     org = O("root", 1, O("P", 3, O("g"), O("s")), O("Q", 1, O("q")))
@@ -207,7 +207,7 @@ def test_what_a_project_owes_its_sibling_keeps_its_programs_rank_against_another
     # 6-GPU one: only n00 holds either. g's meets 4 floor GPUs of P and 4 of g, each worth
     # 2w (rank 1); q's 6 of Q and 6 of q, worth w each: 16 against 12, P's floor first (rule
     # 1: within twice the size). What s is owed inside P must not hand Q the node: a first
-    # form of stop 61's sibling_scale lowered g's row to 1/17 and q's job ran (8.5 < 12);
+    # form of stop 61's floor_debts lowered g's row to 1/17 and q's job ran (8.5 < 12);
     # what g's row loses now goes to P's row (debt.parent_transfer), so a GPU of g within
     # P's floor weighs as before
     from optalloc.types import Job, JobState, NodeAlloc, Placement

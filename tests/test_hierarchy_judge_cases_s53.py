@@ -279,7 +279,7 @@ CASES = [
               "(72 by 12 h) but, alone in P1, takes P1's debt, which is capped at P's own, and "
               "P is owed nothing as a whole (s absorbs P's 12): debt 0 every epoch, forever. "
               "The fair debt (programs counting their projects' own shortfalls) reads 6, but "
-              "weighs only lifted floors (no idle sibling here). Stop 61's sibling_scale (s's rows "
+              "weighs only lifted floors (no idle sibling here). Stop 61's floor_debts (s's rows "
               "weigh less while g is owed beyond P's debt) cannot help: the gang needs Q's "
               "floor, a trade between subtrees that only P's own debt may win (rule 1)"),
     Case(  # the same with g and s projects of P directly: root -> P [g, s], Q [q]; 3 x 8:

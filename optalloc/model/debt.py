@@ -116,8 +116,9 @@ def debt_tilt(snap: Snapshot, g_max: float, short: np.ndarray | None = None) -> 
     return _debts(snap, g_max, short)[0]
 
 
-def sibling_scale(snap: Snapshot, g_max: float) -> np.ndarray:
-    """(O,) a factor in (0, 1] on each org node's floor rows: what its parent's other children
+def floor_debts(snap: Snapshot, g_max: float) -> tuple[np.ndarray, np.ndarray]:
+    """(debt_tilt of the owed shortfall (O,), a scale (O,)) in one pass; the scale is a factor
+    in (0, 1] on each org node's floor rows: what its parent's other children
     with work owe beyond the parent's own debt (debt_tilt's `bound`, which keeps that part off
     the owed node's rows). The bound keeps a project's debt to its sibling from taking another
     subtree's floor (rule 1), but alone it left the sibling unpaid wherever the program gets
@@ -135,7 +136,7 @@ def sibling_scale(snap: Snapshot, g_max: float) -> np.ndarray:
     a plan holds P below its floor, a floor GPU of the owed child weighs up to the lowered
     rows' weight more against another subtree, and one of the least-owed child beyond P's
     floor that much less. 1 where no bound binds."""
-    return _debts(snap, g_max, None)[1]
+    return _debts(snap, g_max, None)
 
 
 def _debts(snap: Snapshot, g_max: float, short: np.ndarray | None):
@@ -163,7 +164,7 @@ def _debts(snap: Snapshot, g_max: float, short: np.ndarray | None):
     # not outweigh its parent where the parent competes (rule 1: a subtree's rank before
     # anything inside it): beyond its siblings it carries at most its parent's own debt
     # (`bound`: unbounded under a node that competes with nobody); what it holds back weighs
-    # relative to the siblings (sibling_scale)
+    # relative to the siblings (floor_debts)
     bound = np.where(alone & (org.depth == 1), np.inf, rel)
     raw = rel.copy()
     for d in range(2, int(org.depth.max(initial=0)) + 1):
@@ -219,7 +220,7 @@ def debt_applies(snap: Snapshot) -> bool:
 
 def parent_transfer(snap: Snapshot, full: np.ndarray, scale: np.ndarray) -> np.ndarray:
     """(O,) what each parent's floor row gains of its children's rows lowered by
-    sibling_scale: `full` (O,) a floor GPU's weight per row unscaled, `scale` the factors.
+    floor_debts: `full` (O,) a floor GPU's weight per row unscaled, `scale` the factors.
     A parent gains what a floor GPU's path below it lost in its most-lowered child (the least
     owed), so that child's GPUs within the parent's floor weigh as before against other
     subtrees, the owed child's more."""

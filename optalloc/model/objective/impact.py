@@ -55,12 +55,12 @@ from optalloc.model.debt import (  # noqa: F401 (debt_applies, debt_tilt: re-exp
     debt_applies,
     debt_tilt,
     fair_debt_tilt,
+    floor_debts,
     parent_transfer,
     placeable_types,
     nodes_with_work,
     projects_with_placeable_work,
     projects_with_work,
-    sibling_scale,
 )
 from optalloc.model.order import (
     order_score,
@@ -187,7 +187,11 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # a debt of 4.5 each beside a third node owed nothing cut it from 2x to 1.22x: a review)
     place = tilt_position(snap)
     rank = RANK_TILT * place
-    debt = debt_tilt(snap, g_max)
+    # what a node's siblings owe it beyond its parent's debt: their rows weigh less (`scale`,
+    # debt.floor_debts) and the parent's row gains what the least-owed child's lost
+    # (debt.parent_transfer), so it acts inside the parent's floor: a GPU of the over-served
+    # child within that floor weighs as before against other subtrees
+    debt, scale = floor_debts(snap, g_max)
     tilt = (1.0 + rank) * (1.0 + debt) - 1.0
     # a lifted floor (an idle sibling's share in it: targets.lifted_floors) weighs what its
     # node was owed of its fair share, where that is more than the published debt: lifted,
@@ -214,21 +218,15 @@ def tier_weights(snap: Snapshot) -> tuple[np.ndarray, ...]:
     # per GPU, so a worse-ranked floor exactly twice as large (tilts tied: 1 x 2 = 2 x 1)
     # won the tie by its GPU count (1 x (2 + 0.042) < 2 x (1 + 0.025), a judge's case, stop
     # 59); multiplied, exact ties go to the better-ranked floor (2 x 1.042 > 2 x 1.025)
-    # what a node's siblings owe it beyond its parent's debt: their rows weigh less
-    # (debt.sibling_scale) and the parent's row gains what the least-owed child's lost
-    # (debt.parent_transfer), so it acts inside the parent's floor: a GPU of the over-served
-    # child within that floor weighs as before against other subtrees
-    scale = sibling_scale(snap, g_max)
-
     def weight(t):
         full = omega[0] * (1.0 + t) * (1.0 + eps) * share
         w = full * scale + parent_transfer(snap, full, scale)
         return (omega / omega[0])[None, :] * w[:, None]
 
-    def unit(t):  # a floor whose work may move yields all but a target GPU's weight
-        return np.maximum(weight(t) - wt[:, None], 0.0)
-
-    return wt, weight(tilt), unit(tilt), level / 2.0, weight(lift), unit(lift)
+    # a floor whose work may move yields all but a target GPU's weight
+    w_tilt, w_lift = weight(tilt), weight(lift)
+    return (wt, w_tilt, np.maximum(w_tilt - wt[:, None], 0.0), level / 2.0, w_lift,
+            np.maximum(w_lift - wt[:, None], 0.0))
 
 
 def _ahead_tilt(snap: Snapshot, pos: np.ndarray, tilt: np.ndarray) -> np.ndarray:
