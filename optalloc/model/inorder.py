@@ -28,6 +28,32 @@ def lookahead_on(snap: Snapshot) -> bool:
     return int(snap.policy.max_reservations) > 0
 
 
+# the in-order caps' passes: each caps one leaf per family (most_lost_per_family), the last
+# every leaf still short
+CAP_PASSES = 8
+
+
+def cap_in_order(snap: Snapshot, req: Requirements, room: np.ndarray, first, step):
+    """The in-order caps (targets' module docstring): `first` (target (O, K), state) the
+    water-filling's first answer; each pass a leaf whose own order realizes a whole GPU less
+    than its budget (the target's row sum) is capped, one leaf of a family a pass (the one
+    losing most), at most CAP_PASSES passes, the last capping every leaf still short, and
+    `step(capped, filled, budget, target, state)` fills again with those caps. Per type
+    (targets.compute_targets) and pooled (pooled._capped) alike. (target, state) at the end."""
+    leaves = snap.org.is_leaf
+    target, state = first
+    for i in range(CAP_PASSES - 1):
+        budget = target.sum(axis=1)
+        filled = _inorder_fill(snap, req, budget, room)
+        capped = leaves & (filled < budget - 1.0 + 1e-6)  # a whole GPU lost, not rounding
+        if not capped.any():
+            break
+        if i < CAP_PASSES - 2:
+            capped = most_lost_per_family(snap.org, capped, budget - filled)
+        target, state = step(capped, filled, budget, target, state)
+    return target, state
+
+
 def overshoot_room(cap: np.ndarray, prot: np.ndarray, usable: np.ndarray) -> np.ndarray:
     """(O,) the most GPUs each leaf could hold this epoch: on the types its jobs may use
     (`usable` (O, T) > 0), the capacity `cap` (T,) less what the other projects' protected

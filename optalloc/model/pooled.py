@@ -39,20 +39,18 @@ from optalloc.confined import confined_caps
 from optalloc.model.debt import pooled_applies  # noqa: F401 (re-exported: tests, callers)
 from optalloc.model.requirements import Requirements
 from optalloc.model.targets import (
-    CAP_PASSES,
     PASSES,
     Targets,
     _demand,
     _fill_tree,
-    _inorder_fill,
     _integerize,
+    cap_in_order,
     capacities,
     compute_targets,
     counted_running,
     horizons,
     lookahead_on,
     lifted_floors,
-    most_lost_per_family,
     nested_floors,
     overshoot_room,
     owed_nodes,
@@ -199,24 +197,16 @@ def _capped(snap, req, args, routed, M, D, room):
     P0 held 3 of its floor 6 and a GPU went to no one; now A1 4, A2 2
     (tests/test_inorder_caps_s61.py)."""
     C, F, Ppool, rho, kappa = args
-    org = snap.org
-    leaves = org.is_leaf
 
     def fill(leaf_up):
         up = np.minimum(M @ leaf_up, D[:, 0])[:, None]
-        return _fill_tree(snap, C, np.minimum(F, up), Ppool, up, rho, kappa), up
+        return _fill_tree(snap, C, np.minimum(F, up), Ppool, up, rho, kappa), (up, leaf_up)
 
-    leaf_up = routed
-    for i in range(CAP_PASSES - 1):
-        pooled, upper = fill(leaf_up)
-        filled = _inorder_fill(snap, req, pooled[:, 0], room)
-        capped = leaves & (filled < pooled[:, 0] - 1.0 + 1e-6)
-        if not capped.any():
-            return pooled, upper
-        if i < CAP_PASSES - 2:
-            capped = most_lost_per_family(org, capped, pooled[:, 0] - filled)
-        leaf_up = np.where(capped, filled, leaf_up)
-    return fill(leaf_up)
+    def step(capped, filled, budget, pooled, state):
+        return fill(np.where(capped, filled, state[1]))
+
+    pooled, (upper, _) = cap_in_order(snap, req, room, fill(routed), step)
+    return pooled, upper
 
 
 def _levels(org) -> Levels:

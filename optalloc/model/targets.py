@@ -58,8 +58,8 @@ import numpy as np
 
 from optalloc.model.debt import fair_debt_tilt
 from optalloc.model.inorder import (  # noqa: F401  (pooled reads them from here)
-    _inorder_fill,
     blocked_jobs,
+    cap_in_order,
     counted_running,
     lookahead_on,
     most_lost_per_family,
@@ -72,9 +72,6 @@ from optalloc.snapshot import Snapshot
 from optalloc.types import UsageMode
 
 PASSES = 3  # the pooled targets' passes (optalloc.model.pooled)
-# the in-order caps' passes per type: each caps one leaf per family (most_lost_per_family),
-# the last every leaf still short
-CAP_PASSES = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -321,20 +318,16 @@ def compute_targets(snap: Snapshot, req: Requirements) -> Targets:
     Fb = _runnable_floors(snap, req, share, D, F, M)
     target = _fill_tree(snap, cap, Fb, P, upper, rho, kappa)
     leaves = org.is_leaf
-    room = overshoot_room(cap, prot_leaf, leaf)
-    for i in range(CAP_PASSES - 1):
-        budget = target.sum(axis=1)
-        filled = _inorder_fill(snap, req, budget, room)
-        capped = leaves & (filled < budget - 1.0 + 1e-6)  # a whole GPU lost, not rounding
-        if not capped.any():
-            break
-        if i < CAP_PASSES - 2:
-            capped = most_lost_per_family(org, capped, budget - filled)
+
+    def step(capped, filled, budget, target, upper):  # a capped leaf's types scaled alike
         scale = np.divide(filled, budget, out=np.zeros(O), where=budget > 0)
         leaf_upper = np.where(capped[:, None], target * scale[:, None], upper * leaves[:, None])
         leaf_upper = np.where(leaves[:, None], np.minimum(leaf_upper, upper), 0.0)
         upper = M @ leaf_upper
-        target = _fill_tree(snap, cap, np.minimum(Fb, upper), P, upper, rho, kappa)
+        return _fill_tree(snap, cap, np.minimum(Fb, upper), P, upper, rho, kappa), upper
+
+    target, upper = cap_in_order(snap, req, overshoot_room(cap, prot_leaf, leaf),
+                                 (target, upper), step)
     target = _integerize(snap, np.maximum(target, 0.0), upper)
     free = (_fill_tree(snap, cap_up, np.minimum(F, upper), np.zeros_like(P), upper, rho, kappa)
             if lookahead_on(snap) else np.zeros((0, 0)))
